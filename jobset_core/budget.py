@@ -1,0 +1,441 @@
+"""One retry budget for every cause, and its translation into Job and JobSet failure policies.
+
+Users set one number. The cluster spends it through JobSet in-cluster restarts (fast, no resubmission) and
+the engine spends it through resubmissions (a Flyte attempt, an Airflow try); both layers draw on the same
+count because the ledger lives on the cluster objects themselves (see `ledger.py`). Everything here is pure:
+no I/O except reading the platform default once, at policy construction.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tenacity
+
+from jobset_core.errors import SpecError
+from jobset_core.kinds import RETRYABLE_BY_DEFAULT, FailureKind
+from jobset_core.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RETRIES = 3
+DEFAULT_MAX_INTERRUPTIONS = 10
+RETRIES_ENV = "JOBSET_DEFAULT_RETRIES"
+CONFIG_ENV = "JOBSET_CONFIG"
+SIGTERM_EXIT_CODE = 143
+# batch/v1 PodFailurePolicyOnExitCodesRequirement.values allows at most 255 entries; we always add 143.
+MAX_EXIT_CODE_VALUES = 255
+# JobSet failurePolicy rule names, as used in the captures from the real controller.
+RULE_RESTART_ON_DISRUPTION = "restartOnDisruption"
+RULE_FAIL_FAST_ON_APP_ERROR = "failFastOnAppError"
+RULE_FAIL_ON_DEADLINE = "failOnDeadline"
+DISRUPTION_MESSAGE_PATTERN = ".*DisruptionTarget.*"
+
+# Node labels and taint keys that mark interruptible (spot/preemptible) capacity on the common clouds.
+SPOT_KEYS = (
+    "cloud.google.com/gke-spot",
+    "cloud.google.com/gke-preemptible",
+    "cloud.google.com/gke-provisioning",
+    "eks.amazonaws.com/capacityType",
+    "karpenter.sh/capacity-type",
+    "kubernetes.azure.com/scalesetpriority",
+)
+
+
+def default_config_path() -> Path:
+    return Path.home() / ".config" / "jobset-plugins" / "config.toml"
+
+
+def platform_default_retries(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """The platform's default count and where it came from: env, then config file, then 3.
+
+    The source is returned so that the run can log which setting is in force: a count that silently comes
+    from somewhere unexpected is exactly the confusion this project exists to remove.
+    """
+    environ = os.environ if environ is None else environ
+    raw = environ.get(RETRIES_ENV)
+    if raw not in (None, ""):
+        try:
+            value = int(str(raw).strip())
+        except ValueError as exc:
+            raise SpecError(RETRIES_ENV, f"{raw!r} is not an integer", "set it to a whole number such as 3") from exc
+        if value < 0:
+            raise SpecError(RETRIES_ENV, f"{value} is negative", "set it to 0 or more")
+        return value, f"env {RETRIES_ENV}"
+    path = Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else default_config_path()
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SpecError(str(path), f"cannot be read as TOML ({exc})", "fix the file or unset JOBSET_CONFIG") from exc
+        section = data.get("retry", data)
+        if "default_retries" in section:
+            value = section["default_retries"]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SpecError(f"{path}: default_retries", f"{value!r} is not an integer >= 0", "use e.g. 3")
+            return value, f"config {path}"
+    return DEFAULT_RETRIES, "built-in default"
+
+
+@dataclass(frozen=True)
+class Interruptible:
+    """Where interruptible capacity is selected, so the final attempt can drop it (as Flyte does)."""
+
+    node_selector_keys: tuple[str, ...] = SPOT_KEYS
+    toleration_keys: tuple[str, ...] = SPOT_KEYS
+
+
+@dataclass(frozen=True)
+class RetryDecision:
+    """What to do after a terminal failure, and a sentence that says why."""
+
+    retry: bool
+    reason: str
+    delay_seconds: float = 0.0
+    attempt: int = 1
+    remaining: int = 0
+    final_attempt: bool = False
+    counted: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "retry": self.retry,
+            "reason": self.reason,
+            "delay_seconds": self.delay_seconds,
+            "attempt": self.attempt,
+            "remaining": self.remaining,
+            "final_attempt": self.final_attempt,
+            "counted": self.counted,
+        }
+
+
+def _default_backoff() -> tenacity.wait.wait_base:
+    return tenacity.wait_random_exponential(multiplier=10, max=300)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """One count for every retryable cause. See DESIGN.md section 4.
+
+    `retries` is the number of retries after the first attempt. `None` takes the platform default, resolved
+    once here (env `JOBSET_DEFAULT_RETRIES`, then the config file, then 3) and kept in `retries_source`.
+    """
+
+    retries: int | None = None
+    retryable_exit_codes: Sequence[int] = ()
+    retry_on: Iterable[FailureKind | str] = RETRYABLE_BY_DEFAULT
+    count_interruptions: bool = True
+    max_interruptions: int | None = None
+    backoff: tenacity.wait.wait_base | None = None
+    final_attempt_on_demand: bool = True
+    in_cluster_restarts: bool = True
+    interruptible: Interruptible = field(default_factory=Interruptible)
+    image_pull_grace_seconds: float = 180.0
+    config_error_grace_seconds: float = 0.0
+    create_container_grace_seconds: float = 180.0
+    unschedulable_timeout_seconds: float | None = 600.0
+    retries_source: str = field(default="task", compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if self.retries is None:
+            value, source = platform_default_retries()
+            set_(self, "retries", value)
+            set_(self, "retries_source", source)
+        elif isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise SpecError("retry.retries", f"must be an integer >= 0, got {self.retries!r}", "use e.g. retries=3")
+        codes = []
+        for code in self.retryable_exit_codes:
+            if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
+                raise SpecError(
+                    "retry.retryable_exit_codes", f"{code!r} is not an exit code", "exit codes are integers 1..255"
+                )
+            if code != SIGTERM_EXIT_CODE and code not in codes:
+                codes.append(code)
+        if len(codes) + 1 > MAX_EXIT_CODE_VALUES:
+            raise SpecError(
+                "retry.retryable_exit_codes",
+                f"{len(codes)} codes plus 143 exceed the Kubernetes limit of {MAX_EXIT_CODE_VALUES} values",
+                "list fewer exit codes",
+            )
+        set_(self, "retryable_exit_codes", tuple(sorted(codes)))
+        kinds = []
+        for kind in self.retry_on:
+            try:
+                kinds.append(FailureKind.parse(kind))
+            except ValueError as exc:
+                raise SpecError("retry.retry_on", str(exc), None) from exc
+        set_(self, "retry_on", frozenset(kinds))
+        if self.max_interruptions is not None and (
+            isinstance(self.max_interruptions, bool)
+            or not isinstance(self.max_interruptions, int)
+            or self.max_interruptions < 0
+        ):
+            raise SpecError(
+                "retry.max_interruptions", f"must be an integer >= 0, got {self.max_interruptions!r}", "use e.g. 10"
+            )
+        for name in (
+            "image_pull_grace_seconds",
+            "config_error_grace_seconds",
+            "create_container_grace_seconds",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise SpecError(f"retry.{name}", f"must be a number of seconds >= 0, got {value!r}", None)
+        if self.backoff is None:
+            set_(self, "backoff", _default_backoff())
+
+    # ----- budget arithmetic -------------------------------------------------------------------------
+
+    @property
+    def total_attempts(self) -> int:
+        assert self.retries is not None
+        return self.retries + 1
+
+    @property
+    def interruption_cap(self) -> int:
+        """Free interruptions are never unlimited: a run must not loop forever on a flapping node pool."""
+        return DEFAULT_MAX_INTERRUPTIONS if self.max_interruptions is None else self.max_interruptions
+
+    def interruptions_free(self) -> bool:
+        return not self.count_interruptions
+
+    def remaining(self, ledger: Ledger) -> int:
+        return max(0, self.total_attempts - ledger.counted_attempts)
+
+    def describe(self) -> str:
+        free = "" if self.count_interruptions else f", interruptions free up to {self.interruption_cap}"
+        return f"retries={self.retries} ({self.retries_source}){free}"
+
+    def is_retryable(self, kind: FailureKind, exit_code: int | None = None) -> bool:
+        if kind is FailureKind.APPLICATION_ERROR and exit_code in self.retryable_exit_codes:
+            return True
+        return kind in self.retry_on
+
+    def decide(self, diagnosis: Any, ledger: Ledger | None = None) -> RetryDecision:
+        """Decide what happens after a terminal failure.
+
+        `ledger` holds what the run has spent so far, including the attempt that just failed. The decision
+        is the only place where "retryable" meets "budget left", so its reason is what users see.
+        """
+        ledger = ledger or Ledger()
+        kind = FailureKind.parse(diagnosis.kind)
+        used = ledger.counted_attempts
+        remaining = max(0, self.total_attempts - used)
+        spent = ledger.describe()
+        if not self.is_retryable(kind, getattr(diagnosis, "exit_code", None)):
+            because = "is not retryable"
+            if kind.retryable_by_default:
+                because = "is not in this task's retry_on"
+            return RetryDecision(
+                retry=False,
+                reason=f"not retrying: {kind} {because}",
+                attempt=used,
+                remaining=remaining,
+            )
+        if kind.is_interruption and not self.count_interruptions:
+            cap = self.interruption_cap
+            if ledger.free_interruptions >= cap:
+                return RetryDecision(
+                    retry=False,
+                    reason=f"not retrying: {kind} is free but the cap of {cap} free interruptions is used ({spent})",
+                    attempt=used,
+                    remaining=remaining,
+                    counted=False,
+                )
+            return RetryDecision(
+                retry=True,
+                reason=(
+                    f"retrying: {kind} is retryable and free, interruption {ledger.free_interruptions + 1} "
+                    f"of {cap}; {remaining} of {self.total_attempts} attempts left ({spent})"
+                ),
+                delay_seconds=self.delay_for(ledger.free_interruptions + used),
+                attempt=used + 1,
+                remaining=remaining,
+                final_attempt=remaining <= 1,
+                counted=False,
+            )
+        if remaining <= 0:
+            return RetryDecision(
+                retry=False,
+                reason=f"not retrying: {kind} is retryable but the budget is spent: "
+                f"{used} of {self.total_attempts} attempts used ({spent})",
+                attempt=used,
+                remaining=0,
+            )
+        return RetryDecision(
+            retry=True,
+            reason=f"retrying: {kind} is retryable, attempt {used + 1} of {self.total_attempts} ({spent})",
+            delay_seconds=self.delay_for(used),
+            attempt=used + 1,
+            remaining=remaining - 1,
+            final_attempt=remaining - 1 == 0,
+        )
+
+    def delay_for(self, attempts_used: int) -> float:
+        """Seconds to wait before the next engine-level attempt, from the tenacity wait strategy."""
+        state = tenacity.RetryCallState(retry_object=tenacity.Retrying(), fn=None, args=(), kwargs={})
+        state.attempt_number = max(1, attempts_used)
+        assert self.backoff is not None
+        return float(self.backoff(state))
+
+    # ----- translation into Kubernetes failure policies ---------------------------------------------
+
+    def _exit_codes_counted(self) -> list[int]:
+        return sorted({SIGTERM_EXIT_CODE, *self.retryable_exit_codes})
+
+    def pod_failure_policy(self, *, gang_job: bool = False) -> dict[str, Any]:
+        """podFailurePolicy for a child Job (or a gang Job): disruptions and bugs are told apart here.
+
+        Rule 0 catches DisruptionTarget so the Job's failure message names it; rule 1 fails the Job at once
+        for any exit code that is not SIGTERM or a retryable code, so a bug is never retried by the cluster.
+        In a gang Job (no JobSet above it) free interruptions are `Ignore`d: the pod is recreated uncounted.
+        """
+        if gang_job:
+            disruption_action = "Ignore" if self.interruptions_free() else "Count"
+            if FailureKind.PREEMPTED not in self.retry_on:
+                disruption_action = "FailJob"
+        else:
+            disruption_action = "FailJob"
+        rules: list[dict[str, Any]] = [
+            {
+                "action": disruption_action,
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            }
+        ]
+        if FailureKind.APPLICATION_ERROR not in self.retry_on:
+            rules.append(
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {"operator": "NotIn", "values": self._exit_codes_counted()},
+                }
+            )
+        return {"rules": rules}
+
+    def job_template_fields(self) -> dict[str, Any]:
+        """The fields every child Job template needs for the JobSet failurePolicy to see our reasons."""
+        return {
+            "backoffLimit": 0,
+            "podReplacementPolicy": "Failed",
+            "podFailurePolicy": self.pod_failure_policy(),
+        }
+
+    def gang_job_fields(self, remaining: int | None = None) -> dict[str, Any]:
+        """A gang Job has no JobSet above it: the Job's own backoffLimit is the in-cluster budget."""
+        limit = self.retries if remaining is None else remaining
+        if not self.in_cluster_restarts:
+            limit = 0
+        return {
+            "backoffLimit": limit,
+            "podReplacementPolicy": "Failed",
+            "podFailurePolicy": self.pod_failure_policy(gang_job=True),
+        }
+
+    def jobset_failure_policy(self, remaining: int | None = None) -> dict[str, Any]:
+        """JobSet failurePolicy: restart on disruption, fail fast on a bug or a deadline, count the rest.
+
+        `remaining` is how many retries this submission may still spend in the cluster (the ledger's
+        answer); JobSet restarts while `restartsCountTowardsMax < maxRestarts`.
+        """
+        remaining = self.retries if remaining is None else remaining
+        if isinstance(remaining, bool) or not isinstance(remaining, int) or remaining < 0:
+            raise SpecError("remaining", f"must be an integer >= 0, got {remaining!r}", None)
+        max_restarts = remaining if self.in_cluster_restarts else 0
+        if FailureKind.PREEMPTED not in self.retry_on or not self.in_cluster_restarts:
+            disruption_action = "FailJobSet"
+        elif self.interruptions_free():
+            disruption_action = "RestartJobSetAndIgnoreMaxRestarts"
+        else:
+            disruption_action = "RestartJobSet"
+        rules = [
+            {
+                "name": RULE_RESTART_ON_DISRUPTION,
+                "action": disruption_action,
+                "onJobFailureReasons": ["PodFailurePolicy"],
+                "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE_PATTERN],
+            },
+            {
+                "name": RULE_FAIL_FAST_ON_APP_ERROR,
+                "action": "FailJobSet",
+                "onJobFailureReasons": ["PodFailurePolicy"],
+            },
+            {
+                "name": RULE_FAIL_ON_DEADLINE,
+                "action": "FailJobSet",
+                "onJobFailureReasons": ["DeadlineExceeded"],
+            },
+        ]
+        return {"maxRestarts": max_restarts, "restartStrategy": "Recreate", "rules": rules}
+
+    def to_annotation(self) -> dict[str, Any]:
+        """A compact, JSON-safe form stored on submitted objects so any watcher can re-read the policy."""
+        return {
+            "retries": self.retries,
+            "source": self.retries_source,
+            "retryableExitCodes": list(self.retryable_exit_codes),
+            "retryOn": sorted(k.value for k in self.retry_on),  # type: ignore[union-attr]
+            "countInterruptions": self.count_interruptions,
+            "maxInterruptions": self.interruption_cap,
+            "inClusterRestarts": self.in_cluster_restarts,
+        }
+
+    # ----- final attempt on demand --------------------------------------------------------------------
+
+    def strip_interruptible(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Return a copy of a JobSet/Job manifest whose pods no longer ask for interruptible capacity."""
+        return strip_interruptible(manifest, self.interruptible)
+
+
+def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = manifest.get("kind")
+    spec = manifest.get("spec", {})
+    if kind == "JobSet":
+        return [
+            rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
+            for rj in spec.get("replicatedJobs", [])
+        ]
+    if kind == "Job":
+        return [spec.setdefault("template", {}).setdefault("spec", {})]
+    return []
+
+
+def strip_interruptible(manifest: Mapping[str, Any], settings: Interruptible | None = None) -> dict[str, Any]:
+    """Drop spot node selectors, tolerations and affinity terms, so the last attempt lands on on-demand nodes."""
+    settings = settings or Interruptible()
+    result = copy.deepcopy(dict(manifest))
+    keys = set(settings.node_selector_keys)
+    for pod_spec in _pod_specs(result):
+        selector = pod_spec.get("nodeSelector")
+        if selector:
+            kept = {k: v for k, v in selector.items() if k not in keys}
+            if kept:
+                pod_spec["nodeSelector"] = kept
+            else:
+                pod_spec.pop("nodeSelector")
+        tolerations = pod_spec.get("tolerations")
+        if tolerations:
+            kept_t = [t for t in tolerations if t.get("key") not in settings.toleration_keys]
+            if kept_t:
+                pod_spec["tolerations"] = kept_t
+            else:
+                pod_spec.pop("tolerations")
+        node_affinity = pod_spec.get("affinity", {}).get("nodeAffinity", {})
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        for term in required.get("nodeSelectorTerms", []):
+            if "matchExpressions" in term:
+                term["matchExpressions"] = [e for e in term["matchExpressions"] if e.get("key") not in keys]
+        preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+        if preferred:
+            node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                p
+                for p in preferred
+                if not any(e.get("key") in keys for e in p.get("preference", {}).get("matchExpressions", []))
+            ]
+    return result

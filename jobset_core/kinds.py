@@ -1,0 +1,63 @@
+"""The failure vocabulary shared by diagnosis and the retry budget.
+
+It lives apart from `failures.py` so that the budget can name kinds without importing the diagnosis engine.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class FailureKind(str, Enum):
+    """Why a run failed, at the level of detail that decides whether a retry can help."""
+
+    PREEMPTED = "Preempted"
+    NODE_FAILURE = "NodeFailure"
+    EVICTED = "Evicted"
+    INTERRUPTED = "Interrupted"
+    UNSCHEDULABLE = "Unschedulable"
+    SYSTEM_ERROR = "SystemError"
+    UNKNOWN = "Unknown"
+    APPLICATION_ERROR = "ApplicationError"
+    OOM_KILLED = "OOMKilled"
+    IMAGE_PULL_ERROR = "ImagePullError"
+    CONFIG_ERROR = "ConfigError"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+    def __str__(self) -> str:  # so f-strings print "Preempted", not "FailureKind.PREEMPTED"
+        return self.value
+
+    @property
+    def retryable_by_default(self) -> bool:
+        return self in RETRYABLE_BY_DEFAULT
+
+    @property
+    def is_interruption(self) -> bool:
+        """Interruptions are what `count_interruptions=False` makes free: the workload did nothing wrong."""
+        return self in INTERRUPTIONS
+
+    @classmethod
+    def parse(cls, value: object) -> FailureKind:
+        if isinstance(value, cls):
+            return value
+        for kind in cls:
+            if isinstance(value, str) and value.lower() in (kind.value.lower(), kind.name.lower()):
+                return kind
+        names = ", ".join(k.value for k in cls)
+        raise ValueError(f"unknown failure kind {value!r}; use one of: {names}")
+
+
+RETRYABLE_BY_DEFAULT = frozenset(
+    {
+        FailureKind.PREEMPTED,
+        FailureKind.NODE_FAILURE,
+        FailureKind.EVICTED,
+        FailureKind.INTERRUPTED,
+        FailureKind.UNSCHEDULABLE,
+        FailureKind.SYSTEM_ERROR,
+        FailureKind.UNKNOWN,
+    }
+)
+INTERRUPTIONS = frozenset(
+    {FailureKind.PREEMPTED, FailureKind.NODE_FAILURE, FailureKind.EVICTED, FailureKind.INTERRUPTED}
+)

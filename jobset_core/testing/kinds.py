@@ -1,0 +1,120 @@
+"""Resource kinds the local API server knows, and how they map to REST paths.
+
+The real apiserver discovers kinds from built-in registrations and CRDs; here a
+small registry plays that role so the HTTP router, the store and the in-process
+API all agree on plural names, scope and per-kind behaviour (status subresource,
+default deletion propagation, strategic-merge support).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """One served resource: a group/version/kind and its REST plural.
+
+    ``strategic_merge`` is False for custom resources because the real server
+    answers 415 to strategic-merge patches on CRDs; ``returns_deleted_object``
+    mirrors which registries answer an immediate DELETE with the object rather
+    than a ``Status``.
+    """
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+    has_status: bool = True
+    default_propagation: str = "Background"
+    strategic_merge: bool = True
+    returns_deleted_object: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """Identity used for storage and watch routing; flags may change on re-registration."""
+        return (self.group, self.version, self.plural)
+
+    @property
+    def api_version(self) -> str:
+        """The ``apiVersion`` string objects of this kind carry."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified_resource(self) -> str:
+        """``plural.group`` as the real server prints it in error messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def qualified_kind(self) -> str:
+        """``Kind.group`` as used in 422 Invalid messages."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        """REST path of the collection, namespaced when a namespace is given."""
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None and self.namespaced:
+            return f"{prefix}/namespaces/{namespace}/{self.plural}"
+        return f"{prefix}/{self.plural}"
+
+
+def _crd(group: str, version: str, kind: str, plural: str) -> ResourceKind:
+    """A custom resource: no strategic merge, DELETE answers with the object."""
+    return ResourceKind(group, version, kind, plural, strategic_merge=False, returns_deleted_object=True)
+
+
+DEFAULT_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind("", "v1", "Pod", "pods", returns_deleted_object=True),
+    ResourceKind("", "v1", "Event", "events", has_status=False),
+    ResourceKind("", "v1", "ConfigMap", "configmaps", has_status=False),
+    ResourceKind("", "v1", "Service", "services"),
+    ResourceKind("", "v1", "Namespace", "namespaces", namespaced=False),
+    ResourceKind("", "v1", "Node", "nodes", namespaced=False),
+    # Jobs orphan their pods when deleted over REST without a policy: a legacy
+    # default the real server keeps for batch/v1.
+    ResourceKind("batch", "v1", "Job", "jobs", default_propagation="Orphan"),
+    _crd("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+    ResourceKind("scheduling.k8s.io", "v1alpha1", "Workload", "workloads", has_status=False),
+    ResourceKind("scheduling.k8s.io", "v1alpha2", "Workload", "workloads"),
+    ResourceKind("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
+    _crd("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
+    _crd("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
+    _crd("kueue.x-k8s.io", "v1beta1", "Workload", "workloads"),
+)
+
+
+class KindRegistry:
+    """Thread-safe lookup of kinds by (apiVersion, kind) and by REST resource."""
+
+    def __init__(self, kinds: tuple[ResourceKind, ...] = DEFAULT_KINDS) -> None:
+        self._lock = threading.Lock()
+        self._by_gvk: dict[tuple[str, str], ResourceKind] = {}
+        self._by_resource: dict[tuple[str, str, str], ResourceKind] = {}
+        for kind in kinds:
+            self.register(kind)
+
+    def register(self, kind: ResourceKind) -> ResourceKind:
+        """Add (or replace) a kind; returns it for chaining."""
+        with self._lock:
+            self._by_gvk[(kind.api_version, kind.kind)] = kind
+            self._by_resource[(kind.group, kind.version, kind.plural)] = kind
+        return kind
+
+    def by_gvk(self, api_version: str, kind: str) -> ResourceKind | None:
+        """Kind for an object's ``apiVersion``/``kind`` pair, if served."""
+        with self._lock:
+            return self._by_gvk.get((api_version, kind))
+
+    def by_resource(self, group: str, version: str, plural: str) -> ResourceKind | None:
+        """Kind behind a REST path segment, if served."""
+        with self._lock:
+            return self._by_resource.get((group, version, plural))
+
+    def all(self) -> list[ResourceKind]:
+        """Every registered kind, in registration order."""
+        with self._lock:
+            return list(self._by_resource.values())

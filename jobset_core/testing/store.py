@@ -1,0 +1,630 @@
+"""The object store: one lock, one global resourceVersion, finalizers and GC.
+
+Every write goes through :meth:`Store._write` or :meth:`Store._remove`, which
+bump the global resourceVersion, append to the event history and fan out to
+watchers while the lock is held, so watchers never miss or reorder events.
+Garbage collection and foreground deletion run synchronously inside the
+deleting call: tests observe the final state as soon as the call returns.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import random
+import re
+import threading
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from . import errors
+from .errors import ApiError
+from .kinds import PROPAGATION_POLICIES, KindRegistry, ResourceKind
+from .patch import apply_patch
+from .selectors import parse_field_selector, parse_label_selector
+from .watch import EventLog, StoredEvent, Watcher
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+FOREGROUND_FINALIZER = "foregroundDeletion"
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# Same alphabet as apiserver's generateName suffixes: no vowels, no look-alikes.
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Server-owned metadata a client cannot change through update or patch.
+_SYSTEM_META = (
+    "name",
+    "namespace",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+)
+
+
+def now_rfc3339() -> str:
+    """Timestamps as the apiserver writes them: second precision, ``Z`` suffix."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    if meta is None:
+        meta = obj["metadata"] = {}
+    if not isinstance(meta, dict):
+        raise errors.bad_request("metadata must be an object")
+    return meta
+
+
+def _content(obj: Obj) -> Obj:
+    """The part of an object whose change bumps ``metadata.generation``."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _owner_uids(obj: Obj | None) -> set[str]:
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return {ref.get("uid") for ref in refs if isinstance(ref, dict) and ref.get("uid")}
+
+
+class Store:
+    """Thread-safe in-memory object store with apiserver write semantics."""
+
+    def __init__(self, registry: KindRegistry, event_window: int = 10000, seed: int | None = None) -> None:
+        self.registry = registry
+        self._lock = threading.RLock()
+        self._objects: dict[tuple[str, str, str], dict[Key, Obj]] = {}
+        self._uids: dict[str, tuple[ResourceKind, Key]] = {}
+        self._rv = 0
+        self._log = EventLog(event_window)
+        self._watchers: set[Watcher] = set()
+        self._random = random.Random(seed)
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def resource_version(self) -> int:
+        """The newest committed resourceVersion."""
+        with self._lock:
+            return self._rv
+
+    def find(self, kind: ResourceKind, namespace: str | None, name: str) -> Obj | None:
+        """A deep copy of the object, or None."""
+        with self._lock:
+            obj = self._bucket(kind).get(self._key(kind, namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def get(self, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
+        """A deep copy of the object; 404 ApiError when missing."""
+        obj = self.find(kind, namespace, name)
+        if obj is None:
+            raise errors.not_found(kind, name)
+        return obj
+
+    def list(
+        self,
+        kind: ResourceKind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> tuple[list[Obj], int, str | None, int | None]:
+        """Matching objects sorted by namespace/name, plus (rv, continue, remaining)."""
+        labels = parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector)
+        start = self._decode_continue(continue_token)
+        with self._lock:
+            rv = self._rv
+            items = [
+                obj
+                for key, obj in sorted(self._bucket(kind).items())
+                if (namespace is None or key[0] == namespace)
+                and (start is None or key > start)
+                and labels(obj)
+                and fields(obj)
+            ]
+            items = copy.deepcopy(items)
+        if limit and limit > 0 and len(items) > limit:
+            last = items[limit - 1]["metadata"]
+            token = self._encode_continue(rv, (last.get("namespace", ""), last["name"]))
+            return items[:limit], rv, token, len(items) - limit
+        return items, rv, None, None
+
+    # ----------------------------------------------------------------- writes
+
+    def create(self, kind: ResourceKind, obj: Obj, namespace: str | None = None) -> Obj:
+        """POST semantics: names, uid, timestamps, generation 1, ADDED event."""
+        obj = copy.deepcopy(obj)
+        meta = _meta(obj)
+        self._check_type(kind, obj)
+        namespace = self._namespace_for(kind, meta, namespace)
+        with self._lock:
+            name = meta.get("name") or self._generate_name(kind, namespace, meta.get("generateName"))
+            self._validate_name(kind, name)
+            if self._key(kind, namespace, name) in self._bucket(kind):
+                raise errors.already_exists(kind, name)
+            meta["name"] = name
+            if kind.namespaced:
+                meta["namespace"] = namespace
+            for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
+                meta.pop(field, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_rfc3339()
+            meta["generation"] = 1
+            self._apply_defaults(kind, obj)
+            self._write(kind, obj, "ADDED", None)
+            return copy.deepcopy(obj)
+
+    def update(
+        self,
+        kind: ResourceKind,
+        obj: Obj,
+        namespace: str | None = None,
+        name: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        """PUT semantics, with optimistic concurrency on ``metadata.resourceVersion``."""
+        obj = copy.deepcopy(obj)
+        meta = _meta(obj)
+        self._check_type(kind, obj)
+        namespace = self._namespace_for(kind, meta, namespace)
+        body_name = meta.get("name")
+        if name is not None and body_name and body_name != name:
+            raise errors.bad_request(
+                f"the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )
+        name = name or body_name
+        if not name:
+            raise errors.invalid(
+                kind, "", "metadata.name", "FieldValueRequired", "Required value: name is required"
+            )
+        with self._lock:
+            current = self._require(kind, namespace, name)
+            self._check_preconditions(kind, current, meta.get("uid"), meta.get("resourceVersion"))
+            return copy.deepcopy(self._apply_update(kind, current, obj, subresource))
+
+    def patch(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        content_type: str,
+        subresource: str | None = None,
+    ) -> Obj:
+        """PATCH semantics; a resourceVersion inside the patch is a precondition."""
+        with self._lock:
+            current = self._require(kind, namespace, name)
+            patched = apply_patch(
+                copy.deepcopy(current), patch, content_type, strategic_allowed=kind.strategic_merge
+            )
+            if not isinstance(patched, dict):
+                raise ApiError(422, "Invalid", "the patched document is not an object")
+            meta = _meta(patched)
+            self._check_preconditions(kind, current, meta.get("uid"), meta.get("resourceVersion"))
+            return copy.deepcopy(self._apply_update(kind, current, patched, subresource))
+
+    def delete(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        name: str,
+        propagation: str | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions: dict[str, Any] | None = None,
+    ) -> tuple[Obj, bool]:
+        """DELETE semantics; returns (object state, removed-now)."""
+        policy = propagation or kind.default_propagation
+        if policy not in PROPAGATION_POLICIES:
+            raise errors.bad_request(f"DeleteOptions.propagationPolicy: Unsupported value: {policy!r}")
+        with self._lock:
+            current = self._require(kind, namespace, name)
+            preconditions = preconditions or {}
+            self._check_preconditions(
+                kind,
+                current,
+                preconditions.get("uid"),
+                preconditions.get("resourceVersion"),
+                precondition=True,
+            )
+            obj, removed = self._delete(kind, current, policy, grace_period_seconds)
+            return copy.deepcopy(obj), removed
+
+    def delete_collection(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        propagation: str | None = None,
+    ) -> list[Obj]:
+        """DELETE on a collection: each match deleted as if individually."""
+        with self._lock:
+            items, _, _, _ = self.list(kind, namespace, label_selector, field_selector)
+            results = []
+            for item in items:
+                meta = item["metadata"]
+                current = self._bucket(kind).get(self._key(kind, meta.get("namespace"), meta["name"]))
+                if current is not None:
+                    obj, _ = self._delete(kind, current, propagation or kind.default_propagation, None)
+                    results.append(copy.deepcopy(obj))
+            return results
+
+    # ------------------------------------------------------------------ watch
+
+    def watch(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        resource_version: str | None,
+        send_initial_events: bool = False,
+    ) -> Watcher:
+        """Register a watcher primed with replayed or synthetic ADDED events.
+
+        Priming and registration happen under the store lock so no write can
+        fall between the replay and the live stream. Raises the 410 Expired
+        ApiError when ``resource_version`` predates the retained history.
+        """
+        watcher = Watcher(
+            kind, namespace, parse_label_selector(label_selector), parse_field_selector(field_selector)
+        )
+        with self._lock:
+            if send_initial_events or resource_version in (None, "", "0"):
+                for _, obj in sorted(self._bucket(kind).items()):
+                    if watcher.matches(obj):
+                        watcher.put(("ADDED", obj))
+                if send_initial_events:
+                    bookmark = self._bookmark_object(kind)
+                    bookmark["metadata"]["annotations"] = {INITIAL_EVENTS_END: "true"}
+                    watcher.put(("BOOKMARK", bookmark))
+            else:
+                try:
+                    since = int(str(resource_version))
+                except ValueError:
+                    raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
+                for event in self._log.since(since):
+                    watcher.offer(event)
+            self._watchers.add(watcher)
+        return watcher
+
+    def unwatch(self, watcher: Watcher) -> None:
+        """Forget a watcher whose stream has ended."""
+        with self._lock:
+            self._watchers.discard(watcher)
+
+    def bookmark(self, watcher: Watcher) -> Obj | None:
+        """A BOOKMARK object, or None while events are still queued for this watcher."""
+        with self._lock:
+            if watcher.pending():
+                return None
+            return self._bookmark_object(watcher.kind)
+
+    def check_watch_version(self, resource_version: str | None) -> None:
+        """Raise 410 when a watch from this version could not be served."""
+        if resource_version in (None, "", "0"):
+            return
+        with self._lock:
+            try:
+                self._log.since(int(str(resource_version)))
+            except ValueError:
+                raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
+
+    def expired_error(self, resource_version: str | None) -> ApiError:
+        """The 410 a forced expiry sends, naming the oldest retained version."""
+        with self._lock:
+            return errors.expired(resource_version or "0", max(self._log.floor, self._rv))
+
+    def compact(self) -> None:
+        """Drop the event history: older resourceVersions now get 410."""
+        with self._lock:
+            self._log.compact(self._rv)
+
+    def close(self) -> None:
+        """End every watch stream (server shutdown)."""
+        with self._lock:
+            watchers, self._watchers = self._watchers, set()
+        for watcher in watchers:
+            watcher.close()
+
+    # -------------------------------------------------------------- internals
+
+    def _bucket(self, kind: ResourceKind) -> dict[Key, Obj]:
+        return self._objects.setdefault(kind.key, {})
+
+    @staticmethod
+    def _key(kind: ResourceKind, namespace: str | None, name: str) -> Key:
+        return ((namespace or "") if kind.namespaced else "", name)
+
+    def _require(self, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
+        obj = self._bucket(kind).get(self._key(kind, namespace, name))
+        if obj is None:
+            raise errors.not_found(kind, name)
+        return obj
+
+    @staticmethod
+    def _check_type(kind: ResourceKind, obj: Obj) -> None:
+        api_version, obj_kind = obj.get("apiVersion"), obj.get("kind")
+        if (api_version and api_version != kind.api_version) or (obj_kind and obj_kind != kind.kind):
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version ({kind.api_version})"
+                if api_version != kind.api_version
+                else f"the kind in the data ({obj_kind}) does not match the expected kind ({kind.kind})"
+            )
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+
+    @staticmethod
+    def _namespace_for(kind: ResourceKind, meta: Obj, namespace: str | None) -> str:
+        if not kind.namespaced:
+            meta.pop("namespace", None)
+            return ""
+        body_ns = meta.get("namespace")
+        if namespace is not None and body_ns and body_ns != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        return namespace or body_ns or "default"
+
+    def _generate_name(self, kind: ResourceKind, namespace: str, prefix: str | None) -> str:
+        if not prefix:
+            raise errors.invalid(
+                kind,
+                "",
+                "metadata.name",
+                "FieldValueRequired",
+                "Required value: name or generateName is required",
+            )
+        for _ in range(16):
+            name = prefix + "".join(self._random.choice(_SUFFIX_ALPHABET) for _ in range(5))
+            if self._key(kind, namespace, name) not in self._bucket(kind):
+                return name
+        raise errors.already_exists(kind, prefix)
+
+    @staticmethod
+    def _validate_name(kind: ResourceKind, name: str) -> None:
+        if len(name) <= 253 and _DNS_SUBDOMAIN.match(name):
+            return
+        raise errors.invalid(
+            kind,
+            name,
+            "metadata.name",
+            "FieldValueInvalid",
+            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
+            "characters, '-' or '.', and must start and end with an alphanumeric character",
+        )
+
+    @staticmethod
+    def _apply_defaults(kind: ResourceKind, obj: Obj) -> None:
+        """The few defaults clients commonly rely on right after create."""
+        if kind.group == "" and kind.kind in ("Pod", "Namespace"):
+            status = obj.setdefault("status", {})
+            status.setdefault("phase", "Pending" if kind.kind == "Pod" else "Active")
+
+    @staticmethod
+    def _check_preconditions(
+        kind: ResourceKind,
+        current: Obj,
+        uid: str | None,
+        resource_version: str | None,
+        precondition: bool = False,
+    ) -> None:
+        meta = current["metadata"]
+        name = meta["name"]
+        if uid and uid != meta["uid"]:
+            raise errors.conflict(
+                kind,
+                name,
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta['uid']}",
+            )
+        if resource_version and str(resource_version) != meta["resourceVersion"]:
+            if precondition:
+                raise errors.conflict(
+                    kind,
+                    name,
+                    f"Precondition failed: ResourceVersion in precondition: {resource_version}, "
+                    f"ResourceVersion in object meta: {meta['resourceVersion']}",
+                )
+            raise errors.conflict(kind, name)
+
+    def _apply_update(self, kind: ResourceKind, current: Obj, desired: Obj, subresource: str | None) -> Obj:
+        """Shared tail of PUT and PATCH: subresource isolation, generation, finalizers."""
+        old_meta = current["metadata"]
+        if subresource == "status":
+            result = copy.deepcopy(current)
+            if "status" in desired:
+                result["status"] = copy.deepcopy(desired["status"])
+            else:
+                result.pop("status", None)
+        else:
+            result = copy.deepcopy(desired)
+            result["apiVersion"], result["kind"] = kind.api_version, kind.kind
+            meta = _meta(result)
+            for field in _SYSTEM_META:
+                if field in old_meta:
+                    meta[field] = old_meta[field]
+                else:
+                    meta.pop(field, None)
+            if kind.has_status:
+                if "status" in current:
+                    result["status"] = copy.deepcopy(current["status"])
+                else:
+                    result.pop("status", None)
+            if old_meta.get("deletionTimestamp"):
+                added = [
+                    f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])
+                ]
+                if added:
+                    raise errors.invalid(
+                        kind,
+                        old_meta["name"],
+                        "metadata.finalizers",
+                        "FieldValueForbidden",
+                        f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added}",
+                    )
+        meta = result["metadata"]
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        for field in ("finalizers", "ownerReferences"):
+            if field in meta and not meta[field]:
+                del meta[field]  # omitempty, as the real server serialises
+        if _content(result) != _content(current):
+            meta["generation"] = int(old_meta.get("generation") or 0) + 1
+        if result == current:
+            return current  # no-op writes keep the resourceVersion and emit nothing
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            return self._remove(kind, result)
+        self._write(kind, result, "MODIFIED", current)
+        for owner_uid in _owner_uids(current) - _owner_uids(result):
+            self._release_foreground(owner_uid)
+        return result
+
+    def _write(self, kind: ResourceKind, obj: Obj, event_type: str, prev: Obj | None) -> None:
+        """Commit ``obj`` (a private copy) with a new resourceVersion and publish it."""
+        self._rv += 1
+        meta = obj["metadata"]
+        meta["resourceVersion"] = str(self._rv)
+        key = self._key(kind, meta.get("namespace"), meta["name"])
+        self._bucket(kind)[key] = obj
+        self._uids[meta["uid"]] = (kind, key)
+        self._publish(StoredEvent(self._rv, event_type, kind, obj, prev))
+
+    def _remove(self, kind: ResourceKind, obj: Obj) -> Obj:
+        """Remove for good, emit DELETED, then run the consequences (GC, owners, namespace)."""
+        meta = obj["metadata"]
+        key = self._key(kind, meta.get("namespace"), meta["name"])
+        prev = self._bucket(kind).pop(key)
+        self._uids.pop(meta["uid"], None)
+        final = copy.deepcopy(obj)
+        self._rv += 1
+        final["metadata"]["resourceVersion"] = str(self._rv)
+        self._publish(StoredEvent(self._rv, "DELETED", kind, final, prev))
+        self._collect_garbage(meta["uid"])
+        for owner_uid in _owner_uids(final):
+            self._release_foreground(owner_uid)
+        if kind.group == "" and kind.kind == "Namespace":
+            self._empty_namespace(meta["name"])
+        return final
+
+    def _publish(self, event: StoredEvent) -> None:
+        self._log.append(event)
+        for watcher in self._watchers:
+            watcher.offer(event)
+
+    def _delete(self, kind: ResourceKind, current: Obj, policy: str, grace: int | None) -> tuple[Obj, bool]:
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp"):
+            return current, False
+        uid = meta["uid"]
+        if policy == "Orphan":
+            self._orphan_dependents(uid)
+            current = self._bucket(kind)[self._key(kind, meta.get("namespace"), meta["name"])]
+        finalizers = list(current["metadata"].get("finalizers") or [])
+        foreground = policy == "Foreground" and bool(self._dependents(uid))
+        if foreground and FOREGROUND_FINALIZER not in finalizers:
+            finalizers.append(FOREGROUND_FINALIZER)
+        if not finalizers:
+            return self._remove(kind, current), True
+        marked = copy.deepcopy(current)
+        marked["metadata"]["deletionTimestamp"] = now_rfc3339()
+        marked["metadata"]["deletionGracePeriodSeconds"] = grace if grace is not None else 0
+        marked["metadata"]["finalizers"] = finalizers
+        self._write(kind, marked, "MODIFIED", current)
+        response = copy.deepcopy(marked)
+        if foreground:
+            for dep_kind, dep_key in self._dependents(uid):
+                dependent = self._bucket(dep_kind).get(dep_key)
+                if dependent is not None:
+                    self._delete(dep_kind, dependent, "Foreground", None)
+            self._release_foreground(uid)
+        return response, False
+
+    def _dependents(self, owner_uid: str) -> list[tuple[ResourceKind, Key]]:
+        found = []
+        for kind, key in list(self._uids.values()):
+            obj = self._bucket(kind).get(key)
+            if obj is not None and owner_uid in _owner_uids(obj):
+                found.append((kind, key))
+        return sorted(found, key=lambda item: (item[0].key, item[1]))
+
+    def _rewrite_owner_refs(
+        self, kind: ResourceKind, key: Key, keep: set[str] | None, drop: str | None
+    ) -> None:
+        """Drop ownerReferences: either the one to ``drop`` or all not in ``keep``."""
+        current = self._bucket(kind)[key]
+        refs = current["metadata"].get("ownerReferences") or []
+        kept = [r for r in refs if (keep is None or r.get("uid") in keep) and r.get("uid") != drop]
+        updated = copy.deepcopy(current)
+        if kept:
+            updated["metadata"]["ownerReferences"] = kept
+        else:
+            updated["metadata"].pop("ownerReferences", None)
+        self._write(kind, updated, "MODIFIED", current)
+
+    def _orphan_dependents(self, owner_uid: str) -> None:
+        for kind, key in self._dependents(owner_uid):
+            self._rewrite_owner_refs(kind, key, None, owner_uid)
+
+    def _collect_garbage(self, owner_uid: str) -> None:
+        """Background GC: delete dependents left with no live owner, trim dangling refs."""
+        for kind, key in self._dependents(owner_uid):
+            dependent = self._bucket(kind).get(key)
+            if dependent is None:
+                continue
+            live = {uid for uid in _owner_uids(dependent) if uid != owner_uid and uid in self._uids}
+            if live:
+                self._rewrite_owner_refs(kind, key, live, owner_uid)
+            else:
+                self._delete(kind, dependent, "Background", None)
+
+    def _release_foreground(self, owner_uid: str) -> None:
+        """Finish a foreground deletion once the owner has no dependents left."""
+        located = self._uids.get(owner_uid)
+        if located is None:
+            return
+        kind, key = located
+        owner = self._bucket(kind).get(key)
+        if owner is None or FOREGROUND_FINALIZER not in (owner["metadata"].get("finalizers") or []):
+            return
+        if self._dependents(owner_uid):
+            return
+        updated = copy.deepcopy(owner)
+        remaining = [f for f in updated["metadata"]["finalizers"] if f != FOREGROUND_FINALIZER]
+        updated["metadata"]["finalizers"] = remaining
+        if remaining:
+            self._write(kind, updated, "MODIFIED", owner)
+        else:
+            self._remove(kind, updated)
+
+    def _empty_namespace(self, namespace: str) -> None:
+        for kind, key in sorted(self._uids.values(), key=lambda item: (item[0].key, item[1])):
+            if kind.namespaced and key[0] == namespace:
+                obj = self._bucket(kind).get(key)
+                if obj is not None:
+                    self._delete(kind, obj, "Background", None)
+
+    def _bookmark_object(self, kind: ResourceKind) -> Obj:
+        return {
+            "kind": kind.kind,
+            "apiVersion": kind.api_version,
+            "metadata": {"resourceVersion": str(self._rv)},
+        }
+
+    @staticmethod
+    def _encode_continue(rv: int, start: Key) -> str:
+        raw = json.dumps({"rv": rv, "start": list(start)}).encode()
+        return base64.urlsafe_b64encode(raw).decode()
+
+    @staticmethod
+    def _decode_continue(token: str | None) -> Key | None:
+        if not token:
+            return None
+        try:
+            start = json.loads(base64.urlsafe_b64decode(token.encode()))["start"]
+            return (str(start[0]), str(start[1]))
+        except (ValueError, KeyError, IndexError, TypeError, binascii.Error):
+            raise errors.bad_request("continue key is not valid") from None

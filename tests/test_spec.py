@@ -1,0 +1,246 @@
+"""Workload model: every manifest a builder produces validates against the real schemas; bad input fails
+before any I/O with a SpecError naming the field."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobset_core import (
+    Coordinator,
+    Coscheduling,
+    GangJobSpec,
+    JobSetSpec,
+    Kueue,
+    ReplicatedJob,
+    RetryPolicy,
+    SpecError,
+    SuccessPolicy,
+    Volcano,
+    WorkloadAPI,
+)
+from tests.schemas import validate_any
+
+IMAGE = "ghcr.io/acme/train:1"
+CMD = ["python", "train.py"]
+
+
+def leader_workers(**workers_kwargs) -> list[ReplicatedJob]:
+    return [
+        ReplicatedJob(name="leader", image=IMAGE, command=CMD),
+        ReplicatedJob(name="workers", image=IMAGE, command=CMD, replicas=4, **workers_kwargs),
+    ]
+
+
+def readme_example() -> JobSetSpec:
+    """The example shown in README: 1 leader, 4 workers with 8 GPUs each, in a Kueue queue."""
+    return JobSetSpec(
+        name="train",
+        namespace="ml-team",
+        replicated_jobs=[
+            ReplicatedJob(name="leader", image=IMAGE, command=CMD, resources={"cpu": 4, "memory": "16Gi"}),
+            ReplicatedJob(
+                name="workers",
+                image=IMAGE,
+                command=CMD,
+                replicas=4,
+                resources={"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": 8},
+                depends_on=["leader"],
+            ),
+        ],
+        gang=Kueue(queue="gpu-queue"),
+        retry=RetryPolicy(retries=3),
+    )
+
+
+def test_readme_example_validates_and_has_the_documented_shape():
+    manifest = readme_example().to_manifest()
+    validate_any(manifest)
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
+    assert manifest["spec"]["suspend"] is True
+    workers = manifest["spec"]["replicatedJobs"][1]
+    assert workers["replicas"] == 4
+    assert workers["dependsOn"] == [{"name": "leader", "status": "Ready"}]
+    container = workers["template"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert manifest["spec"]["failurePolicy"]["maxRestarts"] == 3
+
+
+VALID_SPECS = {
+    "plain": lambda: JobSetSpec(name="plain", replicated_jobs=leader_workers()),
+    "gang-of-8": lambda: JobSetSpec(name="g", replicated_jobs=leader_workers(parallelism=8, completions=8)),
+    "kueue-priority": lambda: JobSetSpec(name="k", replicated_jobs=leader_workers(), gang=Kueue("q", priority_class="high")),
+    "coscheduling": lambda: JobSetSpec(name="c", replicated_jobs=leader_workers(), gang=Coscheduling(min_member=3)),
+    "volcano": lambda: JobSetSpec(name="v", replicated_jobs=leader_workers(), gang=Volcano(queue="research")),
+    "success-any": lambda: JobSetSpec(name="s", replicated_jobs=leader_workers(), success_policy=SuccessPolicy("Any", ["leader"])),
+    "in-order": lambda: JobSetSpec(name="o", replicated_jobs=[ReplicatedJob(name="a", image=IMAGE, command=CMD), ReplicatedJob(name="b", image=IMAGE, command=CMD)], startup_policy="InOrder"),
+    "coordinator": lambda: JobSetSpec(name="co", replicated_jobs=leader_workers(), coordinator=Coordinator("leader")),
+    "ttl-suspend": lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), ttl_seconds_after_finished=600, suspend=True),
+    "free-interruptions": lambda: JobSetSpec(name="f", replicated_jobs=leader_workers(), retry=RetryPolicy(retries=2, count_interruptions=False, retryable_exit_codes=[42])),
+    "spot": lambda: JobSetSpec(name="sp", replicated_jobs=leader_workers(node_selector={"cloud.google.com/gke-spot": "true"}, tolerations=[{"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}])),
+    "pod-template": lambda: JobSetSpec(
+        name="pt",
+        replicated_jobs=[
+            ReplicatedJob(
+                name="trainer",
+                image=IMAGE,
+                command=CMD,
+                env={"EPOCHS": 3},
+                pod_template={
+                    "metadata": {"labels": {"team": "ml"}},
+                    "spec": {
+                        "containers": [{"name": "main", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                        "initContainers": [{"name": "proxy", "image": "envoy:1", "restartPolicy": "Always"}],
+                        "volumes": [{"name": "data", "emptyDir": {}}],
+                        "priorityClassName": "high",
+                    },
+                },
+            )
+        ],
+    ),
+    "gang-job": lambda: GangJobSpec(name="mpi", image=IMAGE, command=CMD, pods=4, resources={"nvidia.com/gpu": 8}),
+    "gang-job-workload-1.36": lambda: GangJobSpec(name="w", image=IMAGE, command=CMD, pods=4, gang=WorkloadAPI(min_count=3)),
+    "gang-job-workload-1.35": lambda: GangJobSpec(name="w", image=IMAGE, command=CMD, pods=4, gang=WorkloadAPI(api_version="scheduling.k8s.io/v1alpha1")),
+    "gang-job-coscheduling": lambda: GangJobSpec(name="c", image=IMAGE, command=CMD, pods=4, gang=Coscheduling(timeout_seconds=60)),
+    "gang-job-volcano": lambda: GangJobSpec(name="v", image=IMAGE, command=CMD, pods=4, gang=Volcano(min_available=2)),
+    "gang-job-kueue": lambda: GangJobSpec(name="k", image=IMAGE, command=CMD, pods=4, gang=Kueue("q"), active_deadline_seconds=3600),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALID_SPECS))
+def test_every_builder_output_validates_against_the_real_schemas(name):
+    manifests = VALID_SPECS[name]().manifests()
+    assert manifests, name
+    for manifest in manifests:
+        validate_any(manifest)
+
+
+def test_child_jobs_carry_the_failure_policy_translation():
+    manifest = JobSetSpec(name="p", replicated_jobs=leader_workers(), retry=RetryPolicy(retries=2, retryable_exit_codes=[42])).to_manifest()
+    job = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert job["backoffLimit"] == 0
+    assert job["podReplacementPolicy"] == "Failed"
+    assert job["template"]["spec"]["restartPolicy"] == "Never"
+    assert job["podFailurePolicy"]["rules"] == [
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [42, 143]}},
+    ]
+
+
+def test_pod_template_is_merged_not_replaced():
+    manifest = VALID_SPECS["pod-template"]().to_manifest()
+    pod = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == IMAGE and container["volumeMounts"][0]["mountPath"] == "/data"
+    assert {"name": "EPOCHS", "value": "3"} in container["env"]
+    assert pod["metadata"]["labels"] == {"team": "ml"}
+    assert pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"
+
+
+def test_kubernetes_model_pod_template_is_accepted():
+    from kubernetes import client
+
+    template = client.V1PodTemplateSpec(
+        spec=client.V1PodSpec(containers=[client.V1Container(name="main", image=IMAGE, command=CMD)], service_account_name="trainer")
+    )
+    manifest = JobSetSpec(name="m", replicated_jobs=[ReplicatedJob(name="r", pod_template=template)]).to_manifest()
+    validate_any(manifest)
+    assert manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["serviceAccountName"] == "trainer"
+
+
+def test_gang_backends_fill_min_counts_from_the_pod_count():
+    extras = JobSetSpec(name="c", replicated_jobs=leader_workers(parallelism=2), gang=Coscheduling()).extra_objects()
+    assert extras[0]["spec"]["minMember"] == 1 + 4 * 2
+    extras = GangJobSpec(name="w", image=IMAGE, command=CMD, pods=6, gang=WorkloadAPI()).extra_objects()
+    kinds = [e["kind"] for e in extras]
+    assert kinds == ["Workload", "PodGroup", "Service"]
+    assert extras[1]["spec"]["schedulingPolicy"]["gang"]["minCount"] == 6
+    job = GangJobSpec(name="w", image=IMAGE, command=CMD, pods=6, gang=WorkloadAPI()).to_manifest()
+    assert job["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "w-w"}
+    vol = GangJobSpec(name="v", image=IMAGE, command=CMD, pods=3, gang=Volcano()).to_manifest()
+    assert vol["spec"]["template"]["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "v"
+    assert vol["spec"]["template"]["spec"]["schedulerName"] == "volcano"
+
+
+def test_gang_job_maps_budget_onto_backoff_limit():
+    job = GangJobSpec(name="g", image=IMAGE, command=CMD, pods=4, retry=RetryPolicy(retries=5, count_interruptions=False)).to_manifest(remaining=2)
+    assert job["spec"]["backoffLimit"] == 2
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
+    assert job["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
+
+
+BAD_INPUT = [
+    (lambda: JobSetSpec(name="Train", replicated_jobs=leader_workers()), "name: 'Train' is not a valid DNS-1035 label"),
+    (lambda: JobSetSpec(name="1train", replicated_jobs=leader_workers()), "name: '1train' is not a valid DNS-1035 label"),
+    (lambda: JobSetSpec(name="x" * 55, replicated_jobs=leader_workers()), "replicated_jobs[0].name: the longest pod hostname JobSet derives"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[]), "replicated_jobs: is empty"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(replicas=0)), "got multiple values"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", image=IMAGE, command=CMD, replicas=0)]), "replicated_jobs[0].replicas: must be an integer >= 1, got 0"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", image=IMAGE, command=CMD, replicas=-2)]), "replicated_jobs[0].replicas: must be an integer >= 1, got -2"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", command=CMD)]), "replicated_jobs[0].image: is missing"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", image=IMAGE)]), "replicated_jobs[0].command: is missing"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", image=IMAGE, command="python train.py")]), "replicated_jobs[0].command: must be a list of strings"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", image=IMAGE, command=CMD), ReplicatedJob(name="w", image=IMAGE, command=CMD)]), "replicated_jobs[1].name: 'w' is used twice"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="a", image=IMAGE, command=CMD), ReplicatedJob(name="b", image=IMAGE, command=CMD, depends_on=["c"])]), "replicated_jobs[1].depends_on: 'c' is not a replicated job listed before 'b'"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="a", image=IMAGE, command=CMD, depends_on=["a"])]), "replicated_jobs[0].depends_on: the first replicated job cannot depend on another"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(resources={"memory": "16 GB"})), "replicated_jobs[1].resources.requests['memory']: '16 GB' is not a resource quantity"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(resources={"cpu": -1})), "replicated_jobs[1].resources.requests['cpu']: -1 is negative"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), gang=Kueue("q"), suspend=False), "suspend: is False, but Kueue only admits workloads that are created suspended"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), gang=Coscheduling(min_member=99)), "gang.min_member: 99 is more than the 5 pods"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), gang=WorkloadAPI()), "gang: WorkloadAPI needs pod spec.workloadRef/schedulingGroup"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), gang="kueue"), "gang: 'kueue' is not a gang backend"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(pod_template={"spec": {"schedulerName": "default-scheduler"}}), gang=Volcano()), "pod_template.spec.schedulerName: is 'default-scheduler' but gang=Volcano"),
+    (lambda: JobSetSpec(name="t", namespace="ML", replicated_jobs=leader_workers()), "namespace: 'ML' is not a valid DNS-1123 label"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(depends_on=["leader"]), startup_policy="InOrder"), "startup_policy: InOrder and depends_on cannot be combined"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), coordinator=Coordinator("nope")), "coordinator.replicated_job: 'nope' is unknown"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), labels={"team": "a b"}), "labels['team']: value 'a b' is not a valid label value"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), retry=RetryPolicy(retries=-1)), "retry.retries: must be an integer >= 0, got -1"),
+    (lambda: GangJobSpec(name="g", image=IMAGE, command=CMD, pods=0), "pods: must be an integer >= 1, got 0"),
+    (lambda: GangJobSpec(name="g", image=IMAGE, command=CMD, pods=4, gang=Volcano(min_available=5)), "gang.min_available: 5 is more than the 4 pods"),
+    (lambda: GangJobSpec(name="g", image=IMAGE, command=CMD, pods=2, gang=WorkloadAPI(api_version="scheduling.k8s.io/v1")), "gang.api_version: 'scheduling.k8s.io/v1' is not a Workload API version"),
+]
+
+
+@pytest.mark.parametrize("build,message", BAD_INPUT, ids=[m[:40] for _, m in BAD_INPUT])
+def test_bad_input_raises_spec_error_naming_the_field(build, message):
+    with pytest.raises((SpecError, TypeError)) as info:
+        build().to_manifest()
+    assert message in str(info.value)
+    if isinstance(info.value, SpecError):
+        assert str(info.value).startswith(info.value.field)
+
+
+def test_spec_error_is_a_value_error():
+    assert issubclass(SpecError, ValueError)
+
+
+names = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]|[A-Z_][a-z]{0,3}|", fullmatch=True)
+quantities = st.one_of(st.integers(-2, 64), st.sampled_from(["500m", "16Gi", "1.5", "abc", "2 Gi", "", "1e3"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=names,
+    rj_names=st.lists(names, min_size=0, max_size=3),
+    replicas=st.integers(-1, 5),
+    pods=st.integers(-1, 9),
+    cpu=quantities,
+    gang=st.sampled_from([None, Kueue("q"), Coscheduling(), Volcano(), WorkloadAPI(), Coscheduling(min_member=3)]),
+    retries=st.one_of(st.none(), st.integers(-1, 6)),
+    codes=st.lists(st.integers(-1, 300), max_size=3),
+)
+def test_property_any_spec_is_schema_valid_or_a_spec_error(name, rj_names, replicas, pods, cpu, gang, retries, codes):
+    def build():
+        rjs = [
+            ReplicatedJob(name=n, image=IMAGE, command=CMD, replicas=replicas, parallelism=pods, resources={"cpu": cpu})
+            for n in rj_names
+        ]
+        return JobSetSpec(name=name, replicated_jobs=rjs, gang=gang, retry=RetryPolicy(retries=retries if retries is not None else 1, retryable_exit_codes=codes))
+
+    try:
+        manifests = build().manifests()
+    except SpecError:
+        return
+    for manifest in manifests:
+        validate_any(manifest)

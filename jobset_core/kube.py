@@ -1,0 +1,536 @@
+"""KubernetesRuntime: submit or adopt, watch, keep the evidence, cancel. The only module that talks to a cluster.
+
+Talks to the API server only through the official `kubernetes` client; every call goes through the one
+retry policy in `kube_api`. Submission is idempotent (names derive from run key and attempt, a 409 adopts
+an object of the same run). Watches resume from the last resourceVersion and relist on 410 Gone. Pods
+are deleted by every JobSet restart, so their termination records are kept as they are seen, in memory and
+in a ConfigMap owned by the JobSet, and the diagnosis survives both a restart and a new watcher process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import tenacity
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from jobset_core import evidence as ev
+from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError, is_transient
+from jobset_core.ledger import RUN_KEY_LABEL
+from jobset_core.run import FAILED, SUCCEEDED, Handle, Observation, state_of
+
+log = logging.getLogger(__name__)
+
+EVIDENCE_FINALIZER = "jobset-plugins.io/evidence"
+EVIDENCE_SUFFIX = "-evidence"
+EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
+EVIDENCE_MAX_PODS = 64
+PLURALS = {
+    "JobSet": "jobsets",
+    "Job": "jobs",
+    "PodGroup": "podgroups",
+    "Workload": "workloads",
+    "Service": "services",
+    "ConfigMap": "configmaps",
+}
+
+
+def _group_version(api_version: str) -> tuple[str, str]:
+    if "/" in api_version:
+        group, version = api_version.split("/", 1)
+        return group, version
+    return "", api_version
+
+
+def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What diagnosis needs from a pod, and nothing else: keeps the evidence ConfigMap small."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    keep_meta = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "ownerReferences") if k in meta}
+    containers = [
+        {"name": c.get("name"), "resources": {"limits": (c.get("resources") or {}).get("limits") or {}}}
+        for c in spec.get("containers") or []
+    ]
+    init = [{"name": c.get("name"), "restartPolicy": c.get("restartPolicy")} for c in spec.get("initContainers") or []]
+    keep_spec: dict[str, Any] = {"containers": containers, "nodeName": spec.get("nodeName")}
+    if init:
+        keep_spec["initContainers"] = init
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": keep_meta, "spec": keep_spec, "status": pod.get("status") or {}}
+
+
+def pod_has_failed(pod: Mapping[str, Any]) -> bool:
+    """Worth keeping: the pod failed, was disrupted, or one of its containers terminated non-zero."""
+    status = pod.get("status") or {}
+    if status.get("phase") == "Failed" or ev.condition(pod, "DisruptionTarget"):
+        return True
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or []:
+            for state_key in ("state", "lastState"):
+                term = (cs.get(state_key) or {}).get("terminated")
+                if term and term.get("exitCode"):
+                    return True
+    return False
+
+
+class KubernetesRuntime:
+    """Runs JobSets and gang Jobs on a real cluster for JobSetRun.
+
+    `api_client` lets Airflow connections and Flyte connector credentials plug in; without it the runtime
+    loads the in-cluster config, then the kubeconfig.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient | None = None,
+        namespace: str | None = None,
+        *,
+        retry: ApiRetry | None = None,
+        watch_timeout_seconds: int = 30,
+        tick_seconds: float = 1.0,
+        evidence_finalizer: bool = False,
+        cancel_timeout_seconds: float = 120.0,
+    ) -> None:
+        if api_client is None:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            api_client = client.ApiClient()
+        self.api_client = api_client
+        self.namespace = namespace
+        self.retry = retry or ApiRetry()
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.tick_seconds = tick_seconds
+        self.evidence_finalizer = evidence_finalizer
+        self.cancel_timeout_seconds = cancel_timeout_seconds
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self._evidence: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    # ----- generic object access ----------------------------------------------------------------------
+
+    def _sanitize(self, obj: Any) -> dict[str, Any]:
+        return self.api_client.sanitize_for_serialization(obj)
+
+    def _create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        ns = obj["metadata"]["namespace"]
+        kind = obj["kind"]
+        if obj["apiVersion"] == "v1":
+            method = {"Service": self.core.create_namespaced_service, "ConfigMap": self.core.create_namespaced_config_map}[kind]
+            return self._sanitize(self.retry.call(method, ns, obj))
+        group, version = _group_version(obj["apiVersion"])
+        return self.retry.call(
+            self.custom.create_namespaced_custom_object, group=group, version=version, namespace=ns, plural=PLURALS[kind], body=obj
+        )
+
+    def _get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        try:
+            if api_version == "v1":
+                method = {"Service": self.core.read_namespaced_service, "ConfigMap": self.core.read_namespaced_config_map, "Pod": self.core.read_namespaced_pod}[kind]
+                return self._sanitize(self.retry.call(method, name, namespace))
+            group, version = _group_version(api_version)
+            return self.retry.call(
+                self.custom.get_namespaced_custom_object, group=group, version=version, namespace=namespace, plural=PLURALS[kind], name=name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _patch(self, obj: Mapping[str, Any], patch: Any) -> None:
+        meta = obj["metadata"]
+        if obj["apiVersion"] == "v1":
+            method = {"Service": self.core.patch_namespaced_service, "ConfigMap": self.core.patch_namespaced_config_map, "Pod": self.core.patch_namespaced_pod}[obj["kind"]]
+            self.retry.call(method, meta["name"], meta["namespace"], patch)
+            return
+        group, version = _group_version(obj["apiVersion"])
+        self.retry.call(
+            self.custom.patch_namespaced_custom_object, group=group, version=version, namespace=meta["namespace"],
+            plural=PLURALS[obj["kind"]], name=meta["name"], body=patch,
+        )
+
+    def _delete(self, api_version: str, kind: str, name: str, namespace: str, propagation: str = "Foreground") -> None:
+        options = client.V1DeleteOptions(propagation_policy=propagation)
+        try:
+            if api_version == "v1":
+                method = {"Service": self.core.delete_namespaced_service, "ConfigMap": self.core.delete_namespaced_config_map}[kind]
+                self.retry.call(method, name, namespace, body=options)
+                return
+            group, version = _group_version(api_version)
+            self.retry.call(
+                self.custom.delete_namespaced_custom_object, group=group, version=version, namespace=namespace,
+                plural=PLURALS[kind], name=name, body=options,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    # ----- submit / adopt ---------------------------------------------------------------------------
+
+    def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle:
+        """Create gang objects, then the JobSet/Job; adopt on 409 when it belongs to the same run."""
+        *extras, main = [json.loads(json.dumps(m)) for m in manifests]
+        namespace = main["metadata"].get("namespace") or self.namespace or "default"
+        for obj in [*extras, main]:
+            obj["metadata"].setdefault("namespace", namespace)
+            obj["metadata"].setdefault("labels", {})[RUN_KEY_LABEL] = run_key
+        created: list[dict[str, Any]] = []
+        try:
+            for extra in extras:
+                created.append(self._create_or_adopt(extra, run_key))
+            live = self._create_or_adopt(main, run_key)
+        except Exception:
+            for obj in created:  # never leave half a workload behind
+                if not obj.get("_adopted"):
+                    self._delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], namespace, "Background")
+            raise
+        owner = {
+            "apiVersion": main["apiVersion"],
+            "kind": main["kind"],
+            "name": live["metadata"]["name"],
+            "uid": live["metadata"]["uid"],
+            "blockOwnerDeletion": True,
+        }
+        for obj in created:
+            refs = obj["metadata"].get("ownerReferences") or []
+            if not any(r.get("uid") == owner["uid"] for r in refs):
+                self._patch(obj, {"metadata": {"ownerReferences": [*refs, owner]}})
+        adopted = bool(live.get("_adopted"))
+        return Handle(main["kind"], live["metadata"]["name"], namespace, run_key, attempt, adopted=adopted)
+
+    def _create_or_adopt(self, obj: dict[str, Any], run_key: str) -> dict[str, Any]:
+        meta = obj["metadata"]
+        try:
+            return self._create(obj)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        existing = self._get(obj["apiVersion"], obj["kind"], meta["name"], meta["namespace"])
+        if existing is None:  # deleted between our create and get: try once more
+            return self._create(obj)
+        theirs = ev.labels_of(existing).get(RUN_KEY_LABEL)
+        if theirs != run_key:
+            raise NameConflictError(
+                f"{obj['kind']} {meta['namespace']}/{meta['name']} already exists and belongs to "
+                f"{'run ' + repr(theirs) if theirs else 'no jobset-plugins run'}, not {run_key!r}; "
+                "delete it or choose another name",
+                409,
+                "AlreadyExists",
+            )
+        existing["_adopted"] = True
+        log.info("adopted existing %s %s of the same run", obj["kind"], meta["name"])
+        return existing
+
+    def find(self, run_key: str, namespace: str) -> list[dict[str, Any]]:
+        """Every JobSet and Job of one run (the ledger), across attempts."""
+        selector = f"{RUN_KEY_LABEL}={run_key}"
+        out: list[dict[str, Any]] = []
+        for group, version, plural, kind in (("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"), ("batch", "v1", "jobs", "Job")):
+            try:
+                listing = self.retry.call(
+                    self.custom.list_namespaced_custom_object, group=group, version=version, namespace=namespace,
+                    plural=plural, label_selector=selector,
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            for item in listing.get("items", []):
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", f"{group}/{version}")
+                out.append(item)
+        return out
+
+    # ----- watch ------------------------------------------------------------------------------------
+
+    def _main_ref(self, handle: Handle) -> tuple[str, str, str]:
+        return ("jobset.x-k8s.io", "v1alpha2", "jobsets") if handle.kind == "JobSet" else ("batch", "v1", "jobs")
+
+    def _pod_selector(self, handle: Handle) -> str:
+        if handle.kind == "JobSet":
+            return f"jobset.sigs.k8s.io/jobset-name={handle.name}"
+        return f"batch.kubernetes.io/job-name={handle.name}"
+
+    def _watch_stream(self, list_fn: Any, kwargs: dict[str, Any], out: queue.Queue, source: str, stop: threading.Event) -> None:
+        """One resumable watch: list once, then stream from that resourceVersion; relist on 410 Gone."""
+        resource_version: str | None = None
+        reconnect = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(is_transient),
+            wait=tenacity.wait_random_exponential(multiplier=self.retry.initial, max=self.retry.max_wait),
+            stop=tenacity.stop_after_delay(self.retry.max_seconds),
+            reraise=True,
+        )
+        while not stop.is_set():
+            try:
+                for attempt in reconnect:
+                    with attempt:
+                        if resource_version is None:
+                            listing = list_fn(**kwargs)
+                            if not isinstance(listing, dict):
+                                listing = self._sanitize(listing)
+                            resource_version = (listing.get("metadata") or {}).get("resourceVersion")
+                            out.put((source, "SYNC", listing.get("items", [])))
+                        stream = watch.Watch()
+                        for event in stream.stream(
+                            list_fn, resource_version=resource_version, timeout_seconds=self.watch_timeout_seconds,
+                            allow_watch_bookmarks=True, **kwargs,
+                        ):
+                            obj = event["object"]
+                            if not isinstance(obj, dict):
+                                obj = self._sanitize(obj)
+                            rv = (obj.get("metadata") or {}).get("resourceVersion")
+                            if rv:
+                                resource_version = rv
+                            if event["type"] != "BOOKMARK":
+                                out.put((source, event["type"], obj))
+                            if stop.is_set():
+                                stream.stop()
+                                return
+            except ApiException as exc:
+                if exc.status == 410:
+                    log.info("watch of %s expired (410 Gone): relisting", source)
+                    resource_version = None
+                    continue
+                out.put((source, "ERROR", exc))
+                return
+            except Exception as exc:  # noqa: BLE001 - reported to the consumer, which raises it
+                out.put((source, "ERROR", exc))
+                return
+
+    def watch(self, handle: Handle, stop: threading.Event) -> Iterator[Observation]:
+        group, version, plural = self._main_ref(handle)
+        events: queue.Queue = queue.Queue()
+        local_stop = threading.Event()
+        streams = [
+            (
+                self.custom.list_namespaced_custom_object,
+                dict(group=group, version=version, namespace=handle.namespace, plural=plural, field_selector=f"metadata.name={handle.name}"),
+                "main",
+            ),
+            (self.core.list_namespaced_pod, dict(namespace=handle.namespace, label_selector=self._pod_selector(handle)), "pods"),
+        ]
+        threads = [
+            threading.Thread(target=self._watch_stream, args=(fn, kw, events, src, local_stop), daemon=True, name=f"watch-{src}")
+            for fn, kw, src in streams
+        ]
+        for t in threads:
+            t.start()
+        self._load_evidence(handle)
+        main: dict[str, Any] | None = None
+        pods: dict[str, dict[str, Any]] = {}
+        synced: set[str] = set()
+        try:
+            last_yield = 0.0
+            while not stop.is_set():
+                changed = False
+                try:
+                    source, kind, payload = events.get(timeout=self.tick_seconds)
+                    batch = [(source, kind, payload)]
+                    while not events.empty():
+                        batch.append(events.get_nowait())
+                except queue.Empty:
+                    batch = []
+                for source, kind, payload in batch:
+                    if kind == "ERROR":
+                        raise payload if isinstance(payload, BaseException) else KubeApiError(str(payload))
+                    changed = True
+                    if source == "main":
+                        if kind == "SYNC":
+                            synced.add("main")
+                            main = payload[0] if payload else None
+                        elif kind == "DELETED":
+                            main = None
+                        else:
+                            main = payload
+                        if main is not None:
+                            main.setdefault("kind", handle.kind)
+                            main.setdefault("apiVersion", f"{group}/{version}")
+                    else:
+                        if kind == "SYNC":
+                            synced.add("pods")
+                            pods = {}
+                            for pod in payload:
+                                self._on_pod(handle, pod)
+                                pods[ev.name_of(pod)] = pod
+                        elif kind == "DELETED":
+                            self._on_pod(handle, payload)
+                            pods.pop(ev.name_of(payload), None)
+                        else:
+                            self._on_pod(handle, payload)
+                            pods[ev.name_of(payload)] = payload
+                if len(synced) < 2:
+                    continue
+                if changed or time.monotonic() - last_yield >= self.tick_seconds:
+                    last_yield = time.monotonic()
+                    observation = self._observation(handle, main, pods, with_events=changed or state_of(main) in (SUCCEEDED, FAILED))
+                    yield observation
+                    if observation.state in (SUCCEEDED, FAILED) or main is None:
+                        return
+        finally:
+            local_stop.set()
+
+    def _observation(self, handle: Handle, main: dict[str, Any] | None, pods: Mapping[str, dict[str, Any]], with_events: bool) -> Observation:
+        kept = self._evidence.get((handle.namespace, handle.name), {})
+        all_pods = [*pods.values(), *(p for name, p in kept.items() if name not in pods)]
+        jobs: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
+        if main is not None and with_events:
+            jobs = self._child_jobs(handle) if handle.kind == "JobSet" else []
+            events = self._events(handle.namespace)
+        return Observation(main=main, jobs=jobs, pods=all_pods, events=events)
+
+    def _child_jobs(self, handle: Handle) -> list[dict[str, Any]]:
+        listing = self.retry.call(
+            self.custom.list_namespaced_custom_object, group="batch", version="v1", namespace=handle.namespace,
+            plural="jobs", label_selector=f"jobset.sigs.k8s.io/jobset-name={handle.name}",
+        )
+        items = listing.get("items", [])
+        for item in items:
+            item.setdefault("kind", "Job")
+        return items
+
+    def _events(self, namespace: str) -> list[dict[str, Any]]:
+        items = self._sanitize(self.retry.call(self.core.list_namespaced_event, namespace).items)
+        for item in items:
+            item.setdefault("kind", "Event")
+        return items
+
+    def observe(self, handle: Handle) -> Observation:
+        group, version, plural = self._main_ref(handle)
+        main = None
+        try:
+            main = self.retry.call(
+                self.custom.get_namespaced_custom_object, group=group, version=version, namespace=handle.namespace, plural=plural, name=handle.name
+            )
+            main.setdefault("kind", handle.kind)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        self._load_evidence(handle)
+        pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
+        for pod in pods:
+            self._on_pod(handle, pod)
+        return self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
+
+    # ----- evidence ---------------------------------------------------------------------------------
+
+    def _on_pod(self, handle: Handle, pod: dict[str, Any]) -> None:
+        name = ev.name_of(pod)
+        if self.evidence_finalizer and not pod_has_failed(pod) and EVIDENCE_FINALIZER not in (ev.meta(pod).get("finalizers") or []) and not ev.meta(pod).get("deletionTimestamp"):
+            self._set_finalizer(handle.namespace, pod, add=True)
+        if not pod_has_failed(pod):
+            return
+        key = (handle.namespace, handle.name)
+        with self._lock:
+            kept = self._evidence.setdefault(key, {})
+            new = name not in kept or kept[name].get("status") != pod.get("status")
+            if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
+                kept[name] = compact_pod(pod)
+        if new:
+            self._store_evidence(handle)
+        if self.evidence_finalizer and EVIDENCE_FINALIZER in (ev.meta(pod).get("finalizers") or []):
+            self._set_finalizer(handle.namespace, pod, add=False)
+
+    def _set_finalizer(self, namespace: str, pod: Mapping[str, Any], *, add: bool) -> None:
+        """Add or remove our finalizer with a test-guarded JSON patch, so a concurrent change is never lost."""
+        finalizers = list(ev.meta(pod).get("finalizers") or [])
+        if add:
+            patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": ev.meta(pod).get("resourceVersion")}]
+            patch.append({"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, EVIDENCE_FINALIZER]})
+        else:
+            if EVIDENCE_FINALIZER not in finalizers:
+                return
+            index = finalizers.index(EVIDENCE_FINALIZER)
+            patch = [
+                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": EVIDENCE_FINALIZER},
+                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+            ]
+        try:
+            self.retry.call(self.core.patch_namespaced_pod, ev.name_of(pod), namespace, patch)
+        except (ApiException, KubeApiError) as exc:  # gone or changed: the next event brings it back
+            log.debug("finalizer patch on %s skipped: %s", ev.name_of(pod), exc)
+
+    def _store_evidence(self, handle: Handle) -> None:
+        """Persist the kept pod records, bounded, in a ConfigMap the JobSet/Job owns (deleted with it)."""
+        with self._lock:
+            pods = list(self._evidence.get((handle.namespace, handle.name), {}).values())
+        pods.sort(key=lambda p: ev.meta(p).get("creationTimestamp") or "")
+        data = json.dumps(pods, separators=(",", ":"))
+        while len(data.encode()) > EVIDENCE_MAX_BYTES and len(pods) > 1:
+            pods = pods[: len(pods) // 2 + 1]  # keep the earliest failures: the root cause is among them
+            data = json.dumps(pods, separators=(",", ":"))
+        name = handle.name + EVIDENCE_SUFFIX
+        group, version, plural = self._main_ref(handle)
+        main = self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
+        if main is None:
+            return
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": handle.namespace,
+                "labels": {RUN_KEY_LABEL: handle.run_key},
+                "ownerReferences": [
+                    {"apiVersion": f"{group}/{version}", "kind": handle.kind, "name": handle.name, "uid": ev.meta(main).get("uid"), "blockOwnerDeletion": True}
+                ],
+            },
+            "data": {"pods.json": data},
+        }
+        try:
+            self.retry.call(self.core.create_namespaced_config_map, handle.namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": body["data"]})
+
+    def _load_evidence(self, handle: Handle) -> None:
+        stored = self._get("v1", "ConfigMap", handle.name + EVIDENCE_SUFFIX, handle.namespace)
+        if not stored:
+            return
+        try:
+            pods = json.loads((stored.get("data") or {}).get("pods.json") or "[]")
+        except ValueError:
+            return
+        with self._lock:
+            kept = self._evidence.setdefault((handle.namespace, handle.name), {})
+            for pod in pods:
+                kept.setdefault(ev.name_of(pod), pod)
+
+    # ----- cancel -----------------------------------------------------------------------------------
+
+    def cancel(self, handle: Handle) -> None:
+        """Delete with foreground propagation and wait until gone (bounded); safe to call twice."""
+        group, version, _ = self._main_ref(handle)
+        if self.evidence_finalizer:
+            self.cleanup(handle.namespace, handle.run_key)
+        # Gang objects, the Service and the evidence ConfigMap are owned by the main object: they go with it.
+        self._delete(f"{group}/{version}", handle.kind, handle.name, handle.namespace, "Foreground")
+        waiting = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda obj: obj is not None),
+            wait=tenacity.wait_exponential(multiplier=0.1, max=2),
+            stop=tenacity.stop_after_delay(self.cancel_timeout_seconds),
+            retry_error_callback=lambda state: state.outcome.result(),
+        )
+        remaining = waiting(self._get, f"{group}/{version}", handle.kind, handle.name, handle.namespace)
+        if remaining is not None:
+            log.warning("%s %s still exists after %ss (finalizers: %s)", handle.kind, handle.name, self.cancel_timeout_seconds, ev.meta(remaining).get("finalizers"))
+
+    def cleanup(self, namespace: str, run_key: str | None = None) -> int:
+        """Remove our evidence finalizer from every pod of the namespace that still has it (pods do not
+        carry the run key, so `run_key` is accepted for symmetry only); returns how many were freed."""
+        pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, namespace).items)
+        freed = 0
+        for pod in pods:
+            if EVIDENCE_FINALIZER in (ev.meta(pod).get("finalizers") or []):
+                self._set_finalizer(namespace, pod, add=False)
+                freed += 1
+        return freed

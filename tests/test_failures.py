@@ -1,0 +1,146 @@
+"""Failure demystification over real captures and the fixture corpus, plus garbage input and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from jobset_core import Diagnosis, FailureKind, diagnose
+from jobset_core.cli import main as cli_main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REAL = FIXTURES / "real"
+CORPUS = sorted((FIXTURES / "diagnosis").glob("*.json"))
+NOW = datetime(2026, 11, 22, 14, 0, tzinfo=UTC)
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def run(objects: dict, now: datetime = NOW) -> Diagnosis:
+    return diagnose(
+        jobset=objects.get("jobset"),
+        jobs=objects.get("jobs") or (),
+        pods=objects.get("pods") or (),
+        events=objects.get("events") or (),
+        workloads=objects.get("workloads") or (),
+        now=now,
+    )
+
+
+def test_real_capture_a1_preempted_and_restarted_is_not_a_failure():
+    d = run(load(REAL / "A1-preempted-restarted.json"))
+    assert d.failed is False
+    assert [h.kind for h in d.history] == [FailureKind.PREEMPTED]
+    assert d.history[0].pod == "a-workers-1-0-442dz"
+
+
+def test_real_capture_a2_app_error_after_a_restart():
+    d = run(load(REAL / "A2-app-error-after-restart.json"))
+    assert (d.kind, d.retryable, d.failed) == (FailureKind.APPLICATION_ERROR, False, True)
+    assert (d.pod, d.container, d.exit_code) == ("a-workers-0-0-tfbrv", "trainer", 1)
+    assert [h.kind for h in d.history] == [FailureKind.PREEMPTED, FailureKind.APPLICATION_ERROR]
+    assert d.summary.startswith("ApplicationError: container trainer in pod a-workers-0-0-tfbrv exited 1")
+
+
+def test_real_capture_b_free_interruptions_then_exhausted():
+    d = run(load(REAL / "B-free-interruptions-then-exhausted.json"))
+    assert (d.kind, d.retryable) == (FailureKind.INTERRUPTED, True)
+    assert (d.pod, d.exit_code) == ("b-workers-0-0-9wqfx", 143)
+    assert [h.kind.value for h in d.history] == ["Preempted"] * 3 + ["Interrupted", "Interrupted"]
+    assert "ReachedMaxRestarts" in " ".join(d.evidence)
+
+
+def test_corpus_is_large_enough_and_covers_every_kind():
+    assert len(CORPUS) >= 40
+    kinds = {load(p)["expect"].get("kind") for p in CORPUS}
+    assert {k.value for k in FailureKind} <= kinds
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus(path):
+    case = load(path)
+    expect = case["expect"]
+    now = datetime.fromisoformat(case["now"].replace("Z", "+00:00")) if case.get("now") else NOW
+    d = run(case, now)
+    if expect.get("failed") is False:
+        assert d.failed is False, d.summary
+    else:
+        assert d.kind.value == expect["kind"], f"{d.kind}: {d.summary}\n" + "\n".join(d.evidence)
+        assert d.retryable == expect["retryable"]
+        if "pod" in expect:
+            assert d.pod == expect["pod"], d.summary
+        if expect.get("container") is not None:
+            assert d.container == expect["container"], d.summary
+        if expect.get("exit_code") is not None:
+            assert d.exit_code == expect["exit_code"], d.summary
+    if "history" in expect:
+        assert [h.kind.value for h in d.history] == expect["history"], d.history_line()
+    assert d.summary and "\n" not in d.summary
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({}, "nothing to diagnose"),
+        ({"jobset": "demo"}, "jobset: expected a JobSet object"),
+        ({"jobset": {"kind": "Job", "metadata": {}}}, "jobset: expected kind JobSet"),
+        ({"pods": "pod-1"}, "pods: expected a list of Kubernetes objects, got str"),
+        ({"pods": [1, 2]}, "pods[0]: expected a Kubernetes object"),
+        ({"jobs": {"metadata": {"name": "x"}}}, "jobs: expected a list of Kubernetes objects, got a single mapping"),
+        ({"pods": [{"status": {}}]}, "pods[0]: has no metadata"),
+        ({"events": 42}, "events: expected a list of Kubernetes objects, got int"),
+    ],
+)
+def test_garbage_input_gets_a_clear_value_error(kwargs, message):
+    with pytest.raises(ValueError) as info:
+        diagnose(**kwargs)
+    assert message in str(info.value)
+
+
+def test_kind_list_objects_are_accepted():
+    objects = load(REAL / "A2-app-error-after-restart.json")
+    d = diagnose(jobset=objects["jobset"], jobs={"kind": "JobList", "items": objects["jobs"]}, pods=iter(objects["pods"]), events=objects["events"])
+    assert d.kind is FailureKind.APPLICATION_ERROR
+
+
+def test_diagnosis_round_trips_through_json():
+    d = run(load(REAL / "B-free-interruptions-then-exhausted.json"))
+    again = Diagnosis.from_dict(json.loads(json.dumps(d.to_dict())))
+    assert again == d
+
+
+def test_cli_explain_from_file_prints_summary_evidence_and_history(capsys):
+    assert cli_main(["explain", "--from-file", str(REAL / "A2-app-error-after-restart.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("ApplicationError: container trainer in pod a-workers-0-0-tfbrv")
+    assert "evidence:" in out and "history:" in out and "restart 1: Preempted" in out
+
+
+def test_cli_explain_json_is_parseable_and_accepts_kubectl_lists(tmp_path):
+    objects = load(REAL / "B-free-interruptions-then-exhausted.json")
+    items = [objects["jobset"], *objects["jobs"], *objects["pods"], *objects["events"]]
+    for obj, kind in [(o, "Job") for o in objects["jobs"]] + [(o, "Pod") for o in objects["pods"]] + [(o, "Event") for o in objects["events"]]:
+        obj.setdefault("kind", kind)
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobset_core.cli", "explain", "--from-file", str(dump), "--json"],
+        capture_output=True, text=True, check=True,
+    )
+    data = json.loads(proc.stdout)
+    assert data["kind"] == "Interrupted" and data["pod"] == "b-workers-0-0-9wqfx"
+    assert [h["kind"] for h in data["history"]][:3] == ["Preempted"] * 3
+
+
+def test_cli_reports_bad_files_without_a_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('"just a string"')
+    assert cli_main(["explain", "--from-file", str(bad)]) == 2
+    assert "neither a `kubectl get -o json` List" in capsys.readouterr().err

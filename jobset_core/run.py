@@ -273,6 +273,9 @@ class JobSetRun:
 
     def diagnose(self, observation: Observation) -> Diagnosis:
         main = observation.main
+        if main is None and not observation.pods and not observation.jobs:
+            name = self.handle.name if self.handle else self.spec.name
+            return Diagnosis(FailureKind.UNKNOWN, False, f"Unknown: {name} was deleted before it finished", reason="Deleted")
         is_jobset = main is not None and main.get("kind") == "JobSet"
         jobs = observation.jobs if is_jobset else ([main] if main else []) + [j for j in observation.jobs if j is not main]
         return diagnose(
@@ -286,12 +289,14 @@ class JobSetRun:
             grace=self._grace(),
         )
 
-    def _progress(self, observation: Observation) -> None:
+    def _progress(self, observation: Observation) -> bool:
+        """Report progress; True when the JobSet restarted since the last observation."""
         main = observation.main or {}
         status = main.get("status") or {}
         name = ev.name_of(main)
         restarts = int(status.get("restarts") or 0)
-        if restarts > self._reported_restarts.get(name, 0):
+        restarted = restarts > self._reported_restarts.get(name, 0)
+        if restarted:
             self._reported_restarts[name] = restarts
             diagnosis = self.diagnose(observation)
             cause = diagnosis.history[restarts - 1].kind if len(diagnosis.history) >= restarts else FailureKind.UNKNOWN
@@ -303,6 +308,7 @@ class JobSetRun:
             wanted = {rj["name"]: rj.get("replicas", 1) for rj in (main.get("spec") or {}).get("replicatedJobs") or []}
             ready = sum(1 for r in rjs if int(r.get("ready") or 0) + int(r.get("succeeded") or 0) >= wanted.get(r.get("name"), 1))
             self._emit("progress", f"{ready}/{len(wanted)} replicated jobs ready, restart {restarts} ({observation.state})")
+        return restarted
 
     def wait(self, handle: Handle | None = None) -> tuple[Observation, Diagnosis | None]:
         """Watch one submission until it succeeds, fails, or is stuck; returns the last observation."""
@@ -319,13 +325,14 @@ class JobSetRun:
                 return observation, None
             if state in (FAILED, GONE):
                 return observation, self.diagnose(observation)
-            self._progress(observation)
+            restarted = self._progress(observation)
             diagnosis = self.diagnose(observation)
             if diagnosis.failed:
                 self._emit("stuck", f"{handle.name} cannot make progress: {diagnosis.summary}; ending it")
                 self.runtime.cancel(handle)
                 return observation, diagnosis
-            if self.policy.interruptions_free():
+            if restarted and self.policy.interruptions_free():
+                # Free interruptions are unlimited in the cluster: the cap is enforced here, from the ledger.
                 ledger = self.ledger()
                 if ledger.free_interruptions > self.policy.interruption_cap:
                     self._emit("failed", f"more than {self.policy.interruption_cap} free interruptions; ending the run")
@@ -347,6 +354,11 @@ class JobSetRun:
                 return RunResult(True, self.handle, ledger=ledger, attempts=list(self.attempts))
             if diagnosis is None:
                 return RunResult(False, self.handle, ledger=ledger, attempts=list(self.attempts))
+            if observation.main is None:
+                # Deleted by someone else (kubectl delete, namespace cleanup): a resubmission would be a zombie.
+                decision = RetryDecision(False, f"not retrying: {self.handle.kind} {self.handle.name} was deleted outside this run")
+                self._emit("failed", decision.reason)
+                return RunResult(False, self.handle, diagnosis, decision, ledger, list(self.attempts))
             decision = self.policy.decide(diagnosis, ledger)
             self._emit("failed", f"{diagnosis.summary}; {decision.reason}")
             if not decision.retry or not self.resubmit or self._stop.is_set():

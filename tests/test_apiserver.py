@@ -151,6 +151,11 @@ def test_create_get_list_sets_server_fields(server: LocalApiServer, core: client
     raw = server.get("v1", "Pod", "web-1", NS)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", raw["metadata"]["creationTimestamp"])
 
+    # status is not writable on create for kinds with a status subresource
+    seeded = core.create_namespaced_pod(NS, {**pod("seeded"), "status": {"phase": "Running"}})
+    assert seeded.status.phase == "Pending"
+    core.delete_namespaced_pod("seeded", NS)
+
     generated = core.create_namespaced_pod(NS, {**pod(""), "metadata": {"generateName": "worker-"}})
     suffix = generated.metadata.name.removeprefix("worker-")
     assert len(suffix) == 5 and suffix.isalnum() and suffix.islower()
@@ -664,6 +669,29 @@ def test_stopping_the_server_ends_open_watches() -> None:
     api.close()
 
 
+def test_concurrent_writers_get_unique_ordered_versions(
+    server: LocalApiServer, core: client.CoreV1Api
+) -> None:
+    start = core.create_namespaced_config_map(NS, {"metadata": {"name": "start"}}).metadata.resource_version
+
+    def writer(worker: int) -> None:
+        for i in range(10):
+            core.create_namespaced_config_map(NS, {"metadata": {"name": f"w{worker}-{i}"}})
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    stream = watch.Watch().stream(
+        core.list_namespaced_config_map, NS, resource_version=start, timeout_seconds=5
+    )
+    events = collect(stream, 40)
+    versions = [int(e["raw_object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == list(range(int(start) + 1, int(start) + 41))
+    assert len({e["raw_object"]["metadata"]["name"] for e in events}) == 40
+
+
 # ------------------------------------------------------ deletion and GC
 
 
@@ -700,6 +728,29 @@ def test_foreground_deletion_removes_pods_then_job(
     assert [e["type"] for e in pod_events] == ["DELETED", "DELETED"]
     rv = lambda e: int(e["raw_object"]["metadata"]["resourceVersion"])  # noqa: E731
     assert rv(job_events[0]) < min(map(rv, pod_events)) < max(map(rv, pod_events)) < rv(job_events[1])
+
+
+def test_foreground_without_dependents_still_marks_then_removes(custom: client.CustomObjectsApi) -> None:
+    group, version, plural = JOBSET
+    rv = custom.create_namespaced_custom_object(group, version, NS, plural, jobset("js"))["metadata"][
+        "resourceVersion"
+    ]
+    response = custom.delete_namespaced_custom_object(
+        group, version, NS, plural, "js", propagation_policy="Foreground"
+    )
+    assert response["metadata"]["finalizers"] == ["foregroundDeletion"]
+    stream = watch.Watch().stream(
+        custom.list_namespaced_custom_object,
+        group,
+        version,
+        NS,
+        plural,
+        resource_version=rv,
+        timeout_seconds=5,
+    )
+    events = collect(stream, 2)
+    assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
+    assert "finalizers" not in events[1]["raw_object"]["metadata"]
 
 
 def test_foreground_owner_waits_for_dependent_finalizer(

@@ -56,7 +56,7 @@ class LocalApiServer:
     ) -> None:
         self._address = (host, port)
         self.registry = KindRegistry()
-        self.store = Store(self.registry, event_window=event_window, seed=seed)
+        self.store = Store(event_window=event_window, seed=seed)
         self.faults = FaultPlan()
         self._requests: list[RequestRecord] = []
         self._requests_lock = threading.Lock()
@@ -80,7 +80,7 @@ class LocalApiServer:
             self._httpd = ApiHTTPServer(self._address, self._context)
             self._thread = threading.Thread(
                 target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.05},
+                kwargs={"poll_interval": 0.01},  # stop() waits one poll: keep per-test teardown short
                 name="local-apiserver",
                 daemon=True,
             )
@@ -247,8 +247,9 @@ class LocalApiServer:
     ) -> dict[str, Any]:
         """Delete like DELETE (``propagation=None`` uses the kind's REST default).
 
-        Returns the object's state: with ``deletionTimestamp`` while finalizers
-        hold it, otherwise as it was removed.
+        Returns what the DELETE response carries: the object marked with
+        ``deletionTimestamp`` when finalizers or foreground deletion were
+        involved (even if it is already gone), otherwise its removed state.
         """
         resource = self.kind_for(api_version, kind)
         obj, _ = self.store.delete(

@@ -92,6 +92,12 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ApiHTTPServer
 
+    def setup(self) -> None:
+        """Disable Nagle: headers and body go out in separate writes, and with
+        keep-alive the client's delayed ACK would otherwise add ~40 ms per request."""
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Silence per-request logging; ``server.requests`` records traffic instead."""
 
@@ -165,10 +171,10 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         if method == "POST":
             if route.name:
                 raise errors.method_not_allowed(method)
-            return 201, store.create(kind, self._json(raw_body), route.namespace)
+            return 201, store.create(kind, self._object(raw_body), route.namespace)
         if method == "PUT" and route.name:
             return 200, store.update(
-                kind, self._json(raw_body), route.namespace, route.name, route.subresource
+                kind, self._object(raw_body), route.namespace, route.name, route.subresource
             )
         if method == "PATCH" and route.name:
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
@@ -179,7 +185,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             return 200, store.patch(
                 kind, route.namespace, route.name, self._json(raw_body), content_type, route.subresource
             )
-        if method == "DELETE":
+        if method == "DELETE" and route.subresource is None:
             return self._delete(route, raw_body)
         raise errors.method_not_allowed(method)
 
@@ -202,7 +208,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
 
     def _delete(self, route: Route, raw_body: bytes) -> tuple[int, dict[str, Any]]:
         store, kind, q = self.server.context.store, route.kind, self._query
-        options = self._json(raw_body) if raw_body.strip() else {}
+        options = self._object(raw_body) if raw_body.strip() else {}
         propagation = options.get("propagationPolicy") or q.get("propagationPolicy")
         orphan = options.get("orphanDependents", q.get("orphanDependents"))
         if propagation is None and orphan is not None:
@@ -244,7 +250,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         if route.name:
             by_name = f"metadata.name={route.name}"
             field_selector = f"{field_selector},{by_name}" if field_selector else by_name
-        timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else ctx.watch_timeout
+        timeout = float(q.get("timeoutSeconds") or 0) or ctx.watch_timeout
         bookmarks = q.get("allowWatchBookmarks", "").lower() in _TRUE
         drop = ctx.faults.take_watch_drop()
         try:
@@ -346,6 +352,13 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             return json.loads(raw or b"null")
         except ValueError as exc:
             raise errors.bad_request(f"error decoding request body: {exc}") from None
+
+    @classmethod
+    def _object(cls, raw: bytes) -> dict[str, Any]:
+        body = cls._json(raw)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        return body
 
     def _record(self, status: int) -> None:
         self.server.context.record(RequestRecord(self._method, self._path, dict(self._query), status))

@@ -14,15 +14,22 @@ import binascii
 import copy
 import json
 import random
-import re
 import threading
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from . import errors
+from .admission import (
+    apply_create_defaults,
+    generate_name,
+    now_rfc3339,
+    object_meta,
+    resolve_namespace,
+    typed,
+    validate_name,
+)
 from .errors import ApiError
-from .kinds import PROPAGATION_POLICIES, KindRegistry, ResourceKind
+from .kinds import PROPAGATION_POLICIES, ResourceKind
 from .patch import apply_patch
 from .selectors import parse_field_selector, parse_label_selector
 from .watch import EventLog, StoredEvent, Watcher
@@ -32,9 +39,6 @@ Key = tuple[str, str]
 
 FOREGROUND_FINALIZER = "foregroundDeletion"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-# Same alphabet as apiserver's generateName suffixes: no vowels, no look-alikes.
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Server-owned metadata a client cannot change through update or patch.
 _SYSTEM_META = (
     "name",
@@ -45,20 +49,6 @@ _SYSTEM_META = (
     "deletionGracePeriodSeconds",
     "generation",
 )
-
-
-def now_rfc3339() -> str:
-    """Timestamps as the apiserver writes them: second precision, ``Z`` suffix."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    if meta is None:
-        meta = obj["metadata"] = {}
-    if not isinstance(meta, dict):
-        raise errors.bad_request("metadata must be an object")
-    return meta
 
 
 def _content(obj: Obj) -> Obj:
@@ -74,8 +64,7 @@ def _owner_uids(obj: Obj | None) -> set[str]:
 class Store:
     """Thread-safe in-memory object store with apiserver write semantics."""
 
-    def __init__(self, registry: KindRegistry, event_window: int = 10000, seed: int | None = None) -> None:
-        self.registry = registry
+    def __init__(self, event_window: int = 10000, seed: int | None = None) -> None:
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str, str], dict[Key, Obj]] = {}
         self._uids: dict[str, tuple[ResourceKind, Key]] = {}
@@ -138,14 +127,22 @@ class Store:
     # ----------------------------------------------------------------- writes
 
     def create(self, kind: ResourceKind, obj: Obj, namespace: str | None = None) -> Obj:
-        """POST semantics: names, uid, timestamps, generation 1, ADDED event."""
-        obj = copy.deepcopy(obj)
-        meta = _meta(obj)
-        self._check_type(kind, obj)
-        namespace = self._namespace_for(kind, meta, namespace)
+        """POST semantics: names, uid, timestamps, generation 1, ADDED event.
+
+        As on the real server, ``status`` in the body is discarded for kinds
+        with a status subresource; seed it with a status update afterwards.
+        """
+        obj = typed(kind, copy.deepcopy(obj))
+        meta = object_meta(obj)
+        namespace = resolve_namespace(kind, meta, namespace)
         with self._lock:
-            name = meta.get("name") or self._generate_name(kind, namespace, meta.get("generateName"))
-            self._validate_name(kind, name)
+            name = meta.get("name") or generate_name(
+                kind,
+                meta.get("generateName"),
+                self._random,
+                lambda candidate: self._key(kind, namespace, candidate) in self._bucket(kind),
+            )
+            validate_name(kind, name)
             if self._key(kind, namespace, name) in self._bucket(kind):
                 raise errors.already_exists(kind, name)
             meta["name"] = name
@@ -156,7 +153,9 @@ class Store:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
             meta["generation"] = 1
-            self._apply_defaults(kind, obj)
+            if kind.has_status:
+                obj.pop("status", None)  # status is only writable through the subresource
+            apply_create_defaults(kind, obj)
             self._write(kind, obj, "ADDED", None)
             return copy.deepcopy(obj)
 
@@ -169,10 +168,9 @@ class Store:
         subresource: str | None = None,
     ) -> Obj:
         """PUT semantics, with optimistic concurrency on ``metadata.resourceVersion``."""
-        obj = copy.deepcopy(obj)
-        meta = _meta(obj)
-        self._check_type(kind, obj)
-        namespace = self._namespace_for(kind, meta, namespace)
+        obj = typed(kind, copy.deepcopy(obj))
+        meta = object_meta(obj)
+        namespace = resolve_namespace(kind, meta, namespace)
         body_name = meta.get("name")
         if name is not None and body_name and body_name != name:
             raise errors.bad_request(
@@ -205,7 +203,7 @@ class Store:
             )
             if not isinstance(patched, dict):
                 raise ApiError(422, "Invalid", "the patched document is not an object")
-            meta = _meta(patched)
+            meta = object_meta(patched)
             self._check_preconditions(kind, current, meta.get("uid"), meta.get("resourceVersion"))
             return copy.deepcopy(self._apply_update(kind, current, patched, subresource))
 
@@ -306,16 +304,6 @@ class Store:
                 return None
             return self._bookmark_object(watcher.kind)
 
-    def check_watch_version(self, resource_version: str | None) -> None:
-        """Raise 410 when a watch from this version could not be served."""
-        if resource_version in (None, "", "0"):
-            return
-        with self._lock:
-            try:
-                self._log.since(int(str(resource_version)))
-            except ValueError:
-                raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
-
     def expired_error(self, resource_version: str | None) -> ApiError:
         """The 410 a forced expiry sends, naming the oldest retained version."""
         with self._lock:
@@ -349,64 +337,6 @@ class Store:
         return obj
 
     @staticmethod
-    def _check_type(kind: ResourceKind, obj: Obj) -> None:
-        api_version, obj_kind = obj.get("apiVersion"), obj.get("kind")
-        if (api_version and api_version != kind.api_version) or (obj_kind and obj_kind != kind.kind):
-            raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version ({kind.api_version})"
-                if api_version != kind.api_version
-                else f"the kind in the data ({obj_kind}) does not match the expected kind ({kind.kind})"
-            )
-        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
-
-    @staticmethod
-    def _namespace_for(kind: ResourceKind, meta: Obj, namespace: str | None) -> str:
-        if not kind.namespaced:
-            meta.pop("namespace", None)
-            return ""
-        body_ns = meta.get("namespace")
-        if namespace is not None and body_ns and body_ns != namespace:
-            raise errors.bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
-        return namespace or body_ns or "default"
-
-    def _generate_name(self, kind: ResourceKind, namespace: str, prefix: str | None) -> str:
-        if not prefix:
-            raise errors.invalid(
-                kind,
-                "",
-                "metadata.name",
-                "FieldValueRequired",
-                "Required value: name or generateName is required",
-            )
-        for _ in range(16):
-            name = prefix + "".join(self._random.choice(_SUFFIX_ALPHABET) for _ in range(5))
-            if self._key(kind, namespace, name) not in self._bucket(kind):
-                return name
-        raise errors.already_exists(kind, prefix)
-
-    @staticmethod
-    def _validate_name(kind: ResourceKind, name: str) -> None:
-        if len(name) <= 253 and _DNS_SUBDOMAIN.match(name):
-            return
-        raise errors.invalid(
-            kind,
-            name,
-            "metadata.name",
-            "FieldValueInvalid",
-            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
-            "characters, '-' or '.', and must start and end with an alphanumeric character",
-        )
-
-    @staticmethod
-    def _apply_defaults(kind: ResourceKind, obj: Obj) -> None:
-        """The few defaults clients commonly rely on right after create."""
-        if kind.group == "" and kind.kind in ("Pod", "Namespace"):
-            status = obj.setdefault("status", {})
-            status.setdefault("phase", "Pending" if kind.kind == "Pod" else "Active")
-
-    @staticmethod
     def _check_preconditions(
         kind: ResourceKind,
         current: Obj,
@@ -434,6 +364,8 @@ class Store:
 
     def _apply_update(self, kind: ResourceKind, current: Obj, desired: Obj, subresource: str | None) -> Obj:
         """Shared tail of PUT and PATCH: subresource isolation, generation, finalizers."""
+        if subresource is not None and (subresource != "status" or not kind.has_status):
+            raise errors.route_not_found()
         old_meta = current["metadata"]
         if subresource == "status":
             result = copy.deepcopy(current)
@@ -444,7 +376,7 @@ class Store:
         else:
             result = copy.deepcopy(desired)
             result["apiVersion"], result["kind"] = kind.api_version, kind.kind
-            meta = _meta(result)
+            meta = object_meta(result)
             for field in _SYSTEM_META:
                 if field in old_meta:
                     meta[field] = old_meta[field]
@@ -524,7 +456,7 @@ class Store:
             self._orphan_dependents(uid)
             current = self._bucket(kind)[self._key(kind, meta.get("namespace"), meta["name"])]
         finalizers = list(current["metadata"].get("finalizers") or [])
-        foreground = policy == "Foreground" and bool(self._dependents(uid))
+        foreground = policy == "Foreground"
         if foreground and FOREGROUND_FINALIZER not in finalizers:
             finalizers.append(FOREGROUND_FINALIZER)
         if not finalizers:
@@ -539,7 +471,9 @@ class Store:
             for dep_kind, dep_key in self._dependents(uid):
                 dependent = self._bucket(dep_kind).get(dep_key)
                 if dependent is not None:
-                    self._delete(dep_kind, dependent, "Foreground", None)
+                    # like the GC: cascade in the foreground only through dependents that own others
+                    nested = bool(self._dependents(dependent["metadata"]["uid"]))
+                    self._delete(dep_kind, dependent, "Foreground" if nested else "Background", None)
             self._release_foreground(uid)
         return response, False
 
@@ -594,10 +528,11 @@ class Store:
             return
         updated = copy.deepcopy(owner)
         remaining = [f for f in updated["metadata"]["finalizers"] if f != FOREGROUND_FINALIZER]
-        updated["metadata"]["finalizers"] = remaining
         if remaining:
+            updated["metadata"]["finalizers"] = remaining
             self._write(kind, updated, "MODIFIED", owner)
         else:
+            del updated["metadata"]["finalizers"]
             self._remove(kind, updated)
 
     def _empty_namespace(self, namespace: str) -> None:

@@ -1,41 +1,70 @@
 """jobset-plugins core: workload model, failure diagnosis, one retry budget, and the runtimes.
 
-Engine-neutral: nothing here imports flytekit or airflow.
+Engine-neutral: nothing here imports flytekit or airflow. The names below are the public API contract.
 """
 
 from jobset_core.budget import Interruptible, RetryDecision, RetryPolicy, strip_interruptible
 from jobset_core.errors import SpecError
+from jobset_core.failures import Diagnosis, Grace, HistoryEntry, diagnose
 from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import Ledger, Submission
-from jobset_core.spec import Coordinator, DependsOn, GangJobSpec, JobSetSpec, Network, ReplicatedJob, SuccessPolicy
+from jobset_core.run import Handle, JobSetRun, Observation, RunEvent, RunResult, Runtime, make_run_key
+from jobset_core.spec import (
+    Coordinator,
+    DependsOn,
+    GangJobSpec,
+    JobSetSpec,
+    Network,
+    ReplicatedJob,
+    SuccessPolicy,
+)
+
+
+def __getattr__(name: str):
+    """Runtimes import lazily: the kubernetes client is only loaded when a cluster is used."""
+    if name == "KubernetesRuntime":
+        from jobset_core.kube import KubernetesRuntime
+
+        return KubernetesRuntime
+    if name == "LocalRuntime":
+        from jobset_core.local import LocalRuntime
+
+        return LocalRuntime
+    raise AttributeError(f"module 'jobset_core' has no attribute {name!r}")
+
 
 __all__ = [
     "Coordinator",
     "Coscheduling",
     "DependsOn",
+    "Diagnosis",
     "FailureKind",
     "GangJobSpec",
+    "Grace",
+    "Handle",
+    "HistoryEntry",
     "Interruptible",
+    "JobSetRun",
     "JobSetSpec",
+    "KubernetesRuntime",
     "Kueue",
     "Ledger",
+    "LocalRuntime",
     "Network",
+    "Observation",
     "ReplicatedJob",
     "RetryDecision",
     "RetryPolicy",
+    "RunEvent",
+    "RunResult",
+    "Runtime",
     "SpecError",
     "Submission",
     "SuccessPolicy",
     "Volcano",
     "WorkloadAPI",
+    "diagnose",
+    "make_run_key",
     "strip_interruptible",
 ]
-
-from jobset_core.failures import Diagnosis, Grace, HistoryEntry, diagnose  # noqa: E402
-
-__all__ += ["Diagnosis", "Grace", "HistoryEntry", "diagnose"]
-
-from jobset_core.run import Handle, JobSetRun, Observation, RunEvent, RunResult, Runtime, make_run_key  # noqa: E402
-
-__all__ += ["Handle", "JobSetRun", "Observation", "RunEvent", "RunResult", "Runtime", "make_run_key"]

@@ -565,7 +565,8 @@ def _scope(jobset, jobs, pods, events, workloads) -> _Scope:
     if jobset is None:
         names = {ev.name_of(j) for j in jobs}
         pods = [p for p in pods if not names or ev.pod_job_name(p) in names]
-        pattern = re.compile(r"^(%s)-\d+-[a-z0-9]{5}$" % "|".join(map(re.escape, names))) if names else None
+        alternatives = "|".join(map(re.escape, names))
+        pattern = re.compile(rf"^({alternatives})-\d+-[a-z0-9]{{5}}$") if names else None
     else:
         js_name = ev.name_of(jobset)
         uid = ev.meta(jobset).get("uid")
@@ -594,9 +595,7 @@ def _scope(jobset, jobs, pods, events, workloads) -> _Scope:
             return name in names or bool(pattern and pattern.match(name))
         if kind == "Pod":
             return name in pod_names or bool(pattern and pattern.match(name))
-        if kind == "Workload":
-            return True
-        return False
+        return kind == "Workload"
 
     events = [e for e in events if mine(e)]
     events.sort(key=lambda e: ev.event_time(e) or datetime.min.replace(tzinfo=UTC))

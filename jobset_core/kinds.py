@@ -5,10 +5,10 @@ It lives apart from `failures.py` so that the budget can name kinds without impo
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class FailureKind(str, Enum):
+class FailureKind(StrEnum):
     """Why a run failed, at the level of detail that decides whether a retry can help."""
 
     PREEMPTED = "Preempted"
@@ -23,9 +23,6 @@ class FailureKind(str, Enum):
     IMAGE_PULL_ERROR = "ImagePullError"
     CONFIG_ERROR = "ConfigError"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
-
-    def __str__(self) -> str:  # so f-strings print "Preempted", not "FailureKind.PREEMPTED"
-        return self.value
 
     @property
     def retryable_by_default(self) -> bool:

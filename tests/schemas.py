@@ -32,9 +32,13 @@ def _strict(schema: Any) -> Any:
     which hides typos. Make every object schema with declared properties reject unknown keys."""
     if isinstance(schema, dict):
         out = {k: _strict(v) for k, v in schema.items()}
-        if out.get("type") == "object" and "properties" in out and "additionalProperties" not in out:
-            if not out.get("x-kubernetes-preserve-unknown-fields"):
-                out["additionalProperties"] = False
+        if (
+            out.get("type") == "object"
+            and "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            out["additionalProperties"] = False
         return out
     if isinstance(schema, list):
         return [_strict(v) for v in schema]

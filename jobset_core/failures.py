@@ -73,6 +73,7 @@ class Finding:
     teardown: bool = False
     stuck: bool = False  # the cluster will never end this by itself (image pull, config, unschedulable)
     memory_limit: str | None = None
+    pods_affected: int = 1  # several pods equally to blame (capacity): no single culprit is named
 
     def sort_key(self) -> tuple[datetime, int]:
         return (self.time or datetime.max.replace(tzinfo=UTC), _RANK[self.kind])
@@ -463,7 +464,13 @@ def _pod_event_kind(pod: str, events: list[dict[str, Any]]) -> tuple[FailureKind
 
 
 def _job_message_finding(
-    job: str, reason: str, message: str, when: datetime | None, events: list[dict[str, Any]], retryable_codes: frozenset[int], source: str
+    job: str,
+    reason: str,
+    message: str,
+    when: datetime | None,
+    events: list[dict[str, Any]],
+    retryable_codes: frozenset[int] | None,
+    source: str,
 ) -> Finding | None:
     """Turn a Job failure reason and message into a finding; these messages outlive the pods."""
     m = ev.EXIT_CODE_RULE.search(message)
@@ -490,6 +497,8 @@ def _job_message_finding(
     if reason == "DeadlineExceeded":
         return Finding(K.DEADLINE_EXCEEDED, time=when, evidence=f"{source} {job}: {message}", reason=reason, job=job)
     if reason == "BackoffLimitExceeded":
+        if retryable_codes is None:  # not our policy: any exit code may have reached the limit
+            return Finding(K.UNKNOWN, time=when, evidence=f"{source} {job}: {reason}: {message}", reason=reason, job=job)
         # Under our podFailurePolicy every other exit code fails the Job by rule, so reaching the backoff
         # limit means the pod exited 143 (SIGTERM) or a retryable code.
         codes = sorted({143, *retryable_codes})
@@ -505,7 +514,7 @@ def _job_message_finding(
     return None
 
 
-def _job_findings(job: Mapping[str, Any], events: list[dict[str, Any]], codes: frozenset[int]) -> list[Finding]:
+def _job_findings(job: Mapping[str, Any], events: list[dict[str, Any]], codes: frozenset[int] | None) -> list[Finding]:
     cond = ev.condition(job, "FailureTarget") or ev.condition(job, "Failed")
     if cond is None:
         return []
@@ -519,7 +528,7 @@ def _job_findings(job: Mapping[str, Any], events: list[dict[str, Any]], codes: f
 _JOB_FAILURE_EVENTS = {"PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded", "MaxFailedIndexesExceeded", "FailedIndexes"}
 
 
-def _job_event_findings(events: list[dict[str, Any]], codes: frozenset[int]) -> list[Finding]:
+def _job_event_findings(events: list[dict[str, Any]], codes: frozenset[int] | None) -> list[Finding]:
     out = []
     for event in events:
         kind, name = ev.involved(event)
@@ -661,6 +670,8 @@ def _summary(root: Finding, peers: int, job: str | None) -> str:
     who = f"container {root.container} in pod {root.pod}" if root.container and root.pod else (
         f"pod {root.pod}" if root.pod else (f"job {job}" if job else "the workload")
     )
+    if root.pods_affected > 1:
+        who = f"{root.pods_affected} pods"
     k = root.kind
     if k is K.APPLICATION_ERROR:
         line = f"{who} exited {root.exit_code} at {when}" if root.exit_code is not None else f"{who} failed at {when}: {root.reason}"
@@ -701,8 +712,9 @@ def _retryable(kind: FailureKind, exit_code: int | None, codes: frozenset[int]) 
     return kind.retryable_by_default
 
 
-def _policy_exit_codes(jobset: Mapping[str, Any] | None, jobs: list[dict[str, Any]]) -> frozenset[int]:
-    """Retryable exit codes are the NotIn values of the exit-code FailJob rule, minus SIGTERM."""
+def _policy_exit_codes(jobset: Mapping[str, Any] | None, jobs: list[dict[str, Any]]) -> frozenset[int] | None:
+    """Retryable exit codes are the NotIn values of the exit-code FailJob rule, minus SIGTERM; None when
+    the workload has no such rule (not built by this project), so a backoff limit says nothing of codes."""
     templates = [
         ((rj.get("template") or {}).get("spec") or {})
         for rj in ((jobset or {}).get("spec") or {}).get("replicatedJobs") or []
@@ -712,32 +724,42 @@ def _policy_exit_codes(jobset: Mapping[str, Any] | None, jobs: list[dict[str, An
             on = rule.get("onExitCodes") or {}
             if rule.get("action") == "FailJob" and on.get("operator") == "NotIn":
                 return frozenset(int(v) for v in on.get("values") or [] if int(v) != 143)
-    return frozenset()
+    return None
+
+
+_KUEUE_DEACTIVATED = re.compile(r"deactivat", re.IGNORECASE)
+_KUEUE_PREEMPTED = re.compile(r"preempt", re.IGNORECASE)
 
 
 def _kueue_state(scope: _Scope) -> Finding | None:
-    """Kueue preempts by suspending the JobSet; a deactivated workload never comes back."""
+    """Kueue preempts by suspending the JobSet and requeueing it; a deactivated workload never comes back.
+
+    Kueue records evictions as Workload conditions (Evicted, reason Preempted / PodsReadyTimeout /
+    Deactivated...) and as events on the Workload and the JobSet (`Stopped`). The latest one decides.
+    """
+    facts: list[tuple[datetime, str, str, str]] = []
     for wl in scope.workloads:
-        cond = ev.condition(wl, "Evicted")
-        if cond and cond.get("reason") in ("Deactivated", "InactiveWorkload"):
-            return Finding(K.UNSCHEDULABLE, time=ev.parse_time(cond.get("lastTransitionTime")), evidence=f"Kueue workload {ev.name_of(wl)} evicted: {cond.get('reason')}: {cond.get('message', '')}", reason=cond.get("reason"), stuck=True)
-    for event in reversed(scope.events):
+        for cond in ev.conditions(wl):
+            if cond.get("type") in ("Evicted", "Preempted") and cond.get("status") == "True":
+                when = ev.parse_time(cond.get("lastTransitionTime")) or datetime.min.replace(tzinfo=UTC)
+                facts.append((when, f"Workload {ev.name_of(wl)}", cond.get("reason") or "", cond.get("message") or ""))
+    for event in scope.events:
         kind, name = ev.involved(event)
-        reason, message = event.get("reason") or "", ev.event_message(event)
-        if kind == "Workload" and reason in ("Deactivated", "InactiveWorkload", "WorkloadDeactivated") or (
-            kind == "Workload" and reason == "Evicted" and "Deactivated" in message
+        reason = event.get("reason") or ""
+        if (kind == "Workload" and ("Evicted" in reason or "Preempted" in reason or "Deactivated" in reason)) or (
+            kind == "JobSet" and reason == "Stopped"
         ):
-            return Finding(K.UNSCHEDULABLE, time=ev.event_time(event), evidence=f"Kueue workload {name}: {reason}: {message}", reason=reason, stuck=True)
-    for wl in scope.workloads:
-        cond = ev.condition(wl, "Evicted") or ev.condition(wl, "Preempted")
-        if cond:
-            return Finding(K.PREEMPTED, time=ev.parse_time(cond.get("lastTransitionTime")), evidence=f"evicted by Kueue: {cond.get('reason')}: {cond.get('message', '')}, requeued", reason=cond.get("reason"))
-    for event in reversed(scope.events):
-        kind, name = ev.involved(event)
-        reason, message = event.get("reason") or "", ev.event_message(event)
-        if (kind == "Workload" and reason in ("Preempted", "Evicted")) or (kind == "JobSet" and reason == "Stopped" and "reempt" in message):
-            return Finding(K.PREEMPTED, time=ev.event_time(event), evidence=f"evicted by Kueue: {reason}: {message}, requeued", reason=reason)
-    return None
+            when = ev.event_time(event) or datetime.min.replace(tzinfo=UTC)
+            facts.append((when, f"{kind} {name}", reason, ev.event_message(event)))
+    if not facts:
+        return None
+    when, who, reason, message = max(facts, key=lambda f: f[0])
+    text = f"{who}: {reason}: {message}".rstrip(": ")
+    if _KUEUE_DEACTIVATED.search(reason) or _KUEUE_DEACTIVATED.search(message):
+        return Finding(K.UNSCHEDULABLE, time=when, evidence=f"Kueue deactivated the workload ({text}); it will not be admitted again", reason="Deactivated", stuck=True)
+    if _KUEUE_PREEMPTED.search(reason) or _KUEUE_PREEMPTED.search(message):
+        return Finding(K.PREEMPTED, time=when, evidence=f"evicted by Kueue: Preempted, requeued ({text})", reason="Preempted")
+    return Finding(K.UNSCHEDULABLE, time=when, evidence=f"evicted by Kueue, requeued ({text})", reason=reason)
 
 
 def diagnose(
@@ -772,7 +794,8 @@ def diagnose(
         now = now.replace(tzinfo=UTC)
     grace = grace or Grace()
     scope = _scope(dict(jobset) if jobset else None, job_list, pod_list, event_list, workload_list)
-    codes = frozenset(retryable_exit_codes) if retryable_exit_codes is not None else _policy_exit_codes(scope.jobset, scope.jobs)
+    policy_codes = frozenset(retryable_exit_codes) if retryable_exit_codes is not None else _policy_exit_codes(scope.jobset, scope.jobs)
+    codes = policy_codes or frozenset()
 
     status = (scope.jobset or {}).get("status") or {}
     restarts = int(status.get("restarts") or 0)
@@ -781,7 +804,7 @@ def diagnose(
     current_jobs = [j for j in scope.jobs if ev.restart_attempt(j) in (None, restarts)]
     current_pods = [p for p in scope.pods if ev.restart_attempt(p) in (None, restarts)]
 
-    job_event_findings = _job_event_findings(scope.events, codes)
+    job_event_findings = _job_event_findings(scope.events, policy_codes)
     history, consumed = _history(scope, job_event_findings)
     restart_times = [t for t, _, _ in _restart_events(scope) if t]
     window_start = max(restart_times).replace(microsecond=0) if restarts and restart_times else None
@@ -790,7 +813,7 @@ def diagnose(
     for pod in current_pods:
         findings.extend(classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes))
     for job in current_jobs:
-        findings.extend(_job_findings(job, scope.events, codes))
+        findings.extend(_job_findings(job, scope.events, policy_codes))
     findings.extend(
         f
         for i, f in enumerate(job_event_findings)
@@ -816,7 +839,7 @@ def diagnose(
     if not failed_terminal and not stuck:
         last = history[-1] if history else None
         if kueue is not None:
-            return Diagnosis(kind=K.PREEMPTED, retryable=True, summary=f"Preempted: {kueue.evidence}", failed=False,
+            return Diagnosis(kind=kueue.kind, retryable=True, summary=f"{kueue.kind}: {kueue.evidence}", failed=False,
                              evidence=[kueue.evidence], history=history, reason=kueue.reason, time=kueue.time)
         name = ev.name_of(scope.jobset) if scope.jobset else ", ".join(ev.name_of(j) for j in scope.jobs) or "workload"
         summary = f"no failure: {name} has not failed"
@@ -844,6 +867,10 @@ def diagnose(
         root = Finding(kind, time=ev.parse_time(js_failed.get("lastTransitionTime")) if js_failed else None,
                        evidence="no pod, Job or event evidence explains the failure", reason=reason, job=first_failed_job)
         evidence_lines.insert(0, root.evidence)
+    if root.kind is K.UNSCHEDULABLE and root.pod is not None:
+        blocked = {f.pod for f in candidates if f.kind is K.UNSCHEDULABLE and f.pod}
+        if len(blocked) > 1:  # capacity: every blocked pod is equally to blame
+            root = replace(root, pod=None, job=None, pods_affected=len(blocked))
     final = HistoryEntry(None, root.kind, f"final: {_short(root)}", pod=root.pod, node=root.node, time=root.time)
     return Diagnosis(
         kind=root.kind,

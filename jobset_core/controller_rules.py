@@ -41,7 +41,9 @@ class PodFailureMatch:
         return self.action != IGNORE
 
 
-def exit_code_rule_message(container: str, namespace: str, pod: str, exit_code: int, action: str, index: int) -> str:
+def exit_code_rule_message(
+    container: str, namespace: str, pod: str, exit_code: int, action: str, index: int
+) -> str:
     """pod_failure_policy.go: the Job condition message for an onExitCodes rule."""
     return (
         f"Container {container} for pod {namespace}/{pod} failed with exit code {exit_code} "
@@ -88,7 +90,9 @@ def _matching_condition(pod: Mapping[str, Any], patterns: Sequence[Mapping[str, 
     """pod_failure_policy.go getMatchingPodCondition: a pod condition with the pattern's type and status."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
         for pattern in patterns:
-            if cond.get("type") == pattern.get("type") and cond.get("status") == pattern.get("status", "True"):
+            if cond.get("type") == pattern.get("type") and cond.get("status") == pattern.get(
+                "status", "True"
+            ):
                 return str(cond.get("type"))
     return None
 
@@ -118,7 +122,11 @@ def match_pod_failure_policy(job_spec: Mapping[str, Any], pod: Mapping[str, Any]
             condition = _matching_condition(pod, on_conditions)
             if condition is None:
                 continue
-            message = condition_rule_message(namespace, name, condition, action, index) if action == FAIL_JOB else None
+            message = (
+                condition_rule_message(namespace, name, condition, action, index)
+                if action == FAIL_JOB
+                else None
+            )
             return PodFailureMatch(action, index, message)
     return None
 
@@ -137,7 +145,9 @@ class PodFailureOutcome:
     match: PodFailureMatch | None = None
 
 
-def pod_failure_outcome(job_spec: Mapping[str, Any], pod: Mapping[str, Any], failed_before: int) -> PodFailureOutcome:
+def pod_failure_outcome(
+    job_spec: Mapping[str, Any], pod: Mapping[str, Any], failed_before: int
+) -> PodFailureOutcome:
     """Combine podFailurePolicy and backoffLimit for one newly failed pod of a Job.
 
     `failed_before` is the Job's counted failures before this pod. Mirrors job_controller.go: a FailJob rule
@@ -230,7 +240,9 @@ def failed_job_from_object(job: Mapping[str, Any], order: Any = None) -> FailedJ
     return None
 
 
-def rule_applies(rule: Mapping[str, Any], reason: str, message: str, replicated_job: str | None = None) -> bool:
+def rule_applies(
+    rule: Mapping[str, Any], reason: str, message: str, replicated_job: str | None = None
+) -> bool:
     """failure_policy.go ruleIsApplicable: every given matcher must match; an empty matcher matches all.
 
     Message patterns are Go regular expressions matched anywhere in the message (regexp.MatchString),
@@ -247,7 +259,10 @@ def rule_applies(rule: Mapping[str, Any], reason: str, message: str, replicated_
 
 
 def match_jobset_failure_rule(
-    failure_policy: Mapping[str, Any] | None, job_reason: str, job_message: str, replicated_job: str | None = None
+    failure_policy: Mapping[str, Any] | None,
+    job_reason: str,
+    job_message: str,
+    replicated_job: str | None = None,
 ) -> tuple[str | None, str]:
     """(rule name, action) of the first rule that applies to one failed Job; (None, RestartJobSet) if none."""
     for rule in (failure_policy or {}).get("rules") or []:
@@ -269,7 +284,9 @@ def _earliest(jobs: Sequence[FailedJob]) -> FailedJob:
     return min(enumerate(jobs), key=lambda pair: (pair[1].order, pair[0]))[1]
 
 
-def select_failure_policy_action(failure_policy: Mapping[str, Any] | None, failed: Sequence[FailedJob]) -> FailurePolicyDecision:
+def select_failure_policy_action(
+    failure_policy: Mapping[str, Any] | None, failed: Sequence[FailedJob]
+) -> FailurePolicyDecision:
     """failure_policy.go executeFailurePolicy: rules in order; for the first rule any failed Job matches,
     the earliest such Job; no rule matches -> the default action for the earliest failed Job."""
     if not failed:
@@ -305,8 +322,13 @@ class JobSetFailureOutcome:
 
 
 def _fail(reason: str, message: str, decision: FailurePolicyDecision | None) -> JobSetFailureOutcome:
-    events = (JobSetEvent("Warning", reason, message), JobSetEvent("Normal", JOBSET_REASON_FAILED, JOBSET_MESSAGE_FAILED))
-    return JobSetFailureOutcome(False, failed_reason=reason, failed_message=message, events=events, decision=decision)
+    events = (
+        JobSetEvent("Warning", reason, message),
+        JobSetEvent("Normal", JOBSET_REASON_FAILED, JOBSET_MESSAGE_FAILED),
+    )
+    return JobSetFailureOutcome(
+        False, failed_reason=reason, failed_message=message, events=events, decision=decision
+    )
 
 
 def jobset_failure_outcome(
@@ -321,14 +343,20 @@ def jobset_failure_outcome(
     """
     if failure_policy is None:
         first = _earliest(failed).name
-        return _fail(JOBSET_REASON_FAILED_JOBS, with_first_failed_job(JOBSET_MESSAGE_FAILED_JOBS, first), None)
+        return _fail(
+            JOBSET_REASON_FAILED_JOBS, with_first_failed_job(JOBSET_MESSAGE_FAILED_JOBS, first), None
+        )
     decision = select_failure_policy_action(failure_policy, failed)
     if decision.action == FAIL_JOBSET:
         return _fail(JOBSET_REASON_FAIL_ACTION, action_message(FAIL_JOBSET, decision.job), decision)
     ignore_max = decision.action == RESTART_JOBSET_IGNORE_MAX
     max_restarts = int(failure_policy.get("maxRestarts") or 0)
     if not ignore_max and restarts_count_towards_max >= max_restarts:
-        return _fail(JOBSET_REASON_MAX_RESTARTS, with_first_failed_job(JOBSET_MESSAGE_MAX_RESTARTS, decision.job), decision)
+        return _fail(
+            JOBSET_REASON_MAX_RESTARTS,
+            with_first_failed_job(JOBSET_MESSAGE_MAX_RESTARTS, decision.job),
+            decision,
+        )
     message = action_message(decision.action, decision.job)
     events = (
         JobSetEvent("Warning", rule_event_reason(decision.rule), message),

@@ -376,6 +376,12 @@ class KubernetesRuntime:
                         return
         finally:
             local_stop.set()
+            if self.evidence_finalizer:
+                # Nobody removes our finalizer once this watcher is gone: never leave it behind.
+                try:
+                    self._release_finalizers(handle)
+                except Exception as exc:  # noqa: BLE001 - best effort; cancel() and cleanup() retry it
+                    log.warning("could not release evidence finalizers of %s: %s", handle.name, exc)
 
     def _observation(self, handle: Handle, main: dict[str, Any] | None, pods: Mapping[str, dict[str, Any]], with_events: bool) -> Observation:
         kept = self._evidence.get((handle.namespace, handle.name), {})
@@ -423,21 +429,40 @@ class KubernetesRuntime:
     # ----- evidence ---------------------------------------------------------------------------------
 
     def _on_pod(self, handle: Handle, pod: dict[str, Any]) -> None:
+        """Keep a failed pod's record; hold live pods with the evidence finalizer, release finished ones.
+
+        The finalizer only exists so a pod cannot vanish before its failure is recorded: it is added to
+        live pods only, and removed (ungated) as soon as the pod is terminal, failed or not. A Succeeded
+        pod that kept it would hang forever once its JobSet is deleted, since no watcher is left by then.
+        """
         name = ev.name_of(pod)
-        if self.evidence_finalizer and not pod_has_failed(pod) and EVIDENCE_FINALIZER not in (ev.meta(pod).get("finalizers") or []) and not ev.meta(pod).get("deletionTimestamp"):
+        meta = ev.meta(pod)
+        ours = EVIDENCE_FINALIZER in (meta.get("finalizers") or [])
+        failed = pod_has_failed(pod)
+        terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if self.evidence_finalizer and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self._set_finalizer(handle.namespace, pod, add=True)
-        if not pod_has_failed(pod):
-            return
-        key = (handle.namespace, handle.name)
-        with self._lock:
-            kept = self._evidence.setdefault(key, {})
-            new = name not in kept or kept[name].get("status") != pod.get("status")
-            if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
-                kept[name] = compact_pod(pod)
-        if new:
-            self._store_evidence(handle)
-        if self.evidence_finalizer and EVIDENCE_FINALIZER in (ev.meta(pod).get("finalizers") or []):
+        if failed:
+            key = (handle.namespace, handle.name)
+            with self._lock:
+                kept = self._evidence.setdefault(key, {})
+                new = name not in kept or kept[name].get("status") != pod.get("status")
+                if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
+                    kept[name] = compact_pod(pod)
+            if new:
+                self._store_evidence(handle)
+        if ours and (failed or terminal):
             self._set_finalizer(handle.namespace, pod, add=False)
+
+    def _release_finalizers(self, handle: Handle) -> int:
+        """Remove our finalizer from every pod of one submission; returns how many were released."""
+        pods = self._sanitize(
+            self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items
+        )
+        held = [p for p in pods if EVIDENCE_FINALIZER in (ev.meta(p).get("finalizers") or [])]
+        for pod in held:
+            self._set_finalizer(handle.namespace, pod, add=False)
+        return len(held)
 
     def _set_finalizer(self, namespace: str, pod: Mapping[str, Any], *, add: bool) -> None:
         """Add or remove our finalizer with a test-guarded JSON patch, so a concurrent change is never lost."""
@@ -510,17 +535,23 @@ class KubernetesRuntime:
     def cancel(self, handle: Handle) -> None:
         """Delete with foreground propagation and wait until gone (bounded); safe to call twice."""
         group, version, _ = self._main_ref(handle)
-        if self.evidence_finalizer:
-            self.cleanup(handle.namespace, handle.run_key)
         # Gang objects, the Service and the evidence ConfigMap are owned by the main object: they go with it.
         self._delete(f"{group}/{version}", handle.kind, handle.name, handle.namespace, "Foreground")
+
+        def still_there() -> dict[str, Any] | None:
+            if self.evidence_finalizer:
+                # Released on every poll, after the delete: a watcher still running in another thread may
+                # have added the finalizer to a pod the cascade had not reached yet.
+                self._release_finalizers(handle)
+            return self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
+
         waiting = tenacity.Retrying(
             retry=tenacity.retry_if_result(lambda obj: obj is not None),
             wait=tenacity.wait_exponential(multiplier=0.1, max=2),
             stop=tenacity.stop_after_delay(self.cancel_timeout_seconds),
             retry_error_callback=lambda state: state.outcome.result(),
         )
-        remaining = waiting(self._get, f"{group}/{version}", handle.kind, handle.name, handle.namespace)
+        remaining = waiting(still_there)
         if remaining is not None:
             log.warning("%s %s still exists after %ss (finalizers: %s)", handle.kind, handle.name, self.cancel_timeout_seconds, ev.meta(remaining).get("finalizers"))
 

@@ -31,6 +31,7 @@ from jobset_core.ledger import (
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
     Ledger,
+    Submission,
     submission_from_object,
 )
 from jobset_core.spec import GangJobSpec, JobSetSpec
@@ -192,6 +193,9 @@ class JobSetRun:
         self.handle: Handle | None = None
         self.attempts: list[Handle] = []
         self._reported_restarts: dict[str, int] = {}
+        # Submissions this run deleted itself (stuck, or over the free-interruption cap): their objects, and so
+        # their part of the cluster-kept ledger, are gone, but what they spent must still count.
+        self._ended: dict[str, Submission] = {}
         self._emit("policy", f"retry budget: {self.policy.describe()}")
 
     # ----- events -----------------------------------------------------------------------------------
@@ -205,8 +209,26 @@ class JobSetRun:
     # ----- ledger -----------------------------------------------------------------------------------
 
     def ledger(self) -> Ledger:
-        objects = self.runtime.find(self.run_key, self.spec.namespace)
-        return Ledger.from_objects(objects, self.run_key, self.engine_attempt)
+        return self._ledger(self.runtime.find(self.run_key, self.spec.namespace))
+
+    def _ledger(self, objects: list[dict[str, Any]]) -> Ledger:
+        """The cluster's ledger plus the submissions this run ended and deleted itself.
+
+        Without the latter, a run whose stuck attempt was deleted would see an empty ledger, resubmit
+        attempt 0 under the same name with the full budget, and could loop forever.
+        """
+        ledger = Ledger.from_objects(objects, self.run_key, self.engine_attempt)
+        known = {s.name for s in ledger.submissions}
+        for sub in self._ended.values():
+            if sub.name not in known:
+                ledger = ledger.with_submission(sub)
+        return ledger
+
+    def _end(self, handle: Handle, observation: Observation) -> None:
+        """Delete a submission this run gives up on, remembering what it spent first."""
+        sub = submission_from_object(observation.main, self.run_key) if observation.main else None
+        self._ended[handle.name] = sub or Submission(handle.name, handle.attempt)
+        self.runtime.cancel(handle)
 
     # ----- submission -------------------------------------------------------------------------------
 
@@ -246,8 +268,7 @@ class JobSetRun:
             sub = submission_from_object(obj, self.run_key)
             self.handle = Handle(obj.get("kind", "JobSet"), ev.name_of(obj), ev.meta(obj).get("namespace", self.spec.namespace), self.run_key, sub.attempt if sub else 0, adopted=True)
             return self.handle
-        ledger = Ledger.from_objects(existing, self.run_key, self.engine_attempt)
-        return self._submit(ledger, free=False)
+        return self._submit(self._ledger(existing), free=False)
 
     def _submit(self, ledger: Ledger, *, free: bool) -> Handle:
         remaining = self.policy.remaining(ledger)
@@ -327,16 +348,20 @@ class JobSetRun:
                 return observation, self.diagnose(observation)
             restarted = self._progress(observation)
             diagnosis = self.diagnose(observation)
+            if diagnosis.failed and observation.main is not None and ev.condition(observation.main, "FailureTarget"):
+                # The Job controller has decided (FailureTarget, then Failed once its pods are gone, since
+                # Kubernetes 1.31): not stuck. Deleting it now would throw away the Failed condition.
+                continue
             if diagnosis.failed:
                 self._emit("stuck", f"{handle.name} cannot make progress: {diagnosis.summary}; ending it")
-                self.runtime.cancel(handle)
+                self._end(handle, observation)
                 return observation, diagnosis
             if restarted and self.policy.interruptions_free():
                 # Free interruptions are unlimited in the cluster: the cap is enforced here, from the ledger.
                 ledger = self.ledger()
                 if ledger.free_interruptions > self.policy.interruption_cap:
                     self._emit("failed", f"more than {self.policy.interruption_cap} free interruptions; ending the run")
-                    self.runtime.cancel(handle)
+                    self._end(handle, observation)
                     return observation, diagnosis
             if self._stop.is_set():
                 break

@@ -54,14 +54,24 @@ class Fault:
 
     def __post_init__(self) -> None:
         if not isinstance(self.replica, str) or not self.replica.strip():
-            raise SpecError(f"{type(self).__name__}.replica", f"{self.replica!r} is not a replica name", "use e.g. 'workers-0-1'")
+            raise SpecError(
+                f"{type(self).__name__}.replica",
+                f"{self.replica!r} is not a replica name",
+                "use e.g. 'workers-0-1'",
+            )
         value = self.after_seconds
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise SpecError(f"{type(self).__name__}.after_seconds", f"must be a number of seconds >= 0, got {value!r}", None)
+            raise SpecError(
+                f"{type(self).__name__}.after_seconds",
+                f"must be a number of seconds >= 0, got {value!r}",
+                None,
+            )
         for name in ("attempt", "restart"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SpecError(f"{type(self).__name__}.{name}", f"must be an integer >= 0, got {value!r}", None)
+                raise SpecError(
+                    f"{type(self).__name__}.{name}", f"must be an integer >= 0, got {value!r}", None
+                )
 
     def applies_to(self, attempt: int, restart: int) -> bool:
         return self.attempt == attempt and self.restart == restart
@@ -103,7 +113,9 @@ class Crash(Fault):
         super().__post_init__()
         code = self.exit_code
         if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
-            raise SpecError("Crash.exit_code", f"{code!r} is not an exit code", "exit codes are integers 1..255")
+            raise SpecError(
+                "Crash.exit_code", f"{code!r} is not an exit code", "exit codes are integers 1..255"
+            )
 
     def describe(self) -> str:
         return f"crash {self.replica} with exit code {self.exit_code} after {self.after_seconds:g}s"
@@ -123,7 +135,11 @@ _HEAD = re.compile(
 
 
 def _bad(part: str, problem: str) -> SpecError:
-    return SpecError(FAULTS_ENV, f"{part!r}: {problem}", "use e.g. 'preempt:workers-0-1@2s;crash:leader-0-0=3@1s,attempt=1'")
+    return SpecError(
+        FAULTS_ENV,
+        f"{part!r}: {problem}",
+        "use e.g. 'preempt:workers-0-1@2s;crash:leader-0-0=3@1s,attempt=1'",
+    )
 
 
 def _parse_one(part: str) -> Fault:

@@ -46,7 +46,16 @@ def name_suffix() -> str:
     return "".join(_rng.choice(_NAME_ALPHABET) for _ in range(5))
 
 
-def set_condition(obj: dict[str, Any], type_: str, status: str, reason: str | None, message: str | None, ts: float, *, probe: bool = False) -> None:
+def set_condition(
+    obj: dict[str, Any],
+    type_: str,
+    status: str,
+    reason: str | None,
+    message: str | None,
+    ts: float,
+    *,
+    probe: bool = False,
+) -> None:
     """Add or replace one condition; lastTransitionTime moves only when the status changes, as upstream."""
     conditions = obj.setdefault("status", {}).setdefault("conditions", [])
     existing = next((c for c in conditions if c.get("type") == type_), None)
@@ -68,7 +77,10 @@ def set_condition(obj: dict[str, Any], type_: str, status: str, reason: str | No
 
 
 def has_condition(obj: Mapping[str, Any], type_: str, status: str = "True") -> bool:
-    return any(c.get("type") == type_ and c.get("status") == status for c in (obj.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == type_ and c.get("status") == status
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
 
 
 def mark_deleted(obj: dict[str, Any], ts: float, *, grace_seconds: int = 0, foreground: bool = False) -> None:
@@ -108,7 +120,9 @@ def jobset_record(manifest: Mapping[str, Any], ts: float, resource_version: int)
     """The JobSet as stored: the manifest with the webhook's defaults, server metadata and an empty status."""
     obj = copy.deepcopy(dict(manifest))
     meta = obj.setdefault("metadata", {})
-    meta.update(uid=new_uid(), creationTimestamp=rfc3339(ts), generation=1, resourceVersion=str(resource_version))
+    meta.update(
+        uid=new_uid(), creationTimestamp=rfc3339(ts), generation=1, resourceVersion=str(resource_version)
+    )
     meta.setdefault("namespace", "default")
     spec = obj.setdefault("spec", {})
     for rj in spec.get("replicatedJobs") or []:
@@ -132,7 +146,9 @@ def job_key(namespace: str, name: str) -> str:
     return hashlib.sha1(f"{namespace}/{name}".encode()).hexdigest()
 
 
-def child_job_metadata(jobset: Mapping[str, Any], rjob: Mapping[str, Any], job_index: int, restart: int) -> dict[str, str]:
+def child_job_metadata(
+    jobset: Mapping[str, Any], rjob: Mapping[str, Any], job_index: int, restart: int
+) -> dict[str, str]:
     """The jobset.sigs.k8s.io/* labels (also set as annotations) on a child Job and its pods."""
     meta, spec = jobset["metadata"], jobset["spec"]
     rjobs = spec.get("replicatedJobs") or []
@@ -166,10 +182,14 @@ def coordinator_endpoint(jobset: Mapping[str, Any]) -> str | None:
         return None
     name = jobset["metadata"]["name"]
     subdomain = ((jobset.get("spec") or {}).get("network") or {}).get("subdomain") or name
-    return f"{name}-{coord['replicatedJob']}-{coord.get('jobIndex', 0)}-{coord.get('podIndex', 0)}.{subdomain}"
+    return (
+        f"{name}-{coord['replicatedJob']}-{coord.get('jobIndex', 0)}-{coord.get('podIndex', 0)}.{subdomain}"
+    )
 
 
-def child_job_record(jobset: Mapping[str, Any], rjob: Mapping[str, Any], job_index: int, restart: int, ts: float) -> dict[str, Any]:
+def child_job_record(
+    jobset: Mapping[str, Any], rjob: Mapping[str, Any], job_index: int, restart: int, ts: float
+) -> dict[str, Any]:
     """A child Job `<jobset>-<rjob>-<index>` as the JobSet controller creates it."""
     meta = jobset["metadata"]
     name = f"{meta['name']}-{rjob['name']}-{job_index}"
@@ -182,10 +202,19 @@ def child_job_record(jobset: Mapping[str, Any], rjob: Mapping[str, Any], job_ind
     spec = copy.deepcopy((rjob.get("template") or {}).get("spec") or {})
     template = spec.setdefault("template", {})
     tmeta = template.setdefault("metadata", {})
-    tmeta["labels"] = {**tmeta.get("labels", {}), **labels, CONTROLLER_UID_KEY: uid, JOB_NAME_KEY: name, "controller-uid": uid, "job-name": name}
+    tmeta["labels"] = {
+        **tmeta.get("labels", {}),
+        **labels,
+        CONTROLLER_UID_KEY: uid,
+        JOB_NAME_KEY: name,
+        "controller-uid": uid,
+        "job-name": name,
+    }
     tmeta["annotations"] = {**tmeta.get("annotations", {}), **annotations}
     pod_spec = template.setdefault("spec", {})
-    pod_spec.setdefault("subdomain", ((jobset.get("spec") or {}).get("network") or {}).get("subdomain") or meta["name"])
+    pod_spec.setdefault(
+        "subdomain", ((jobset.get("spec") or {}).get("network") or {}).get("subdomain") or meta["name"]
+    )
     spec.setdefault("completionMode", "Indexed")
     spec["selector"] = {"matchLabels": {CONTROLLER_UID_KEY: uid}}
     spec.setdefault("suspend", False)
@@ -220,7 +249,9 @@ def gang_job_record(manifest: Mapping[str, Any], ts: float, resource_version: in
     """A stand-alone Indexed Job (GangJobSpec) as stored: server metadata, selector, pod template labels."""
     obj = copy.deepcopy(dict(manifest))
     meta = obj.setdefault("metadata", {})
-    meta.update(uid=new_uid(), creationTimestamp=rfc3339(ts), generation=1, resourceVersion=str(resource_version))
+    meta.update(
+        uid=new_uid(), creationTimestamp=rfc3339(ts), generation=1, resourceVersion=str(resource_version)
+    )
     meta.setdefault("namespace", "default")
     spec = obj.setdefault("spec", {})
     tmeta = spec.setdefault("template", {}).setdefault("metadata", {})
@@ -257,7 +288,12 @@ def pod_record(job: Mapping[str, Any], index: int, hostname: str, node: str, ts:
         container.setdefault("env", []).append(
             {
                 "name": "JOB_COMPLETION_INDEX",
-                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": f"metadata.labels['{COMPLETION_INDEX_KEY}']"}},
+                "valueFrom": {
+                    "fieldRef": {
+                        "apiVersion": "v1",
+                        "fieldPath": f"metadata.labels['{COMPLETION_INDEX_KEY}']",
+                    }
+                },
             }
         )
     spec.update(hostname=hostname, nodeName=node)
@@ -313,7 +349,15 @@ def _involved(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def core_event(obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str, ts: float, host: str | None = None) -> dict[str, Any]:
+def core_event(
+    obj: Mapping[str, Any],
+    type_: str,
+    reason: str,
+    message: str,
+    component: str,
+    ts: float,
+    host: str | None = None,
+) -> dict[str, Any]:
     """An event as the Job controller or the kubelet records it (core/v1 Event, second-resolution times)."""
     meta = obj.get("metadata") or {}
     when = rfc3339(ts)
@@ -341,7 +385,9 @@ def core_event(obj: Mapping[str, Any], type_: str, reason: str, message: str, co
     }
 
 
-def new_event(obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str, action: str, ts: float) -> dict[str, Any]:
+def new_event(
+    obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str, action: str, ts: float
+) -> dict[str, Any]:
     """An event from the events.k8s.io API as the scheduler and the JobSet controller record it."""
     meta = obj.get("metadata") or {}
     return {

@@ -190,10 +190,17 @@ def _write_stdout(text: str) -> None:
             pass
 
 
+def write_notice(message: str) -> None:
+    """A one-line notice from the runtime itself, set apart from pod output."""
+    _write_stdout(f"[jobset-local] {message}\n")
+
+
 class LocalProcess:
     """One container's process: its own process group, its output in a log file and on stdout."""
 
-    def __init__(self, argv: list[str], env: Mapping[str, str], log_path: Path, prefix: str, stream: bool) -> None:
+    def __init__(
+        self, argv: list[str], env: Mapping[str, str], log_path: Path, prefix: str, stream: bool
+    ) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed when the output ends
         self._prefix = prefix

@@ -1,0 +1,859 @@
+"""KubernetesRuntime end to end: the real `kubernetes` client over real HTTP against LocalApiServer.
+
+The cluster's controllers are played by `tests/kube_driver.py` (in-process, so HTTP faults hit only the
+code under test). Every test drives the public lifecycle, `JobSetRun(spec, runtime, run_key=...)`, and
+checks what a user or an engine would see: the result, the diagnosis, the decision, the ledger, the
+progress events, and what is left on the cluster. No client method is monkeypatched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tenacity
+import yaml
+
+from jobset_core import (
+    Coscheduling,
+    FailureKind,
+    GangJobSpec,
+    JobSetSpec,
+    ReplicatedJob,
+    RetryPolicy,
+    Volcano,
+)
+from jobset_core.kube import EVIDENCE_FINALIZER, KubernetesRuntime
+from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError
+from jobset_core.ledger import RUN_KEY_LABEL
+from jobset_core.run import JobSetRun, RunEvent, RunResult, attempt_name, make_run_key
+from jobset_core.testing import LocalApiServer, RequestRecord
+from tests.kube_driver import JOBSET_API, ClusterDriver
+
+NS = "ml"
+ROOT = Path(__file__).resolve().parents[1]
+RBAC = ROOT / "plugins" / "kubernetes" / "rbac.yaml"
+RUN_TIMEOUT = 25.0
+# Every request any test's runtime sent, for the RBAC drift check at the end of the module.
+RECORDED: list[RequestRecord] = []
+
+
+# ----------------------------------------------------------------------------------------------------
+# fixtures and helpers
+
+
+def make_spec(name: str = "train", retries: int = 2, gang: Any = None, **policy: Any) -> JobSetSpec:
+    """The shape of the captures: leader x1 (1 pod) + workers x2 (2 pods each), container `trainer`."""
+    common = dict(image="ghcr.io/acme/train:1", command=["python", "train.py"], container_name="trainer")
+    return JobSetSpec(
+        name=name,
+        namespace=NS,
+        replicated_jobs=[
+            ReplicatedJob("leader", **common),
+            ReplicatedJob("workers", replicas=2, parallelism=2, **common),
+        ],
+        gang=gang,
+        retry=RetryPolicy(retries=retries, backoff=tenacity.wait_none(), **policy),
+    )
+
+
+def make_runtime(server: LocalApiServer, **kwargs: Any) -> KubernetesRuntime:
+    return KubernetesRuntime(
+        server.api_client(),
+        NS,
+        retry=ApiRetry(max_seconds=20, initial=0.05, max_wait=0.5),
+        watch_timeout_seconds=2,
+        tick_seconds=0.1,
+        cancel_timeout_seconds=15,
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[LocalApiServer]:
+    with LocalApiServer(seed=7) as srv:
+        yield srv
+        RECORDED.extend(srv.requests)
+
+
+@pytest.fixture
+def driver(server: LocalApiServer) -> Iterator[ClusterDriver]:
+    with ClusterDriver(server, NS, tick=0.03) as drv:
+        yield drv
+    assert not drv.errors, f"the cluster driver failed: {drv.errors!r}"
+
+
+class Recorder:
+    """Collects the run's progress events (what Flyte decks and Airflow logs show)."""
+
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+
+    def __call__(self, event: RunEvent) -> None:
+        self.events.append(event)
+
+    def of(self, type_: str) -> list[str]:
+        return [e.message for e in self.events if e.type == type_]
+
+
+def new_run(
+    spec: JobSetSpec | GangJobSpec, runtime: KubernetesRuntime, key: str, recorder: Recorder | None = None
+) -> JobSetRun:
+    return JobSetRun(spec, runtime, run_key=key, sleep=lambda s: None, on_event=recorder)
+
+
+def run_to_end(run: JobSetRun, timeout: float = RUN_TIMEOUT) -> RunResult:
+    """`run.run()` in a thread, so a hang fails the test instead of the whole session."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = run.run()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        run.cancel()
+        thread.join(10)
+        pytest.fail(f"run did not finish within {timeout}s")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def jobsets(server: LocalApiServer) -> list[dict[str, Any]]:
+    return server.list(JOBSET_API, "JobSet", NS)
+
+
+def only_jobset(server: LocalApiServer) -> dict[str, Any]:
+    items = jobsets(server)
+    assert len(items) == 1, [i["metadata"]["name"] for i in items]
+    return items[0]
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next(
+        (
+            c
+            for c in (obj.get("status") or {}).get("conditions") or []
+            if c["type"] == type_ and c["status"] == "True"
+        ),
+        None,
+    )
+
+
+def pod_named(server: LocalApiServer, hostname_suffix: str, restart: int | None = None) -> str:
+    """The generated name of the pod whose hostname ends with `hostname_suffix` (and restart attempt)."""
+    for pod in server.list("v1", "Pod", NS):
+        labels = pod["metadata"].get("labels") or {}
+        if pod["spec"].get("hostname", "").endswith(hostname_suffix) and (
+            restart is None or labels.get("jobset.sigs.k8s.io/restart-attempt") == str(restart)
+        ):
+            return pod["metadata"]["name"]
+    raise AssertionError(f"no pod {hostname_suffix} (restart {restart})")
+
+
+def leftovers(server: LocalApiServer) -> dict[str, list[str]]:
+    """Everything of a workload that could be left behind in the namespace."""
+    kinds = [
+        (JOBSET_API, "JobSet"),
+        ("batch/v1", "Job"),
+        ("v1", "Pod"),
+        ("v1", "Service"),
+        ("v1", "ConfigMap"),
+        ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
+        ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+        ("scheduling.k8s.io/v1alpha2", "PodGroup"),
+        ("scheduling.k8s.io/v1alpha2", "Workload"),
+    ]
+    found = {
+        f"{kind} ({api})": [o["metadata"]["name"] for o in server.list(api, kind, NS)] for api, kind in kinds
+    }
+    return {k: v for k, v in found.items() if v}
+
+
+def evidence_pods(server: LocalApiServer, jobset_name: str) -> list[dict[str, Any]]:
+    cm = server.get("v1", "ConfigMap", f"{jobset_name}-evidence", NS)
+    assert cm is not None, "no evidence ConfigMap"
+    return json.loads(cm["data"]["pods.json"])
+
+
+# ----------------------------------------------------------------------------------------------------
+# the stand-in controllers write what the real ones wrote
+
+
+def _capture(name: str) -> dict[str, Any]:
+    return json.loads((ROOT / "tests" / "fixtures" / "real" / f"{name}.json").read_text())
+
+
+def _shape(text: str, names: dict[str, str]) -> str:
+    """A message with namespaces and generated pod suffixes masked, so two clusters compare equal."""
+    for old, new in names.items():
+        text = text.replace(old, new)
+    return re.sub(r"(-\d+-\d+)-[a-z0-9]{5}\b", r"\1-XXXXX", text)
+
+
+def test_driver_writes_what_the_real_controllers_wrote(server: LocalApiServer, driver: ClusterDriver) -> None:
+    """Replays capture A2 (preempted, restarted, then exit 1) from the captured JobSet spec itself."""
+    real = _capture("A2-app-error-after-restart")
+    real_ns = real["jobset"]["metadata"]["namespace"]
+    server.create(
+        {
+            "apiVersion": JOBSET_API,
+            "kind": "JobSet",
+            "metadata": {"name": "a", "namespace": NS},
+            "spec": real["jobset"]["spec"],
+        }
+    )
+    driver.preempt("a-workers-1-0", restart=0, after=0.2)
+    driver.exit("a-workers-0-0", 1, restart=1, after=0.3)
+    driver.run_until(lambda: condition(only_jobset(server), "Failed") is not None, 10, "the JobSet to fail")
+    mine = only_jobset(server)
+    names = {real_ns: NS}
+
+    def conds(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+        return sorted(
+            (c["type"], c["status"], c.get("reason", ""), _shape(c.get("message", ""), names))
+            for c in obj["status"].get("conditions") or []
+        )
+
+    assert conds(mine) == conds(real["jobset"])
+    for field in ("restarts", "restartsCountTowardsMax", "terminalState"):
+        assert mine["status"][field] == real["jobset"]["status"][field]
+    assert sorted(r["name"] for r in mine["status"]["replicatedJobsStatus"]) == ["leader", "workers"]
+    jobs = {j["metadata"]["name"]: j for j in server.list("batch/v1", "Job", NS)}
+    for job in real["jobs"]:
+        ours = jobs[job["metadata"]["name"]]
+        assert ours["metadata"]["labels"] == job["metadata"]["labels"] | {
+            "jobset.sigs.k8s.io/jobset-uid": mine["metadata"]["uid"],
+            "jobset.sigs.k8s.io/job-key": ours["metadata"]["labels"]["jobset.sigs.k8s.io/job-key"],
+        }
+        assert set(ours["metadata"]["annotations"]) == set(job["metadata"]["annotations"])
+        assert ours["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
+        assert conds(ours) == conds(job)
+    failed_pod = next(p for p in real["pods"] if p["status"]["phase"] == "Failed")
+    ours_pod = server.get("v1", "Pod", pod_named(server, "a-workers-0-0", restart=1), NS)
+    assert set(ours_pod["metadata"]["labels"]) == set(failed_pod["metadata"]["labels"])
+    assert set(ours_pod["metadata"]["annotations"]) == set(failed_pod["metadata"]["annotations"])
+    assert (
+        ours_pod["spec"]["hostname"] == failed_pod["spec"]["hostname"]
+        and ours_pod["spec"]["subdomain"] == "a"
+    )
+    assert conds(ours_pod) == conds(failed_pod)
+    assert ours_pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+
+    def controller_events(events: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        keep = {"JobSet", "Job"}
+        return sorted(
+            {
+                (e["type"], e["reason"], _shape(e["message"], names))
+                for e in events
+                if e["involvedObject"]["kind"] in keep
+                and e["reason"] not in ("SuccessfulCreate", "SuccessfulDelete")
+                and e["involvedObject"]["name"].startswith("a")
+            }
+        )
+
+    assert controller_events(server.list("v1", "Event", NS)) == controller_events(real["events"])
+
+
+# ----------------------------------------------------------------------------------------------------
+# in-cluster restart, fail fast, evidence
+
+
+def test_preemption_restarts_in_cluster_counted_in_ledger_then_succeeds(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    spec, key = make_spec(), make_run_key("exec-1", "train")
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.succeed("*", restart=1, times=None, after=0.5)
+    recorder = Recorder()
+
+    result = run_to_end(new_run(spec, make_runtime(server), key, recorder))
+
+    assert result.succeeded, result.message
+    js = only_jobset(server)
+    assert js["status"]["restarts"] == 1
+    assert js["status"]["restartsCountTowardsMax"] == 1
+    assert condition(js, "Completed")["reason"] == "AllJobsCompleted"
+    assert js["spec"]["failurePolicy"]["maxRestarts"] == 2  # retries=2: the submission spends one attempt
+    assert result.ledger.in_cluster_restarts == 1
+    assert result.ledger.counted_attempts == 2
+    assert result.ledger.resubmissions == 0
+    restarts = recorder.of("restart")
+    assert restarts and "in-cluster restart 1 (Preempted)" in restarts[0], recorder.events
+    assert "1 of 2 counted restarts used" in restarts[0]
+    assert "1 in-cluster restart" in recorder.of("succeeded")[0]
+
+
+def test_application_error_fails_fast_without_restart(server: LocalApiServer, driver: ClusterDriver) -> None:
+    spec, key = make_spec(), make_run_key("exec-2", "train")
+    driver.exit("workers-0-1", 1, after=0.3, message="ValueError: bad learning rate")
+
+    result = run_to_end(new_run(spec, make_runtime(server), key))
+
+    assert not result.succeeded
+    js = only_jobset(server)
+    assert js["status"].get("restarts", 0) == 0
+    assert condition(js, "Failed")["reason"] == "FailJobSetFailurePolicyAction"
+    diagnosis = result.diagnosis
+    assert diagnosis is not None and diagnosis.kind is FailureKind.APPLICATION_ERROR
+    assert diagnosis.pod == pod_named(server, "workers-0-1")
+    assert diagnosis.container == "trainer"
+    assert diagnosis.exit_code == 1
+    assert not diagnosis.retryable
+    assert diagnosis.pod in diagnosis.summary and "trainer" in diagnosis.summary
+    assert result.decision is not None and not result.decision.retry
+    assert result.decision.reason.startswith("not retrying: ApplicationError")
+    assert result.ledger.counted_attempts == 1
+
+
+def test_pods_deleted_by_a_restart_stay_in_the_diagnosis(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    spec, key = make_spec(), make_run_key("exec-3", "train")
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.exit("workers-0-0", 1, restart=1, after=1.0)
+
+    result = run_to_end(new_run(spec, make_runtime(server), key))
+
+    name = result.handle.name
+    preempted = next(e["involvedObject"]["name"] for e in driver.events(["Preempted"]))
+    assert server.get("v1", "Pod", preempted, NS) is None, "the restart should have deleted the preempted pod"
+    diagnosis = result.diagnosis
+    assert diagnosis.kind is FailureKind.APPLICATION_ERROR
+    assert diagnosis.pod == pod_named(server, "workers-0-0", restart=1)
+    assert diagnosis.history[0].restart == 1
+    assert diagnosis.history[0].kind is FailureKind.PREEMPTED
+    assert diagnosis.history[0].pod == preempted
+    assert diagnosis.history[-1].kind is FailureKind.APPLICATION_ERROR
+    # The deleted pod's own record (DisruptionTarget, exit 143) was kept in the evidence ConfigMap.
+    cm = server.get("v1", "ConfigMap", f"{name}-evidence", NS)
+    js = only_jobset(server)
+    assert cm["metadata"]["ownerReferences"][0]["uid"] == js["metadata"]["uid"]
+    assert cm["metadata"]["ownerReferences"][0]["kind"] == "JobSet"
+    kept = {p["metadata"]["name"]: p for p in evidence_pods(server, name)}
+    assert preempted in kept
+    disruption = [c for c in kept[preempted]["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert disruption and disruption[0]["reason"] == "PreemptionByScheduler"
+
+
+def make_gang(name: str = "gang", pods: int = 3, retries: int = 2) -> GangJobSpec:
+    return GangJobSpec(
+        name=name,
+        namespace=NS,
+        image="ghcr.io/acme/train:1",
+        command=["python", "train.py"],
+        container_name="trainer",
+        pods=pods,
+        gang=Coscheduling(),
+        retry=RetryPolicy(retries=retries, backoff=tenacity.wait_none()),
+    )
+
+
+def test_gang_job_preemption_is_retried_in_place_and_a_bug_fails_fast(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    # Preemption: the Job controller counts the pod (rule Count) and replaces it; the Job completes.
+    spec, key = make_gang(), make_run_key("exec-14", "gang")
+    first = attempt_name(spec, key, 0)
+    driver.preempt(f"{first}-1", after=0.2)
+    driver.succeed(f"{first}-*", times=None, after=0.8)
+
+    result = run_to_end(new_run(spec, make_runtime(server), key))
+
+    assert result.succeeded, result.message
+    job = server.get("batch/v1", "Job", first, NS)
+    assert job["spec"]["backoffLimit"] == 2 and job["status"]["failed"] == 1
+    assert condition(job, "Complete") is not None
+    assert result.ledger.in_cluster_restarts == 1 and result.ledger.counted_attempts == 2
+
+    # A bug: FailJob at once, the peers are deleted, ApplicationError naming the pod, no retry.
+    spec, key = make_gang(name="buggy"), make_run_key("exec-14b", "gang")
+    second = attempt_name(spec, key, 0)
+    driver.exit(f"{second}-2", 3, after=0.3)
+    result = run_to_end(new_run(spec, make_runtime(server), key))
+    job = server.get("batch/v1", "Job", second, NS)
+    failed = condition(job, "Failed")
+    assert (
+        failed["reason"] == "PodFailurePolicy"
+        and "failed with exit code 3 matching FailJob rule at index 1" in failed["message"]
+    )
+    assert result.diagnosis.kind is FailureKind.APPLICATION_ERROR and result.diagnosis.exit_code == 3
+    assert (
+        result.diagnosis.pod == pod_named(server, f"{second}-2") and result.diagnosis.container == "trainer"
+    )
+    assert not result.decision.retry
+    live = [
+        p
+        for p in driver.pods(f"batch.kubernetes.io/job-name={second}")
+        if p["status"]["phase"] not in ("Failed", "Succeeded")
+    ]
+    assert live == [], "the Job controller deletes the peers of a failed gang"
+
+
+# ----------------------------------------------------------------------------------------------------
+# the watcher dies
+
+
+CHILD = """
+import sys
+from kubernetes import client
+from jobset_core.kube import KubernetesRuntime
+from jobset_core.kube_api import ApiRetry
+from jobset_core.run import JobSetRun
+from tests.test_kube_runtime import make_spec
+url, ns, key = sys.argv[1:4]
+configuration = client.Configuration()
+configuration.host = url
+configuration.proxy = None
+runtime = KubernetesRuntime(client.ApiClient(configuration), ns, retry=ApiRetry(max_seconds=20, initial=0.05, max_wait=0.5),
+                            watch_timeout_seconds=2, tick_seconds=0.1)
+print("watching", flush=True)
+JobSetRun(make_spec(), runtime, run_key=key, sleep=lambda s: None).run()
+print("finished", flush=True)
+"""
+
+
+def test_killed_watcher_is_replaced_by_one_that_adopts_and_reloads_evidence(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    spec, key = make_spec(), make_run_key("exec-4", "train")
+    name = attempt_name(spec, key, 0)
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, server.url, NS, key],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def restarted_and_recorded() -> bool:
+            js = server.get(JOBSET_API, "JobSet", name, NS)
+            if not js or (js.get("status") or {}).get("restarts") != 1:
+                return False
+            cm = server.get("v1", "ConfigMap", f"{name}-evidence", NS)
+            pods = json.loads(cm["data"]["pods.json"]) if cm else []
+            return any(
+                c.get("reason") == "PreemptionByScheduler"
+                for p in pods
+                for c in p["status"].get("conditions") or []
+            )
+
+        driver.run_until(
+            restarted_and_recorded, 20, "the first watcher to see the restart and keep the evidence"
+        )
+        assert child.poll() is None, child.communicate()
+    finally:
+        child.kill()  # SIGKILL: no cleanup, as when a worker node dies
+        _, err = child.communicate(timeout=10)
+    preempted = next(e["involvedObject"]["name"] for e in driver.events(["Preempted"]))
+    driver.run_until(
+        lambda: server.get("v1", "Pod", preempted, NS) is None, 10, "the preempted pod to be gone"
+    )
+    driver.succeed("*", restart=1, times=None, after=0.5)
+
+    recorder = Recorder()
+    runtime = make_runtime(server)
+    run = new_run(spec, runtime, key, recorder)
+    result = run_to_end(run)
+
+    assert result.succeeded, result.message
+    assert run.handle.adopted and run.handle.name == name
+    assert any("adopted JobSet" in m for m in recorder.of("adopted")), recorder.events
+    assert [j["metadata"]["name"] for j in jobsets(server)] == [name], "a second JobSet was created"
+    posts = [
+        r for r in server.requests if r.method == "POST" and r.path.endswith("/jobsets") and r.status == 201
+    ]
+    assert len(posts) == 1
+    assert result.ledger.in_cluster_restarts == 1 and result.ledger.counted_attempts == 2
+    # A new watcher starts from the ConfigMap: the preempted pod is gone from the cluster but not from its view.
+    first = next(iter(make_runtime(server).watch(run.handle, threading.Event())))
+    assert preempted in {p["metadata"]["name"] for p in first.pods}
+    assert preempted in {p["metadata"]["name"] for p in runtime.observe(run.handle).pods}
+
+
+# ----------------------------------------------------------------------------------------------------
+# an unreliable API server
+
+
+def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, driver: ClusterDriver) -> None:
+    spec, key = make_spec(), make_run_key("exec-5", "train")
+    name = attempt_name(spec, key, 0)
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+
+    def pod_requests(watching: bool) -> list[RequestRecord]:
+        return [
+            r
+            for r in server.requests
+            if r.method == "GET"
+            and r.path == f"/api/v1/namespaces/{NS}/pods"
+            and r.query.get("labelSelector") == selector
+            and (r.query.get("watch") == "true") is watching
+        ]
+
+    def relists() -> int:
+        """LISTs that start a watch (pods by label, the JobSet by name): one per (re)sync."""
+        main = [
+            r
+            for r in server.requests
+            if r.method == "GET"
+            and r.path.endswith("/jobsets")
+            and r.query.get("fieldSelector") == f"metadata.name={name}"
+            and r.query.get("watch") != "true"
+        ]
+        return len(main) + len(pod_requests(watching=False))
+
+    # A stretch of 5xx/429 from the submission on, with one Retry-After; the first watches are cut
+    # (cleanly, then abruptly) and must resume from their resourceVersion.
+    server.faults.fail_ratio(0.3, statuses=(500, 503, 429), seed=11, count=60)
+    server.faults.fail_next(1, status=429, retry_after=1, methods=["GET"], path_contains="/events")
+    server.faults.drop_watch_after(events=2, times=2)
+    server.faults.drop_watch_after(events=1, times=1, abrupt=True)
+    run = new_run(spec, make_runtime(server), key)
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(result=run.run()), daemon=True)
+    thread.start()
+    driver.run_until(lambda: len(driver.pods(selector)) >= 5, 15, "all pods")
+    driver.preempt("workers-1-0", restart=0, after=0.2)
+    driver.run_until(
+        lambda: (only_jobset(server).get("status") or {}).get("restarts") == 1, 15, "the restart"
+    )
+    # The history is gone and the next reconnects get 410 Gone: the watcher must relist and carry on.
+    lists_before = relists()
+    server.compact()
+    server.faults.expire_watches(times=2)
+    driver.run_until(lambda: relists() >= lists_before + 2, 10, "the watches to relist after 410 Gone")
+    driver.succeed("*", restart=1, times=None, after=0.5)
+    thread.join(RUN_TIMEOUT)
+    assert not thread.is_alive(), "run did not finish"
+    result: RunResult = box["result"]
+
+    assert result.succeeded, result.message
+    assert result.ledger.in_cluster_restarts == 1 and result.ledger.counted_attempts == 2
+    assert len(jobsets(server)) == 1
+    faulted = [r for r in server.requests if r.status in (500, 503, 429)]
+    assert len(faulted) >= 5 and len(faulted) >= 0.15 * len(server.requests), "the faults did not happen"
+    assert len(pod_requests(watching=True)) >= 4, "the dropped watches were not resumed"
+
+
+# ----------------------------------------------------------------------------------------------------
+# cancel, conflicts, permissions
+
+
+@pytest.mark.parametrize("kind", ["jobset-coscheduling", "gangjob-volcano"])
+def test_cancel_leaves_nothing_behind(server: LocalApiServer, driver: ClusterDriver, kind: str) -> None:
+    key = make_run_key("exec-6", kind)
+    if kind == "jobset-coscheduling":
+        spec: JobSetSpec | GangJobSpec = make_spec(gang=Coscheduling())
+        driver.exit("workers-1-1", 143, restart=0, after=0.2)  # a counted restart: evidence ConfigMap exists
+    else:
+        spec = GangJobSpec(
+            name="gang",
+            namespace=NS,
+            image="ghcr.io/acme/train:1",
+            command=["python", "train.py"],
+            pods=3,
+            gang=Volcano(),
+            retry=RetryPolicy(retries=2, backoff=tenacity.wait_none()),
+        )
+        driver.exit("gang-*-1", 143, after=0.2)  # counted by backoffLimit; the pod is replaced
+    runtime = make_runtime(server)
+    run = new_run(spec, runtime, key)
+    handle = run.start()
+
+    def evidence_stored() -> bool:
+        runtime.observe(handle)  # one look, as a polling engine would: records the failed pod
+        return server.get("v1", "ConfigMap", f"{handle.name}-evidence", NS) is not None
+
+    driver.run_until(evidence_stored, 15, "evidence to be stored")
+    driver.run_until(
+        lambda: sum(p["status"].get("phase") == "Running" for p in driver.pods()) >= 3, 15, "running pods"
+    )
+    assert "PodGroup" in " ".join(leftovers(server))
+
+    run.cancel()
+
+    assert leftovers(server) == {}
+    run.cancel()  # idempotent
+
+
+def test_name_taken_by_another_run_is_a_clear_conflict_and_cleans_up(server: LocalApiServer) -> None:
+    spec, key = make_spec(gang=Coscheduling()), make_run_key("exec-7", "train")
+    name = attempt_name(spec, key, 0)
+    theirs = make_spec(name=name).to_manifest()
+    theirs["metadata"]["labels"] = {RUN_KEY_LABEL: "someone-else"}
+    server.create(theirs)
+
+    with pytest.raises(NameConflictError) as err:
+        new_run(spec, make_runtime(server), key).run()
+
+    message = str(err.value)
+    assert f"JobSet {NS}/{name} already exists" in message and "'someone-else'" in message and key in message
+    assert err.value.status == 409
+    assert server.list("scheduling.x-k8s.io/v1alpha1", "PodGroup", NS) == [], "our PodGroup was left behind"
+    assert [j["metadata"]["labels"][RUN_KEY_LABEL] for j in jobsets(server)] == ["someone-else"]
+    deletes = [r for r in server.requests if r.method == "DELETE"]
+    assert all("/podgroups/" in r.path for r in deletes), "only our own object may be deleted"
+
+
+def test_forbidden_names_verb_resource_and_group(server: LocalApiServer) -> None:
+    server.faults.forbid("create", "jobsets")
+    spec, key = make_spec(gang=Coscheduling()), make_run_key("exec-8", "train")
+
+    with pytest.raises(KubeApiError) as err:
+        new_run(spec, make_runtime(server), key).run()
+
+    message = str(err.value)
+    assert err.value.status == 403
+    assert "'create'" in message and '"jobsets"' in message and '"jobset.x-k8s.io"' in message, message
+    assert "rbac.yaml" in message
+    assert leftovers(server) == {}
+
+
+# ----------------------------------------------------------------------------------------------------
+# what the cluster never ends by itself
+
+
+def test_image_pull_not_found_is_ended_by_the_watcher(server: LocalApiServer, driver: ClusterDriver) -> None:
+    spec, key = make_spec(), make_run_key("exec-9", "train")
+    driver.image_pull_backoff("workers-0-1")
+    recorder = Recorder()
+
+    result = run_to_end(new_run(spec, make_runtime(server), key, recorder))
+
+    assert not result.succeeded
+    assert result.diagnosis.kind is FailureKind.IMAGE_PULL_ERROR
+    assert result.diagnosis.reason == "ImagePullBackOff"
+    assert result.diagnosis.pod and result.diagnosis.pod.startswith(f"{result.handle.name}-workers-0-1-")
+    assert "not found" in " ".join(result.diagnosis.evidence)
+    assert result.decision is not None and not result.decision.retry
+    assert recorder.of("stuck"), "the watcher should say it ended the run"
+    assert leftovers(server) == {}
+
+
+# ----------------------------------------------------------------------------------------------------
+# one budget across the cluster and the engine
+
+
+def test_interruptions_spend_the_budget_in_cluster_and_never_exceed_it(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    spec, key = make_spec(retries=2), make_run_key("exec-10", "train")
+    driver.preempt("workers-1-0", times=None, after=0.2)  # every attempt is preempted
+
+    result = run_to_end(new_run(spec, make_runtime(server), key))
+
+    js = only_jobset(server)  # no engine-level resubmission: the cluster spent what the ledger allowed
+    assert js["spec"]["failurePolicy"]["maxRestarts"] == 2
+    assert js["status"]["restarts"] == 2 and js["status"]["restartsCountTowardsMax"] == 2
+    assert condition(js, "Failed")["reason"] == "ReachedMaxRestarts"
+    assert result.diagnosis.kind is FailureKind.PREEMPTED
+    assert [h.kind for h in result.diagnosis.history] == [FailureKind.PREEMPTED] * 3
+    assert result.ledger.counted_attempts == 3 == spec.policy.retries + 1
+    assert not result.decision.retry and "budget is spent" in result.decision.reason
+
+
+def test_engine_resubmission_gets_what_the_ledger_leaves(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    spec, key = make_spec(retries=2, unschedulable_timeout_seconds=0.5), make_run_key("exec-11", "train")
+    first, second = attempt_name(spec, key, 0), attempt_name(spec, key, 1)
+    # Attempt 0: one counted in-cluster restart, then the gang cannot be scheduled: the watcher ends it.
+    driver.preempt("workers-1-0", restart=0, jobset=first, after=0.2)
+    driver.unschedulable("workers-0-0", restart=1, jobset=first)
+    # Attempt 1 (the last one): its maxRestarts is 0, so one preemption fails it for good.
+    driver.preempt("workers-1-0", jobset=second, times=None, after=0.2)
+    recorder = Recorder()
+
+    result = run_to_end(new_run(spec, make_runtime(server), key, recorder))
+
+    posts = [
+        r for r in server.requests if r.method == "POST" and r.path.endswith("/jobsets") and r.status == 201
+    ]
+    assert len(posts) == 2, "exactly one engine-level resubmission"
+    assert [h.name for h in result.attempts] == [first, second]
+    assert [h.attempt for h in result.attempts] == [0, 1]
+    js = only_jobset(server)  # attempt 0 was deleted by the watcher that ended it
+    assert js["metadata"]["name"] == second
+    assert js["metadata"]["annotations"]["jobset-plugins.io/attempt"] == "1"
+    # Attempt 0 spent 1 submission + 1 restart of 3 attempts: 1 left, which attempt 1 itself uses.
+    assert js["spec"]["failurePolicy"]["maxRestarts"] == 0
+    assert condition(js, "Failed")["reason"] == "ReachedMaxRestarts"
+    assert result.ledger.counted_attempts == 3 == spec.policy.retries + 1
+    assert not result.decision.retry and "budget is spent" in result.decision.reason
+    assert any("Unschedulable" in m for m in recorder.of("stuck"))
+    assert any("final attempt" in m for m in recorder.of("submitted"))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the optional evidence finalizer
+
+
+def test_evidence_finalizer_is_removed_and_never_leaves_a_pod_stuck(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    spec, key = make_spec(), make_run_key("exec-12", "train")
+    driver.preempt("workers-1-0", restart=0, after=0.5)
+    driver.succeed("*", restart=1, times=None, after=0.8)
+    runtime = make_runtime(server, evidence_finalizer=True)
+    seen: set[str] = set()
+    watching = threading.Event()
+
+    def spy() -> None:
+        while not watching.is_set():
+            seen.update(
+                p["metadata"]["name"]
+                for p in driver.pods()
+                if EVIDENCE_FINALIZER in (p["metadata"].get("finalizers") or [])
+            )
+            time.sleep(0.02)
+
+    threading.Thread(target=spy, daemon=True).start()
+    result = run_to_end(new_run(spec, runtime, key))
+    watching.set()
+
+    assert result.succeeded, result.message
+    preempted = next(e["involvedObject"]["name"] for e in driver.events(["Preempted"]))
+    assert preempted in seen, "the finalizer was never added to the pod that later failed"
+    assert preempted in {p["metadata"]["name"] for p in evidence_pods(server, result.handle.name)}
+    driver.run_until(lambda: not _held(server), 5, "no pod to hold the evidence finalizer")
+    assert all(not p["metadata"].get("deletionTimestamp") for p in server.list("v1", "Pod", NS))
+
+    # Cancel with the finalizer on: everything goes, nothing stays stuck on our finalizer.
+    key2 = make_run_key("exec-12b", "train")
+    run = new_run(make_spec(name="again"), runtime, key2)
+    handle = run.start()
+
+    def held_after_a_look() -> bool:
+        runtime.observe(handle)  # a polling engine's look adds the finalizer to the live pods
+        return len(_held(server)) >= 5
+
+    driver.run_until(held_after_a_look, 10, "the finalizer on the new pods")
+    run.cancel()
+    assert not _held(server)
+    assert [
+        p["metadata"]["name"]
+        for p in server.list("v1", "Pod", NS)
+        if p["metadata"]["name"].startswith("again")
+    ] == []
+
+
+def _held(server: LocalApiServer) -> list[str]:
+    return [
+        p["metadata"]["name"]
+        for p in server.list("v1", "Pod", NS)
+        if EVIDENCE_FINALIZER in (p["metadata"].get("finalizers") or [])
+    ]
+
+
+# ----------------------------------------------------------------------------------------------------
+# RBAC drift: the Role must grant every request the runtime made
+
+
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/namespaces/[^/]+/(?P<plural>[^/]+)"
+    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
+)
+
+
+def request_verb(record: RequestRecord) -> tuple[str, str, str] | None:
+    """(verb, API group, resource[/subresource]) as the RBAC authorizer sees one request; None for discovery."""
+    match = _PATH.match(record.path)
+    if match is None:
+        return None
+    group = match["group"] or ""
+    resource = match["plural"] + (f"/{match['sub']}" if match["sub"] else "")
+    method = record.method
+    if method == "GET":
+        verb = "get" if match["name"] else ("watch" if record.query.get("watch") in ("true", "1") else "list")
+    elif method == "DELETE":
+        verb = "delete" if match["name"] else "deletecollection"
+    else:
+        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}[method]
+    return verb, group, resource
+
+
+def granted(path: Path) -> set[tuple[str, str, str]]:
+    out = set()
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc or doc.get("kind") not in ("Role", "ClusterRole"):
+            continue
+        for rule in doc.get("rules") or []:
+            for group in rule.get("apiGroups") or []:
+                for resource in rule.get("resources") or []:
+                    for verb in rule.get("verbs") or []:
+                        out.add((verb, group, resource))
+    return out
+
+
+def test_rbac_role_covers_every_request_the_runtime_makes(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    # A run that touches everything: gang objects, evidence ConfigMap and finalizer, a restart, a cancel.
+    spec, key = make_spec(gang=Coscheduling()), make_run_key("exec-13", "train")
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.exit("workers-0-0", 1, restart=1, after=0.5)
+    runtime = make_runtime(server, evidence_finalizer=True)
+    run_to_end(new_run(spec, runtime, key))
+    run = new_run(
+        GangJobSpec(
+            name="gang",
+            namespace=NS,
+            image="i:1",
+            command=["x"],
+            pods=2,
+            gang=Volcano(),
+            retry=RetryPolicy(retries=1, backoff=tenacity.wait_none()),
+        ),
+        runtime,
+        make_run_key("exec-13b"),
+    )
+    run.start()
+    driver.run_until(
+        lambda: len(driver.pods("batch.kubernetes.io/job-name=" + run.handle.name)) == 2, 10, "gang pods"
+    )
+    run.cancel()
+
+    used = {v for v in map(request_verb, [*RECORDED, *server.requests]) if v is not None}
+    rules = granted(RBAC)
+    missing = sorted(used - rules)
+    assert not missing, f"plugins/kubernetes/rbac.yaml does not grant {missing}"
+    assert ("create", "jobset.x-k8s.io", "jobsets") in used and (
+        "watch",
+        "",
+        "pods",
+    ) in used  # the mapping works
+
+
+def test_rbac_yaml_is_least_privilege() -> None:
+    rules = granted(RBAC)
+    assert not any("*" in part for rule in rules for part in rule), "no wildcards"
+    assert not any(
+        verb in ("update", "deletecollection", "escalate", "bind", "impersonate") for verb, _, _ in rules
+    )
+    assert ("patch", "", "pods") in rules and ("delete", "", "pods") not in rules
+    assert not any(res == "secrets" for _, _, res in rules)
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
+    binding = next(d for d in docs if d["kind"] == "RoleBinding")
+    role = next(d for d in docs if d["kind"] == "Role")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert "ClusterRole" in RBAC.read_text(), "the commented ClusterRole variant is documented"

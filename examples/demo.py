@@ -1,53 +1,120 @@
-"""Demo on the embedded default: build the example JobSet and explain a real captured failure.
+"""The product in a minute, no cluster: a gang trains, survives a preemption, and a bug fails fast.
 
-Runs with no cluster. The local-runtime demo (replicas as processes, a preemption retried, a bug failing
-fast) replaces the second half once `jobset_core.local` is available.
+A JobSet of 1 leader and 3 workers runs `sharded_regression.py` on the local runtime (every pod a local
+process, with the environment a JobSet pod sees). Run 1 injects a preemption into one worker: the JobSet
+restarts in place from the one retry budget, the leader resumes from its checkpoint, and the trained
+weights come out. Run 2 ships a bug in one worker: the JobSet fails at once, without spending a restart, and
+the diagnosis names the pod, the container and the exit code.
+
+Faults can also be given on the command line's environment, e.g.
+`JOBSET_LOCAL_FAULTS="evict:workers-2-0@1s" python examples/demo.py`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-import yaml
+from jobset_core import (
+    Coordinator,
+    JobSetRun,
+    JobSetSpec,
+    LocalRuntime,
+    Preempt,
+    ReplicatedJob,
+    RetryPolicy,
+    RunEvent,
+    RunResult,
+    make_run_key,
+)
+from jobset_core.local.faults import FAULTS_ENV
 
-from jobset_core import JobSetSpec, Kueue, ReplicatedJob, RetryPolicy, diagnose
+PROGRAM = Path(__file__).resolve().with_name("sharded_regression.py")
+WORKERS = 3
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def example_spec() -> JobSetSpec:
+def training_jobset(name: str, checkpoint_dir: Path, bug_in: str | None = None) -> JobSetSpec:
+    """1 leader + 3 workers; on a cluster the same spec would carry an image and GPU requests."""
+    env = {"CHECKPOINT_DIR": str(checkpoint_dir)}
+    if bug_in:
+        env["DEMO_BUG"] = bug_in
+    common = dict(image="python:3.11-slim", command=[sys.executable, str(PROGRAM)], env=env)
     return JobSetSpec(
-        name="train",
-        namespace="ml-team",
+        name=name,
         replicated_jobs=[
-            ReplicatedJob(name="leader", image="ghcr.io/acme/train:1", command=["python", "train.py"]),
-            ReplicatedJob(
-                name="workers",
-                image="ghcr.io/acme/train:1",
-                command=["python", "train.py"],
-                replicas=4,
-                resources={"nvidia.com/gpu": 8},
-            ),
+            ReplicatedJob("leader", **common),
+            ReplicatedJob("workers", replicas=WORKERS, **common),
         ],
-        gang=Kueue(queue="gpu-queue"),
+        coordinator=Coordinator("leader"),
         retry=RetryPolicy(retries=3),
     )
 
 
+def show(event: RunEvent) -> None:
+    if event.type != "progress":  # progress lines are for decks and task logs; keep the demo readable
+        print(f"  [{event.type}] {event.message}", flush=True)
+
+
+def run(title: str, spec: JobSetSpec, runtime: LocalRuntime) -> tuple[JobSetRun, RunResult, float]:
+    print(f"\n=== {title} ===", flush=True)
+    job = JobSetRun(spec, runtime, run_key=make_run_key("demo", spec.name, os.getpid()), on_event=show)
+    started = time.monotonic()
+    result = job.run()
+    return job, result, time.monotonic() - started
+
+
+def report(job: JobSetRun, result: RunResult, seconds: float) -> None:
+    print(f"\n  outcome : {'succeeded' if result.succeeded else 'failed'} in {seconds:.1f}s")
+    print(f"  budget  : {result.ledger.describe()}; policy {job.policy.describe()}")
+    diagnosis = result.diagnosis or job.diagnose(job.runtime.observe(result.handle))
+    print(f"  history : {diagnosis.history_line() or 'no in-cluster restart'}")
+    if result.diagnosis is not None:
+        print(f"  cause   : {diagnosis.summary}")
+        for line in diagnosis.evidence:
+            print(f"            - {line}")
+    if result.decision is not None:
+        print(f"  decision: {result.decision.reason}")
+
+
 def main() -> int:
-    print("# The example JobSet (1 leader + 4 workers x 8 GPUs, Kueue queue, 3 retries)")
-    print(yaml.safe_dump(example_spec().to_manifest(), sort_keys=False))
-    capture = ROOT / "tests" / "fixtures" / "real" / "A2-app-error-after-restart.json"
-    objects = json.loads(capture.read_text())
-    result = diagnose(**objects)
-    print("# Diagnosis of a failure captured from real JobSet v0.12 / Kubernetes 1.36 controllers")
-    print(result.summary)
-    print("history:", result.history_line())
-    for line in result.evidence:
-        print("  -", line)
-    return 0
+    faults_from_env = bool(os.environ.get(FAULTS_ENV))
+    with tempfile.TemporaryDirectory(prefix="jobset-demo-") as tmp:
+        root = Path(tmp)
+        runtime = LocalRuntime(
+            workdir=root / "pods",
+            faults=None if faults_from_env else [Preempt("workers-1-0", after_seconds=1.5)],
+            grace_seconds=2,
+        )
+        checkpoints = root / "train"
+        checkpoints.mkdir()
+        job, trained, seconds = run(
+            "run 1: train; worker workers-1-0 is preempted 1.5s in",
+            training_jobset("train", checkpoints),
+            runtime,
+        )
+        report(job, trained, seconds)
+        if trained.succeeded:
+            result = json.loads((checkpoints / "result.json").read_text())
+            print(f"  result  : weights {result['weights']} (true 3.0, -2.0, 0.5), mse {result['mse']}")
+
+        buggy_dir = root / "buggy"
+        buggy_dir.mkdir()
+        job, crashed, seconds = run(
+            "run 2: the same job with a bug in worker workers-2",
+            training_jobset("train-bug", buggy_dir, bug_in="workers-2"),
+            LocalRuntime(workdir=root / "pods", faults=[], grace_seconds=2),
+        )
+        report(job, crashed, seconds)
+        print(f"\npod logs were kept under {runtime.workdir} (removed when the demo exits)")
+
+    expected = trained.succeeded and not crashed.succeeded and crashed.ledger.in_cluster_restarts == 0
+    if not faults_from_env:
+        expected = expected and trained.ledger.in_cluster_restarts == 1
+    return 0 if expected else 1
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from jobset_core.spec import (
     SuccessPolicy,
 )
 
+_FAULTS = ("Crash", "Evict", "NodeShutdown", "Preempt")
+
 
 def __getattr__(name: str):
     """Runtimes import lazily: the kubernetes client is only loaded when a cluster is used."""
@@ -31,14 +33,20 @@ def __getattr__(name: str):
         from jobset_core.local import LocalRuntime
 
         return LocalRuntime
+    if name in _FAULTS:
+        from jobset_core.local import faults
+
+        return getattr(faults, name)
     raise AttributeError(f"module 'jobset_core' has no attribute {name!r}")
 
 
 __all__ = [
     "Coordinator",
     "Coscheduling",
+    "Crash",
     "DependsOn",
     "Diagnosis",
+    "Evict",
     "FailureKind",
     "GangJobSpec",
     "Grace",
@@ -52,7 +60,9 @@ __all__ = [
     "Ledger",
     "LocalRuntime",
     "Network",
+    "NodeShutdown",
     "Observation",
+    "Preempt",
     "ReplicatedJob",
     "RetryDecision",
     "RetryPolicy",

@@ -48,6 +48,17 @@ _IMAGE_FATAL = re.compile(
     re.IGNORECASE,
 )
 _NODE_SHUTDOWN = re.compile(r"node shutdown", re.IGNORECASE)
+# What a process prints when a peer of its gang vanished (sockets, NCCL, Gloo, torch elastic, MPI). An exit
+# with this in its termination message is a victim of another pod's failure, not a bug of its own.
+_PEER_LOSS = re.compile(
+    r"Connection ?Reset|Connection reset by peer|ConnectionRefused|Connection refused|ConnectionAborted|"
+    r"BrokenPipe|Broken pipe|ECONNRESET|ECONNREFUSED|EPIPE|peer closed|closed by peer|"
+    r"NCCL (?:error|communicator was aborted)|ncclRemoteError|ncclSystemError|"
+    r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|abort)|"
+    r"Gloo connectFullMesh failed|DistNetworkError|RendezvousConnectionError|RendezvousClosedError|"
+    r"ORTE has lost communication|lost connection to (?:the )?(?:coordinator|master|leader|peer)",
+    re.IGNORECASE,
+)
 _ACTIONABLE = {
     K.OOM_KILLED: "raise resources.limits.memory or lower the batch size",
     K.IMAGE_PULL_ERROR: "check the image name and tag and the pull secret",
@@ -74,9 +85,11 @@ class Finding:
     stuck: bool = False  # the cluster will never end this by itself (image pull, config, unschedulable)
     memory_limit: str | None = None
     pods_affected: int = 1  # several pods equally to blame (capacity): no single culprit is named
+    message: str | None = None  # last line of the container's termination message (the error it printed)
+    peer_loss: bool = False  # the container failed because a peer vanished (connection reset, NCCL abort)
 
-    def sort_key(self) -> tuple[datetime, int]:
-        return (self.time or datetime.max.replace(tzinfo=UTC), _RANK[self.kind])
+    def sort_key(self) -> tuple[datetime, int, bool]:
+        return (self.time or datetime.max.replace(tzinfo=UTC), _RANK[self.kind], self.peer_loss)
 
 
 @dataclass(frozen=True)
@@ -254,12 +267,24 @@ def _terminated_finding(
             K.INTERRUPTED, evidence=f"{where} exited 137 (SIGKILL, not OOM){prior} at {ev.format_time(when)}", **base
         )
     note = " (a retryable exit code)" if code in retryable_exit_codes else ""
-    detail = f": {message[:200]}" if message else ""
+    excerpt = _last_line(message)
+    detail = f": {excerpt}" if excerpt else ""
     return Finding(
         K.APPLICATION_ERROR,
         evidence=f"{where} exited {code}{note}{prior} at {ev.format_time(when)}{detail}",
+        message=excerpt,
+        peer_loss=bool(_PEER_LOSS.search(message)),
         **base,
     )
+
+
+def _last_line(message: str, limit: int = 200) -> str | None:
+    """The line of a termination message worth reading: the last one, where tracebacks put the error."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = lines[-1]
+    return last if len(last) <= limit else last[: limit - 3] + "..."
 
 
 def _waiting_finding(
@@ -665,7 +690,7 @@ def _short(f: Finding) -> str:
 # The entry point
 
 
-def _summary(root: Finding, peers: int, job: str | None) -> str:
+def _summary(root: Finding, peers: _Peers, job: str | None) -> str:
     when = ev.format_time(root.time)
     who = f"container {root.container} in pod {root.pod}" if root.container and root.pod else (
         f"pod {root.pod}" if root.pod else (f"job {job}" if job else "the workload")
@@ -675,6 +700,10 @@ def _summary(root: Finding, peers: int, job: str | None) -> str:
     k = root.kind
     if k is K.APPLICATION_ERROR:
         line = f"{who} exited {root.exit_code} at {when}" if root.exit_code is not None else f"{who} failed at {when}: {root.reason}"
+        if root.message:
+            line += f": {root.message}"
+        if root.peer_loss:
+            line += " (it lost a peer: the pod that failed first may no longer be on record)"
     elif k is K.OOM_KILLED:
         limit = f" its {root.memory_limit} memory limit" if root.memory_limit else " its memory limit"
         line = f"{who} exceeded{limit} at {when}"
@@ -699,8 +728,11 @@ def _summary(root: Finding, peers: int, job: str | None) -> str:
         line = f"{who} failed for an infrastructure reason ({root.reason}) at {when}"
     else:
         line = f"{who} failed at {when} and nothing explains it"
-    if peers:
-        line += f"; {peers} peer{'s were' if peers != 1 else ' was'} then terminated"
+    if peers.terminated:
+        line += f"; {peers.terminated} peer{'s were' if peers.terminated != 1 else ' was'} then terminated"
+    if peers.lost_connection:
+        n = peers.lost_connection
+        line += f"; {n} peer{'s' if n != 1 else ''} then failed on the lost connection"
     if k in _ACTIONABLE:
         line += f"; {_ACTIONABLE[k]}"
     return f"{k}: {line}"
@@ -886,16 +918,28 @@ def diagnose(
         failed=True,
         time=root.time,
         job=root.job or first_failed_job,
-        peers_terminated=peers,
+        peers_terminated=peers.total,
     )
+
+
+@dataclass(frozen=True)
+class _Peers:
+    """Pods that failed after the root cause because of it."""
+
+    terminated: int = 0  # SIGTERM/SIGKILL: torn down by the JobSet or the Job
+    lost_connection: int = 0  # crashed on their own when the culprit vanished
+
+    @property
+    def total(self) -> int:
+        return self.terminated + self.lost_connection
 
 
 def _pick_root(
     findings: list[Finding], first_failed_job: str | None, js_failed: Mapping[str, Any] | None
-) -> tuple[Finding | None, int, list[str]]:
+) -> tuple[Finding | None, _Peers, list[str]]:
     """Earliest non-teardown finding wins; a pod's richest finding stands for that pod."""
     if not findings:
-        return None, 0, []
+        return None, _Peers(), []
     failed_at = ev.parse_time(js_failed.get("lastTransitionTime")) if js_failed else None
     by_pod: dict[str, Finding] = {}
     podless: list[Finding] = []
@@ -915,10 +959,13 @@ def _pick_root(
         first_strong = min(strong, key=Finding.sort_key)
         # Weak signals (SIGTERM, unknown container) before a strong one are causes only if nothing after
         # them is stronger: a peer that got SIGTERM after a crash is teardown, before it is a suspect.
+        # A crash on a lost connection at the same second as a SIGTERM was caused by it (timestamps are
+        # whole seconds): the peer that was terminated first is the suspect, not the one that lost it.
         weak_before = [
             f for f in candidates
-            if f.kind in _WEAK and f.time and first_strong.time and f.time < first_strong.time
-            and (failed_at is None or f.time < failed_at)
+            if f.kind in _WEAK and f.time and first_strong.time
+            and (f.time < first_strong.time or (first_strong.peer_loss and f.time == first_strong.time))
+            and (failed_at is None or f.time < failed_at or first_strong.peer_loss)
         ]
         root = min(weak_before, key=Finding.sort_key) if weak_before and not _explained(first_strong) else first_strong
     elif candidates:
@@ -930,7 +977,11 @@ def _pick_root(
         root = ranked[0]
     if root is None:
         root = min(findings, key=Finding.sort_key)
-    peers = sum(1 for f in by_pod.values() if f is not root and f.kind in _WEAK and (root.time is None or f.time is None or f.time >= root.time))
+    after = [
+        f for f in by_pod.values()
+        if f is not root and (root.time is None or f.time is None or f.time >= root.time)
+    ]
+    peers = _Peers(sum(1 for f in after if f.kind in _WEAK), sum(1 for f in after if f.peer_loss))
     evidence = [root.evidence]
     evidence += [f.evidence for f in sorted(by_pod.values(), key=Finding.sort_key) if f is not root][:8]
     evidence += [f.evidence for f in podless if f.evidence not in evidence][:4]

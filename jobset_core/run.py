@@ -253,7 +253,11 @@ class JobSetRun:
     def start(self) -> Handle:
         """Submit the next attempt, or adopt the run's live submission: never submit twice."""
         existing = self.runtime.find(self.run_key, self.spec.namespace)
-        live = [o for o in existing if state_of(o) not in (SUCCEEDED, FAILED)]
+        # An object being deleted (a cancel in flight, or a stuck attempt being ended) is not adopted.
+        live = [
+            o for o in existing
+            if state_of(o) not in (SUCCEEDED, FAILED) and not ev.meta(o).get("deletionTimestamp")
+        ]
         if live:
             obj = max(live, key=lambda o: int((ev.meta(o).get("annotations") or {}).get(ATTEMPT_ANNOTATION, 0)))
             sub = submission_from_object(obj, self.run_key)

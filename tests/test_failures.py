@@ -57,6 +57,24 @@ def test_real_capture_b_free_interruptions_then_exhausted():
     assert "ReachedMaxRestarts" in " ".join(d.evidence)
 
 
+def test_cascade_summary_quotes_the_error_and_tells_victims_from_the_torn_down():
+    d = run(load(FIXTURES / "diagnosis" / "51-cascade-apperror-then-peers-lose-connection.json"))
+    assert d.summary == (
+        "ApplicationError: container trainer in pod demo-workers-0-3-s2ktj exited 1 at 12:00:03Z: "
+        "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'; "
+        "5 peers were then terminated; 3 peers then failed on the lost connection"
+    )
+    assert d.peers_terminated == 8
+
+
+def test_when_only_victims_are_left_the_summary_says_the_culprit_may_be_gone():
+    case = load(FIXTURES / "diagnosis" / "51-cascade-apperror-then-peers-lose-connection.json")
+    case["pods"] = [p for p in case["pods"] if p["metadata"]["name"] != "demo-workers-0-3-s2ktj"]
+    d = run(case)
+    assert d.kind is FailureKind.APPLICATION_ERROR and d.pod in ("demo-leader-0-0-27tfq", "demo-workers-0-0-5q5kt")
+    assert "(it lost a peer: the pod that failed first may no longer be on record)" in d.summary
+
+
 def test_corpus_is_large_enough_and_covers_every_kind():
     assert len(CORPUS) >= 40
     kinds = {load(p)["expect"].get("kind") for p in CORPUS}

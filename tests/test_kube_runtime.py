@@ -610,6 +610,22 @@ def test_name_taken_by_another_run_is_a_clear_conflict_and_cleans_up(server: Loc
     assert all("/podgroups/" in r.path for r in deletes), "only our own object may be deleted"
 
 
+def test_a_terminating_attempt_is_not_adopted(server: LocalApiServer) -> None:
+    """A JobSet of this run that is being deleted (a cancel in flight) must not be watched as if alive."""
+    spec, key = make_spec(), make_run_key("exec-8", "train")
+    run = new_run(spec, make_runtime(server), key)
+    first = run.start()
+    held = server.get(JOBSET_API, "JobSet", first.name, NS)
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    server.update(held)
+    server.delete(JOBSET_API, "JobSet", first.name, NS, propagation="Foreground")
+    assert server.get(JOBSET_API, "JobSet", first.name, NS)["metadata"].get("deletionTimestamp")
+
+    second = new_run(spec, make_runtime(server), key).start()
+
+    assert not second.adopted and second.attempt == 1 and second.name == attempt_name(spec, key, 1)
+
+
 def test_forbidden_names_verb_resource_and_group(server: LocalApiServer) -> None:
     server.faults.forbid("create", "jobsets")
     spec, key = make_spec(gang=Coscheduling()), make_run_key("exec-8", "train")

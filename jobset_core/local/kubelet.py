@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobset_core.local.faults import Crash, Fault, NodeShutdown, Preempt
@@ -232,6 +232,10 @@ class Node:
         }
         if sig is not None:
             terminated["signal"] = sig
+        if exit_code != 0 and _falls_back_to_logs(record):
+            tail = pod.process.output_tail()
+            if tail:
+                terminated["message"] = tail
         cs.update(ready=False, started=False, state={"terminated": terminated})
         return True
 
@@ -313,3 +317,9 @@ class Node:
 
 def alive_processes(pods: list[LocalPod]) -> list[LocalProcess]:
     return [p.process for p in pods if p.process is not None and p.process.poll() is None]
+
+
+def _falls_back_to_logs(record: Mapping[str, Any]) -> bool:
+    """Whether the kubelet would put the log tail into a failed container's terminated message."""
+    containers = (record.get("spec") or {}).get("containers") or [{}]
+    return containers[0].get("terminationMessagePolicy") == "FallbackToLogsOnError"

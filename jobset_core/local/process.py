@@ -202,6 +202,7 @@ class LocalProcess:
         self, argv: list[str], env: Mapping[str, str], log_path: Path, prefix: str, stream: bool
     ) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_path
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed when the output ends
         self._prefix = prefix
         self._pump: threading.Thread | None = None
@@ -242,6 +243,21 @@ class LocalProcess:
         if self._pump is None:
             with contextlib.suppress(OSError):
                 self._log.close()
+
+    def output_tail(self, max_lines: int = 80, max_bytes: int = 2048) -> str:
+        """The end of this container's log, as the kubelet's FallbackToLogsOnError reads it.
+
+        Upstream `pkg/kubelet/container/runtime.go`: MaxContainerTerminationMessageLogLines = 80 and
+        MaxContainerTerminationMessageLogLength = 2048; the kubelet keeps the end, where the error is.
+        """
+        if self._pump is not None:
+            self._pump.join(timeout=1.0)  # the process group is gone: the pipe drains at once
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return ""
+        lines = data.splitlines(keepends=True)[-max_lines:]
+        return b"".join(lines)[-max_bytes:].decode("utf-8", errors="replace")
 
     def _copy_output(self) -> None:
         stream = self.popen.stdout

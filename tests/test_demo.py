@@ -1,0 +1,32 @@
+"""`make demo` is the first thing a new user runs: it must show a preemption retried and a bug failing fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
+
+
+def test_demo_trains_through_a_preemption_and_fails_fast_on_a_bug() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JOBSET_LOCAL_FAULTS"}
+    done = subprocess.run(
+        [sys.executable, str(DEMO)], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    trained, crashed = out.split("=== run 2")
+    assert "in-cluster restart 1 (Preempted); 1 of 3 counted restarts used" in trained
+    assert "resuming from checkpoint at step" in trained
+    assert "budget  : 1 in-cluster restart + 0 resubmissions used" in trained
+    result = next(line for line in trained.splitlines() if line.strip().startswith("result"))
+    weights = json.loads(re.search(r"weights (\[[^\]]*\])", result).group(1))
+    assert all(abs(got - true) < 0.02 for got, true in zip(weights, (3.0, -2.0, 0.5), strict=True)), result
+    assert "cause   : ApplicationError: container main in pod train-bug-" in crashed
+    assert "-workers-2-0-" in crashed and "TypeError: unsupported operand" in crashed
+    assert "decision: not retrying: ApplicationError is not retryable" in crashed
+    assert "budget  : 0 in-cluster restarts + 0 resubmissions used" in crashed

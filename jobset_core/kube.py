@@ -273,15 +273,18 @@ class KubernetesRuntime:
                 for attempt in reconnect:
                     with attempt:
                         if resource_version is None:
-                            listing = list_fn(**kwargs)
+                            listing = list_fn(**kwargs, _request_timeout=self.retry.request_timeout)
                             if not isinstance(listing, dict):
                                 listing = self._sanitize(listing)
                             resource_version = (listing.get("metadata") or {}).get("resourceVersion")
                             out.put((source, "SYNC", listing.get("items", [])))
                         stream = watch.Watch()
+                        # The server ends a watch after timeout_seconds; a stream silent for longer than
+                        # that (a half-open connection) is cut by the client and resumed.
+                        read_limit = self.watch_timeout_seconds + (self.retry.request_timeout or 30.0)
                         for event in stream.stream(
                             list_fn, resource_version=resource_version, timeout_seconds=self.watch_timeout_seconds,
-                            allow_watch_bookmarks=True, **kwargs,
+                            allow_watch_bookmarks=True, _request_timeout=read_limit, **kwargs,
                         ):
                             obj = event["object"]
                             if not isinstance(obj, dict):

@@ -74,6 +74,9 @@ class ApiRetry:
     max_seconds: float = 120.0
     initial: float = 0.5
     max_wait: float = 10.0
+    # One call that takes longer than this (an overloaded API server, a half-open connection) is abandoned
+    # and retried like a 503, instead of hanging the watcher forever.
+    request_timeout: float | None = 30.0
 
     def retrying(self) -> tenacity.Retrying:
         return tenacity.Retrying(
@@ -87,6 +90,8 @@ class ApiRetry:
         )
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self.request_timeout is not None:
+            kwargs.setdefault("_request_timeout", self.request_timeout)
         try:
             return self.retrying()(fn, *args, **kwargs)
         except ApiException as exc:

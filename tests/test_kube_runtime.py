@@ -550,6 +550,40 @@ def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, dri
     assert len(pod_requests(watching=True)) >= 4, "the dropped watches were not resumed"
 
 
+def test_slow_responses_are_abandoned_and_retried(server: LocalApiServer, driver: ClusterDriver) -> None:
+    """An API server that holds answers past the request timeout must not hang the run."""
+    spec, key = make_spec(), make_run_key("exec-9", "train")
+    runtime = KubernetesRuntime(
+        server.api_client(),
+        NS,
+        retry=ApiRetry(max_seconds=20, initial=0.05, max_wait=0.5, request_timeout=0.5),
+        watch_timeout_seconds=2,
+        tick_seconds=0.1,
+        cancel_timeout_seconds=15,
+    )
+    # Held for longer than the client waits: the create, the run's ledger lookups and the first pod lists.
+    server.faults.delay(2.0, count=1, methods=["POST"], path_contains="/jobsets")
+    server.faults.delay(2.0, count=2, methods=["GET"], path_contains="/jobsets")
+    server.faults.delay(600.0, count=2, methods=["GET"], path_contains="/pods")  # never answered in time
+    run = new_run(spec, runtime, key)
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(result=run.run()), daemon=True)
+    thread.start()
+    driver.run_until(lambda: len(driver.pods(f"jobset.sigs.k8s.io/jobset-name={attempt_name(spec, key, 0)}")) >= 5, 15, "all pods")
+    driver.succeed("*", restart=0, times=None, after=0.2)
+    thread.join(RUN_TIMEOUT)
+    assert not thread.is_alive(), "run hung on a slow response"
+
+    assert box["result"].succeeded, box["result"].message
+    assert len(jobsets(server)) == 1, "the retried create submitted twice"
+    def posts() -> list[int]:
+        return sorted(r.status for r in server.requests if r.method == "POST" and r.path.endswith("/jobsets"))
+
+    # The held create is answered after its retry created the JobSet: 409, to a client that left.
+    driver.run_until(lambda: len(posts()) >= 2, 10, "the held create to be answered")
+    assert posts() == [201, 409]
+
+
 # ----------------------------------------------------------------------------------------------------
 # cancel, conflicts, permissions
 

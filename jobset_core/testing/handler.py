@@ -154,13 +154,18 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             else:
                 status, payload = self._dispatch(method, route, raw_body)
                 self._send_json(status, payload)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True  # the client gave up (its timeout): nothing left to answer
         except ApiError as err:
+            self._answer_error(err)
+        except Exception as exc:  # a bug here must surface as a 500, not a hung client
+            self._answer_error(ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}"))
+
+    def _answer_error(self, err: ApiError) -> None:
+        try:
             self._send_json(err.code, err.status(), err.headers)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True
-        except Exception as exc:  # a bug here must surface as a 500, not a hung client
-            err = ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}")
-            self._send_json(500, err.status())
 
     def _dispatch(self, method: str, route: Route, raw_body: bytes) -> tuple[int, dict[str, Any]]:
         store, kind = self.server.context.store, route.kind

@@ -133,3 +133,35 @@ def ensure_objects(name: str, value: Any) -> list[dict[str, Any]]:
             raise ValueError(f"{name}[{i}]: has no metadata; pass objects as `kubectl get -o json` prints them")
         out.append(dict(item))
     return out
+
+
+def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What diagnosis needs from a pod, and nothing else: keeps the evidence ConfigMap small."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    keep_meta = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "ownerReferences") if k in meta}
+    containers = [
+        {"name": c.get("name"), "resources": {"limits": (c.get("resources") or {}).get("limits") or {}}}
+        for c in spec.get("containers") or []
+    ]
+    init = [{"name": c.get("name"), "restartPolicy": c.get("restartPolicy")} for c in spec.get("initContainers") or []]
+    keep_spec: dict[str, Any] = {"containers": containers, "nodeName": spec.get("nodeName")}
+    if spec.get("hostname"):
+        keep_spec["hostname"] = spec["hostname"]  # the replica (`<jobset>-<rjob>-<job>-<pod>`) a person knows
+    if init:
+        keep_spec["initContainers"] = init
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": keep_meta, "spec": keep_spec, "status": pod.get("status") or {}}
+
+
+def pod_has_failed(pod: Mapping[str, Any]) -> bool:
+    """Worth keeping: the pod failed, was disrupted, or one of its containers terminated non-zero."""
+    status = pod.get("status") or {}
+    if status.get("phase") == "Failed" or condition(pod, "DisruptionTarget"):
+        return True
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or []:
+            for state_key in ("state", "lastState"):
+                term = (cs.get(state_key) or {}).get("terminated")
+                if term and term.get("exitCode"):
+                    return True
+    return False

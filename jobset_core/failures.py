@@ -314,6 +314,24 @@ def _waiting_finding(
     return None
 
 
+def _disruption_kind(disruption: Mapping[str, Any], pod_reason: str | None) -> FailureKind:
+    kind = _DISRUPTION_KINDS.get(disruption.get("reason") or "")
+    if kind is None:  # TerminationByKubelet: node-pressure eviction or graceful node shutdown
+        kind = K.EVICTED if pod_reason == "Evicted" else K.NODE_FAILURE
+    return kind
+
+
+def _recorded_disruption(pod: Mapping[str, Any] | None) -> tuple[FailureKind, str, str | None] | None:
+    """The DisruptionTarget of a pod record kept after the pod was deleted (watcher evidence)."""
+    disruption = ev.condition(pod, "DisruptionTarget") if pod else None
+    if pod is None or disruption is None:
+        return None
+    reason = disruption.get("reason") or ""
+    kind = _disruption_kind(disruption, (pod.get("status") or {}).get("reason"))
+    detail = f"pod {ev.name_of(pod)} had DisruptionTarget {reason}: {disruption.get('message') or ''}".rstrip(": ")
+    return kind, detail, (pod.get("spec") or {}).get("nodeName")
+
+
 def classify_pod(
     pod: Mapping[str, Any],
     *,
@@ -333,9 +351,7 @@ def classify_pod(
     pod_message = (status.get("message") or "").strip()
     if disruption is not None:
         d_reason = disruption.get("reason") or ""
-        kind = _DISRUPTION_KINDS.get(d_reason)
-        if kind is None:  # TerminationByKubelet: node-pressure eviction or graceful node shutdown
-            kind = K.EVICTED if pod_reason == "Evicted" else K.NODE_FAILURE
+        kind = _disruption_kind(disruption, pod_reason)
         text = disruption.get("message") or ""
         extra = f"; pod {pod_reason}: {pod_message}" if pod_reason else ""
         findings.append(
@@ -496,6 +512,7 @@ def _job_message_finding(
     events: list[dict[str, Any]],
     retryable_codes: frozenset[int] | None,
     source: str,
+    pods: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Finding | None:
     """Turn a Job failure reason and message into a finding; these messages outlive the pods."""
     m = ev.EXIT_CODE_RULE.search(message)
@@ -515,7 +532,7 @@ def _job_message_finding(
     m = ev.CONDITION_RULE.search(message)
     if m:
         pod = m.group("pod")
-        refined = _pod_event_kind(pod, events)
+        refined = _recorded_disruption((pods or {}).get(pod)) or _pod_event_kind(pod, events)
         kind, detail, node = refined if refined else (K.PREEMPTED, "", None)
         text = f"{source} {job}: {message}" + (f"; {detail}" if detail else "; disruption reason not recorded, treated as preemption")
         return Finding(kind, time=when, evidence=text, pod=pod, reason=m.group("condition"), node=node, job=job)
@@ -539,13 +556,18 @@ def _job_message_finding(
     return None
 
 
-def _job_findings(job: Mapping[str, Any], events: list[dict[str, Any]], codes: frozenset[int] | None) -> list[Finding]:
+def _job_findings(
+    job: Mapping[str, Any],
+    events: list[dict[str, Any]],
+    codes: frozenset[int] | None,
+    pods: Mapping[str, Mapping[str, Any]],
+) -> list[Finding]:
     cond = ev.condition(job, "FailureTarget") or ev.condition(job, "Failed")
     if cond is None:
         return []
     when = ev.parse_time(cond.get("lastTransitionTime"))
     found = _job_message_finding(
-        ev.name_of(job), cond.get("reason") or "", cond.get("message") or "", when, events, codes, "Job"
+        ev.name_of(job), cond.get("reason") or "", cond.get("message") or "", when, events, codes, "Job", pods
     )
     return [found] if found else []
 
@@ -553,14 +575,16 @@ def _job_findings(job: Mapping[str, Any], events: list[dict[str, Any]], codes: f
 _JOB_FAILURE_EVENTS = {"PodFailurePolicy", "BackoffLimitExceeded", "DeadlineExceeded", "MaxFailedIndexesExceeded", "FailedIndexes"}
 
 
-def _job_event_findings(events: list[dict[str, Any]], codes: frozenset[int] | None) -> list[Finding]:
+def _job_event_findings(
+    events: list[dict[str, Any]], codes: frozenset[int] | None, pods: Mapping[str, Mapping[str, Any]]
+) -> list[Finding]:
     out = []
     for event in events:
         kind, name = ev.involved(event)
         if kind != "Job" or event.get("reason") not in _JOB_FAILURE_EVENTS:
             continue
         found = _job_message_finding(
-            name, event["reason"], ev.event_message(event), ev.event_time(event), events, codes, "event on Job"
+            name, event["reason"], ev.event_message(event), ev.event_time(event), events, codes, "event on Job", pods
         )
         if found:
             out.append(found)
@@ -836,7 +860,8 @@ def diagnose(
     current_jobs = [j for j in scope.jobs if ev.restart_attempt(j) in (None, restarts)]
     current_pods = [p for p in scope.pods if ev.restart_attempt(p) in (None, restarts)]
 
-    job_event_findings = _job_event_findings(scope.events, policy_codes)
+    pods_by_name = {ev.name_of(p): p for p in scope.pods}
+    job_event_findings = _job_event_findings(scope.events, policy_codes, pods_by_name)
     history, consumed = _history(scope, job_event_findings)
     restart_times = [t for t, _, _ in _restart_events(scope) if t]
     window_start = max(restart_times).replace(microsecond=0) if restarts and restart_times else None
@@ -845,7 +870,7 @@ def diagnose(
     for pod in current_pods:
         findings.extend(classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes))
     for job in current_jobs:
-        findings.extend(_job_findings(job, scope.events, policy_codes))
+        findings.extend(_job_findings(job, scope.events, policy_codes, pods_by_name))
     findings.extend(
         f
         for i, f in enumerate(job_event_findings)

@@ -49,36 +49,6 @@ def _group_version(api_version: str) -> tuple[str, str]:
     return "", api_version
 
 
-def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """What diagnosis needs from a pod, and nothing else: keeps the evidence ConfigMap small."""
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    keep_meta = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "ownerReferences") if k in meta}
-    containers = [
-        {"name": c.get("name"), "resources": {"limits": (c.get("resources") or {}).get("limits") or {}}}
-        for c in spec.get("containers") or []
-    ]
-    init = [{"name": c.get("name"), "restartPolicy": c.get("restartPolicy")} for c in spec.get("initContainers") or []]
-    keep_spec: dict[str, Any] = {"containers": containers, "nodeName": spec.get("nodeName")}
-    if init:
-        keep_spec["initContainers"] = init
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": keep_meta, "spec": keep_spec, "status": pod.get("status") or {}}
-
-
-def pod_has_failed(pod: Mapping[str, Any]) -> bool:
-    """Worth keeping: the pod failed, was disrupted, or one of its containers terminated non-zero."""
-    status = pod.get("status") or {}
-    if status.get("phase") == "Failed" or ev.condition(pod, "DisruptionTarget"):
-        return True
-    for key in ("containerStatuses", "initContainerStatuses"):
-        for cs in status.get(key) or []:
-            for state_key in ("state", "lastState"):
-                term = (cs.get(state_key) or {}).get("terminated")
-                if term and term.get("exitCode"):
-                    return True
-    return False
-
-
 class KubernetesRuntime:
     """Runs JobSets and gang Jobs on a real cluster for JobSetRun.
 
@@ -441,7 +411,7 @@ class KubernetesRuntime:
         name = ev.name_of(pod)
         meta = ev.meta(pod)
         ours = EVIDENCE_FINALIZER in (meta.get("finalizers") or [])
-        failed = pod_has_failed(pod)
+        failed = ev.pod_has_failed(pod)
         terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
         if self.evidence_finalizer and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self._set_finalizer(handle.namespace, pod, add=True)
@@ -451,7 +421,7 @@ class KubernetesRuntime:
                 kept = self._evidence.setdefault(key, {})
                 new = name not in kept or kept[name].get("status") != pod.get("status")
                 if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
-                    kept[name] = compact_pod(pod)
+                    kept[name] = ev.compact_pod(pod)
             if new:
                 self._store_evidence(handle)
         if ours and (failed or terminal):

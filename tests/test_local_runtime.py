@@ -124,7 +124,8 @@ def dead(pid: int) -> bool:
 
 
 def by_host(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {p["spec"]["hostname"]: p for p in pods}
+    """The live pod of each hostname (kept records of restarted pods come after the live ones)."""
+    return {p["spec"]["hostname"]: p for p in reversed(pods)}
 
 
 def terminated(pod: dict[str, Any]) -> dict[str, Any]:
@@ -518,12 +519,27 @@ def test_crash_and_node_shutdown_faults(tmp_path: Path, make_runtime: Callable[.
     d = result.diagnosis
     assert d is not None and d.kind is FailureKind.APPLICATION_ERROR and d.exit_code == 3
     assert d.pod.startswith(f"{result.handle.name}-workers-1-1-")
-    # As on a cluster, restart 1's only remaining evidence is the Job message "has condition DisruptionTarget"
-    # (graceful node shutdown records no pod event), which diagnose reads as a preemption.
-    assert [h.kind for h in d.history] == [FailureKind.PREEMPTED, FailureKind.APPLICATION_ERROR]
+    # The restart deleted the shut-down pod; like KubernetesRuntime, the runtime kept its record, so the
+    # Job's bare "has condition DisruptionTarget" is read as the node shutdown it was, not a preemption.
+    assert [h.kind for h in d.history] == [FailureKind.NODE_FAILURE, FailureKind.APPLICATION_ERROR]
     assert d.history[0].pod.startswith(f"{result.handle.name}-leader-0-0-")
+    kept = [p for p in runtime.observe(result.handle).pods if p["metadata"]["name"] == d.history[0].pod]
+    assert kept and kept[0]["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "0"
     crashed = by_host(settle(runtime, result.handle).pods)[f"{result.handle.name}-workers-1-1"]
     assert terminated(crashed)["exitCode"] == 3 and "signal" not in terminated(crashed)
+
+
+def test_an_eviction_stays_an_eviction_in_the_restart_history(
+    tmp_path: Path, make_runtime: Callable[..., LocalRuntime]
+) -> None:
+    runtime = make_runtime(faults=[Evict("workers-0-1", after_seconds=0.2)])
+    run = drive(jobset("evict", "import time; time.sleep(1.0)", tmp_path, retry=policy(retries=1)), runtime)
+    result = run.run()
+
+    assert result.succeeded and result.ledger.in_cluster_restarts == 1
+    history = run.diagnose(runtime.observe(result.handle)).history
+    assert [h.kind for h in history] == [FailureKind.EVICTED]
+    assert history[0].pod.startswith(f"{result.handle.name}-workers-0-1-")
 
 
 def test_node_shutdown_pod_record(tmp_path: Path, make_runtime: Callable[..., LocalRuntime]) -> None:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from jobset_core import controller_rules as rules
+from jobset_core import evidence as ev
 from jobset_core.local.kubelet import Node
 from jobset_core.local.objects import (
     child_job_record,
@@ -199,6 +200,9 @@ class Controllers:
         if sub.pending_restart:
             if any(p.active or p.alive for j in sub.old_jobs for p in j.pods):
                 return False
+            for pod in (p for j in sub.old_jobs for p in j.pods):
+                if ev.pod_has_failed(pod.record):
+                    sub.evidence[pod.name] = ev.compact_pod(pod.record)
             sub.old_jobs, sub.pending_restart, sub.port = [], False, free_port()
             changed = True
         if self._suspended(sub):

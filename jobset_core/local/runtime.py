@@ -262,6 +262,8 @@ class LocalRuntime:
             return Observation(None, events=events)  # on a cluster only the events outlive a deletion
         main = copy.deepcopy(sub.main)
         pods = [copy.deepcopy(p.record) for p in sub.all_pods()]
+        live = {p["metadata"]["name"] for p in pods}
+        pods += [copy.deepcopy(r) for name, r in sub.evidence.items() if name not in live]
         if not sub.is_jobset:
             return Observation(main, pods=pods, events=events)
         jobs = [copy.deepcopy(j.record) for j in (*sub.old_jobs, *sub.jobs)]

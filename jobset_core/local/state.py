@@ -94,6 +94,9 @@ class LocalSubmission:
     jobs: list[LocalJob] = field(default_factory=list)  # the current restart's Jobs
     old_jobs: list[LocalJob] = field(default_factory=list)  # Jobs being deleted by a restart
     events: list[dict[str, Any]] = field(default_factory=list)
+    # Records of failed pods a restart deleted, as KubernetesRuntime keeps them: the diagnosis of a later
+    # failure (and the restart history) still sees why each restart happened.
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     port: int = 0
     restart: int = 0
     pending_restart: bool = False

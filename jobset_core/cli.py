@@ -59,15 +59,13 @@ def split_dump(data: Any, name: str | None = None) -> dict[str, Any]:
 
 def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, Any]:
     """Fetch what diagnose needs for one JobSet (or, failing that, one Job) through the kubernetes client."""
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
+    from jobset_core.kube_api import default_api_client
+
     if api_client is None:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
-        api_client = client.ApiClient()
+        api_client = default_api_client()
     custom = client.CustomObjectsApi(api_client)
     batch = client.BatchV1Api(api_client)
     core = client.CoreV1Api(api_client)

@@ -18,11 +18,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import tenacity
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from jobset_core import evidence as ev
-from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError, is_transient
+from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError, default_api_client, is_transient
 from jobset_core.ledger import RUN_KEY_LABEL
 from jobset_core.run import FAILED, SUCCEEDED, Handle, Observation, state_of
 
@@ -68,11 +68,7 @@ class KubernetesRuntime:
         cancel_timeout_seconds: float = 120.0,
     ) -> None:
         if api_client is None:
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
-            api_client = client.ApiClient()
+            api_client = default_api_client()
         self.api_client = api_client
         self.namespace = namespace
         self.retry = retry or ApiRetry()

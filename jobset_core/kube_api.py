@@ -36,6 +36,17 @@ class NameConflictError(KubeApiError):
     """The deterministic name is taken by an object of another run: never adopt someone else's work."""
 
 
+def default_api_client() -> Any:
+    """The identity a pod or a person already has: the in-cluster service account, else the kubeconfig."""
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in TRANSIENT_STATUS or exc.status == 0

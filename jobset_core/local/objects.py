@@ -116,15 +116,22 @@ def indexes_text(indexes: Iterable[int]) -> str:
 # JobSet
 
 
-def jobset_record(manifest: Mapping[str, Any], ts: float, resource_version: int) -> dict[str, Any]:
-    """The JobSet as stored: the manifest with the webhook's defaults, server metadata and an empty status."""
+def _stored(
+    manifest: Mapping[str, Any], ts: float, resource_version: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A copy of a manifest with the metadata the API server adds on create; returns it, its metadata, its spec."""
     obj = copy.deepcopy(dict(manifest))
     meta = obj.setdefault("metadata", {})
     meta.update(
         uid=new_uid(), creationTimestamp=rfc3339(ts), generation=1, resourceVersion=str(resource_version)
     )
     meta.setdefault("namespace", "default")
-    spec = obj.setdefault("spec", {})
+    return obj, meta, obj.setdefault("spec", {})
+
+
+def jobset_record(manifest: Mapping[str, Any], ts: float, resource_version: int) -> dict[str, Any]:
+    """The JobSet as stored: the manifest with the webhook's defaults, server metadata and an empty status."""
+    obj, meta, spec = _stored(manifest, ts, resource_version)
     for rj in spec.get("replicatedJobs") or []:
         rj.setdefault("groupName", "default")
         rj.setdefault("replicas", 1)
@@ -247,13 +254,7 @@ def child_job_record(
 
 def gang_job_record(manifest: Mapping[str, Any], ts: float, resource_version: int) -> dict[str, Any]:
     """A stand-alone Indexed Job (GangJobSpec) as stored: server metadata, selector, pod template labels."""
-    obj = copy.deepcopy(dict(manifest))
-    meta = obj.setdefault("metadata", {})
-    meta.update(
-        uid=new_uid(), creationTimestamp=rfc3339(ts), generation=1, resourceVersion=str(resource_version)
-    )
-    meta.setdefault("namespace", "default")
-    spec = obj.setdefault("spec", {})
+    obj, meta, spec = _stored(manifest, ts, resource_version)
     tmeta = spec.setdefault("template", {}).setdefault("metadata", {})
     tmeta["labels"] = {
         **tmeta.get("labels", {}),

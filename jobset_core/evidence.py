@@ -165,3 +165,13 @@ def pod_has_failed(pod: Mapping[str, Any]) -> bool:
                 if term and term.get("exitCode"):
                     return True
     return False
+
+
+def owner_reference(obj: Mapping[str, Any], *, controller: bool = False) -> dict[str, Any]:
+    """An ownerReference to `obj`, so deleting it (foreground or background) deletes what it owns."""
+    meta = obj.get("metadata") or {}
+    ref = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"], "uid": meta["uid"]}
+    if controller:
+        ref["controller"] = True
+    ref["blockOwnerDeletion"] = True
+    return ref

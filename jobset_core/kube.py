@@ -158,13 +158,7 @@ class KubernetesRuntime:
                 if not obj.get("_adopted"):
                     self._delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], namespace, "Background")
             raise
-        owner = {
-            "apiVersion": main["apiVersion"],
-            "kind": main["kind"],
-            "name": live["metadata"]["name"],
-            "uid": live["metadata"]["uid"],
-            "blockOwnerDeletion": True,
-        }
+        owner = ev.owner_reference({**live, "apiVersion": main["apiVersion"], "kind": main["kind"]})
         for obj in created:
             refs = obj["metadata"].get("ownerReferences") or []
             if not any(r.get("uid") == owner["uid"] for r in refs):
@@ -473,9 +467,7 @@ class KubernetesRuntime:
                 "name": name,
                 "namespace": handle.namespace,
                 "labels": {RUN_KEY_LABEL: handle.run_key},
-                "ownerReferences": [
-                    {"apiVersion": f"{group}/{version}", "kind": handle.kind, "name": handle.name, "uid": ev.meta(main).get("uid"), "blockOwnerDeletion": True}
-                ],
+                "ownerReferences": [ev.owner_reference({**main, "apiVersion": f"{group}/{version}", "kind": handle.kind})],
             },
             "data": {"pods.json": data},
         }

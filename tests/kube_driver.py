@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobset_core import controller_rules as rules
+from jobset_core.evidence import owner_reference
 from jobset_core.testing import ApiError, LocalApiServer
 
 log = logging.getLogger(__name__)
@@ -124,16 +125,9 @@ def set_condition(
     return out
 
 
-def owner_ref(obj: Mapping[str, Any]) -> Obj:
-    """A controller ownerReference, as both controllers set on what they create."""
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": obj["metadata"]["name"],
-        "uid": obj["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+def owner_ref(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A controller ownerReference, as the JobSet and Job controllers set on what they create."""
+    return owner_reference(obj, controller=True)
 
 
 def _owned_by(obj: Mapping[str, Any], owner_uid: str) -> bool:

@@ -11,13 +11,14 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 import urllib3
 from kubernetes import client, watch
 
+from jobset_core.evidence import owner_reference
 from jobset_core.testing import ApiError, LocalApiServer
 
 JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
@@ -103,15 +104,9 @@ def jobset(name: str) -> dict[str, Any]:
     }
 
 
-def owner_ref(obj: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": obj["metadata"]["name"],
-        "uid": obj["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+def owner_ref(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A controller ownerReference, as the JobSet and Job controllers set on what they create."""
+    return owner_reference(obj, controller=True)
 
 
 def names(items: list[Any]) -> list[str]:

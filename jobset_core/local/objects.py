@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from jobset_core.evidence import owner_reference
 from jobset_core.ledger import RUN_KEY_LABEL
 
 JOBSET_PREFIX = "jobset.sigs.k8s.io/"
@@ -237,14 +238,10 @@ def child_job_record(
             "labels": dict(labels),
             "annotations": annotations,
             "ownerReferences": [
-                {
-                    "apiVersion": jobset.get("apiVersion", "jobset.x-k8s.io/v1alpha2"),
-                    "kind": "JobSet",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
+                owner_reference(
+                    {**jobset, "apiVersion": jobset.get("apiVersion", "jobset.x-k8s.io/v1alpha2"), "kind": "JobSet"},
+                    controller=True,
+                )
             ],
         },
         "spec": spec,
@@ -312,16 +309,7 @@ def pod_record(job: Mapping[str, Any], index: int, hostname: str, node: str, ts:
             "creationTimestamp": rfc3339(ts),
             "labels": labels,
             "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": jmeta["name"],
-                    "uid": jmeta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_reference({**job, "apiVersion": "batch/v1", "kind": "Job"}, controller=True)],
         },
         "spec": spec,
         "status": {"phase": "Pending", "qosClass": "BestEffort"},
@@ -350,6 +338,17 @@ def _involved(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+
+def _event_metadata(obj: Mapping[str, Any], ts: float) -> dict[str, Any]:
+    """Events are named `<object>.<unique suffix>` in the object's namespace, as the recorders name them."""
+    meta = obj.get("metadata") or {}
+    return {
+        "name": f"{meta.get('name')}.{secrets.token_hex(8)}",
+        "namespace": meta.get("namespace"),
+        "uid": new_uid(),
+        "creationTimestamp": rfc3339(ts),
+    }
+
 def core_event(
     obj: Mapping[str, Any],
     type_: str,
@@ -360,18 +359,12 @@ def core_event(
     host: str | None = None,
 ) -> dict[str, Any]:
     """An event as the Job controller or the kubelet records it (core/v1 Event, second-resolution times)."""
-    meta = obj.get("metadata") or {}
     when = rfc3339(ts)
     source = {"component": component, **({"host": host} if host else {})}
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {
-            "name": f"{meta.get('name')}.{secrets.token_hex(8)}",
-            "namespace": meta.get("namespace"),
-            "uid": new_uid(),
-            "creationTimestamp": when,
-        },
+        "metadata": _event_metadata(obj, ts),
         "involvedObject": _involved(obj),
         "type": type_,
         "reason": reason,
@@ -390,16 +383,10 @@ def new_event(
     obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str, action: str, ts: float
 ) -> dict[str, Any]:
     """An event from the events.k8s.io API as the scheduler and the JobSet controller record it."""
-    meta = obj.get("metadata") or {}
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {
-            "name": f"{meta.get('name')}.{secrets.token_hex(8)}",
-            "namespace": meta.get("namespace"),
-            "uid": new_uid(),
-            "creationTimestamp": rfc3339(ts),
-        },
+        "metadata": _event_metadata(obj, ts),
         "involvedObject": _involved(obj),
         "type": type_,
         "reason": reason,

@@ -22,7 +22,13 @@ from jobset_core import Coordinator, GangJobSpec, JobSetSpec, ReplicatedJob, Ret
 from jobset_core.errors import SpecError
 from jobset_core.kinds import FailureKind
 from jobset_core.local import Crash, Evict, LocalRuntime, NodeShutdown, Preempt, parse_faults
-from jobset_core.local.process import container_argv, container_environment, expand
+from jobset_core.local.process import (
+    container_argv,
+    container_environment,
+    expand,
+    group_has_live_member,
+    wait_until_group_gone,
+)
 from jobset_core.run import Handle, JobSetRun, Observation, RunEvent
 
 GRACE = 0.5
@@ -450,17 +456,22 @@ def stamps(out: Path, name: str, suffix: str) -> dict[str, float]:
 def test_depends_on_ready_starts_workers_after_the_leader_runs(
     tmp_path: Path, make_runtime: Callable[..., LocalRuntime]
 ) -> None:
-    runtime = Recording(make_runtime())
+    runtime = Recording(make_runtime(max_processes=1))
+    # Another run holds the only process slot for a while, so the leader stays Pending long enough for any
+    # worker created too early to show up in what `watch` yields.
+    blocker = GangJobSpec(name="blocker", image="x", command=py("import time; time.sleep(0.6)"), pods=1)
+    blocked = runtime.inner.submit(blocker.manifests(), run_key="blocker", attempt=0)
+    wait_for(lambda: any(p["status"]["phase"] == "Running" for p in runtime.inner.observe(blocked).pods))
+
     result = drive(
         jobset("dep", STAMP, tmp_path, retry=policy(retries=0), workers_depend_on="Ready"), runtime
     ).run()  # type: ignore[arg-type]
 
     assert result.succeeded
-    start = stamps(tmp_path, result.handle.name, ".start")
-    assert (
-        len(start) == 5 and min(v for k, v in start.items() if k.startswith("workers")) >= start["leader-0-0"]
-    )
-    for observation in runtime.seen:
+    assert len(stamps(tmp_path, result.handle.name, ".start")) == 5
+    leaders = [p for o in runtime.seen for h, p in by_host(o.pods).items() if "leader" in h]
+    assert any(p["status"]["phase"] == "Pending" for p in leaders)  # the leader waited ...
+    for observation in runtime.seen:  # ... and no worker pod existed before it ran
         hosts = by_host(observation.pods)
         if any("workers" in h for h in hosts):
             assert any(
@@ -595,8 +606,15 @@ def test_poll_needs_no_watcher(make_runtime: Callable[..., LocalRuntime]) -> Non
         diagnosis is not None and diagnosis.kind is FailureKind.APPLICATION_ERROR and diagnosis.exit_code == 7
     )
     assert decision is not None and not decision.retry
-    job = runtime.observe(handle).main
-    failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
+
+    def failed_condition() -> dict[str, Any] | None:
+        conditions = runtime.observe(handle).main["status"].get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Failed"), None)
+
+    # The Job is decided (FailureTarget) before its pods are gone; Failed follows once they are.
+    wait_for(lambda: failed_condition() is not None)
+    failed = failed_condition()
+    assert failed is not None
     assert (
         failed["reason"] == "PodFailurePolicy"
         and "failed with exit code 7 matching FailJob rule at index 1" in failed["message"]
@@ -656,8 +674,29 @@ def test_cancel_leaves_no_process_behind(tmp_path: Path, make_runtime: Callable[
     runtime.cancel(run.attempts[0])  # idempotent
 
 
+def test_a_group_of_only_zombies_counts_as_gone() -> None:
+    leader = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    wait_for(lambda: dead(leader.pid))  # exited, not reaped yet: a zombie still in its group
+    os.killpg(leader.pid, 0)  # the kernel still lists the group ...
+    assert not group_has_live_member(leader.pid)  # ... but nothing in it runs
+    leader.wait()
+
+
+def test_waiting_for_a_group_covers_children_the_leader_left_behind(tmp_path: Path) -> None:
+    spawn = "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']).pid)"
+    leader = subprocess.Popen([sys.executable, "-c", spawn], start_new_session=True, stdout=subprocess.PIPE)
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())  # the child keeps the pipe open: read one line, not to EOF
+    leader.stdout.close()
+    assert leader.wait(timeout=10) == 0 and group_has_live_member(leader.pid) and not dead(child)
+    os.killpg(leader.pid, signal.SIGKILL)
+    assert wait_until_group_gone(leader.pid) and dead(child)
+
+
 SCRIPT = """
-import sys, time
+import signal, sys, time
+# Ctrl-C as in a terminal, even when this test runs in the background where SIGINT is inherited ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 import tenacity
 from jobset_core import JobSetSpec, ReplicatedJob, RetryPolicy
@@ -683,7 +722,7 @@ else:
 def test_parent_interrupt_or_exit_leaves_no_process_behind(tmp_path: Path, mode: str) -> None:
     (tmp_path / "child.py").write_text(textwrap.dedent(SPAWN_AND_SLEEP))
     parent = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(tmp_path), mode, str(tmp_path / "child.py")],
+        [sys.executable, "-X", "faulthandler", "-c", SCRIPT, str(tmp_path), mode, str(tmp_path / "child.py")],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
@@ -693,7 +732,11 @@ def test_parent_interrupt_or_exit_leaves_no_process_behind(tmp_path: Path, mode:
         if mode == "watch":
             time.sleep(0.3)
             parent.send_signal(signal.SIGINT)
-        output = parent.communicate(timeout=20)[0].decode()
+        try:
+            output = parent.communicate(timeout=20)[0].decode()
+        except subprocess.TimeoutExpired:
+            parent.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            raise AssertionError("the parent did not exit:\n" + parent.communicate()[0].decode()) from None
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -319,6 +319,11 @@ def alive_processes(pods: list[LocalPod]) -> list[LocalProcess]:
     return [p.process for p in pods if p.process is not None and p.process.poll() is None]
 
 
+def unreleased_processes(pods: list[LocalPod]) -> list[LocalProcess]:
+    """Processes whose group may still hold something: a main process that exited can leave children."""
+    return [p.process for p in pods if p.process is not None and not p.process.released]
+
+
 def _falls_back_to_logs(record: Mapping[str, Any]) -> bool:
     """Whether the kubelet would put the log tail into a failed container's terminated message."""
     containers = (record.get("spec") or {}).get("containers") or [{}]

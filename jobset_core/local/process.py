@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+import tenacity
+
 from jobset_core.local.objects import main_container
 
 _OUTPUT_LOCK = threading.Lock()
@@ -156,7 +158,11 @@ REGISTRY = _Registry()
 
 
 def stop_processes(procs: list[LocalProcess], grace_seconds: float) -> None:
-    """SIGTERM every group, wait up to the grace period in total, then SIGKILL what is left; reap all."""
+    """SIGTERM every group, wait up to the grace period in total, then SIGKILL what is left; reap all.
+
+    Returns only when no process of any group is still running, children included: a signal is delivered
+    asynchronously, and a caller that was told "cancelled" must not find a survivor a moment later.
+    """
     try:
         for proc in procs:
             proc.signal(signal.SIGTERM)
@@ -171,7 +177,48 @@ def stop_processes(procs: list[LocalProcess], grace_seconds: float) -> None:
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=5)
+            wait_until_group_gone(proc.pid)
             proc.release()
+
+
+def group_has_live_member(pgid: int) -> bool:
+    """Whether any process of group `pgid` still runs; zombies waiting for their reaper do not count.
+
+    `killpg(pgid, 0)` alone cannot tell a zombie from a running process, and an orphaned child's zombie
+    lingers for as long as whoever adopted it takes to reap it. Where `/proc` exists it is read instead.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc_root = Path("/proc")
+    if not (proc_root / "self" / "stat").exists():
+        return True
+    for entry in proc_root.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def wait_until_group_gone(pgid: int, timeout_seconds: float = 5.0) -> bool:
+    """After SIGKILL: wait (bounded) until the kernel has finished every member of the group."""
+    waiting = tenacity.Retrying(
+        retry=tenacity.retry_if_result(bool),
+        wait=tenacity.wait_exponential(multiplier=0.002, max=0.1),
+        stop=tenacity.stop_after_delay(timeout_seconds),
+        retry_error_callback=lambda state: True,
+    )
+    return not waiting(group_has_live_member, pgid)
 
 
 @atexit.register
@@ -206,6 +253,7 @@ class LocalProcess:
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed when the output ends
         self._prefix = prefix
         self._pump: threading.Thread | None = None
+        self.released = False  # set once the group has been killed and forgotten
         try:
             self.popen = subprocess.Popen(
                 argv,
@@ -239,6 +287,7 @@ class LocalProcess:
     def release(self) -> None:
         """After the main process exited: kill what it left behind (the container is gone) and forget it."""
         self.signal(signal.SIGKILL)
+        self.released = True
         REGISTRY.discard(self)
         if self._pump is None:
             with contextlib.suppress(OSError):

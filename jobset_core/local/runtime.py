@@ -22,7 +22,7 @@ from typing import Any
 from jobset_core.errors import SpecError
 from jobset_core.local.controllers import Controllers
 from jobset_core.local.faults import Fault, faults_from_env
-from jobset_core.local.kubelet import Node, alive_processes
+from jobset_core.local.kubelet import Node, alive_processes, unreleased_processes
 from jobset_core.local.objects import gang_job_record, jobset_record, mark_deleted, run_key_of
 from jobset_core.local.process import free_port, stop_processes, write_notice
 from jobset_core.local.state import LocalJob, LocalSubmission
@@ -167,7 +167,7 @@ class LocalRuntime:
             if sub is None:
                 return
             self._delete(sub)
-            procs = alive_processes(sub.all_pods())
+            procs = unreleased_processes(sub.all_pods())
         stop_processes(procs, self.grace_seconds)
         with self._changed:
             self._tick_one(sub)
@@ -290,9 +290,10 @@ class LocalRuntime:
             for sub in self._submissions:
                 if not sub.deleted and not sub.terminal:
                     self._delete(sub)
-            procs = [p for s in self._submissions for p in alive_processes(s.all_pods())]
-        if procs and why:
-            self._notice(f"{why}: stopping {len(procs)} local process{'es' if len(procs) != 1 else ''}")
+            procs = [p for s in self._submissions for p in unreleased_processes(s.all_pods())]
+        running = sum(1 for p in procs if p.poll() is None)
+        if running and why:
+            self._notice(f"{why}: stopping {running} local process{'es' if running != 1 else ''}")
         stop_processes(procs, self.grace_seconds)
         with self._changed:
             for sub in self._submissions:

@@ -167,6 +167,22 @@ def pod_has_failed(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+def finalizer_removal_patch(obj: Mapping[str, Any], finalizer: str) -> list[dict[str, Any]] | None:
+    """A JSON patch that removes `finalizer`, guarded by a `test` of its position, or None when absent.
+
+    Removing by index alone could drop a finalizer someone else added meanwhile; the `test` makes the
+    server refuse a stale patch instead (422), and the caller reads the object again.
+    """
+    finalizers = list((obj.get("metadata") or {}).get("finalizers") or [])
+    if finalizer not in finalizers:
+        return None
+    index = finalizers.index(finalizer)
+    return [
+        {"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
+        {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+    ]
+
+
 def owner_reference(obj: Mapping[str, Any], *, controller: bool = False) -> dict[str, Any]:
     """An ownerReference to `obj`, so deleting it (foreground or background) deletes what it owns."""
     meta = obj.get("metadata") or {}

@@ -429,18 +429,15 @@ class KubernetesRuntime:
 
     def _set_finalizer(self, namespace: str, pod: Mapping[str, Any], *, add: bool) -> None:
         """Add or remove our finalizer with a test-guarded JSON patch, so a concurrent change is never lost."""
-        finalizers = list(ev.meta(pod).get("finalizers") or [])
+        patch: list[dict[str, Any]] | None
         if add:
+            finalizers = list(ev.meta(pod).get("finalizers") or [])
             patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": ev.meta(pod).get("resourceVersion")}]
             patch.append({"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, EVIDENCE_FINALIZER]})
         else:
-            if EVIDENCE_FINALIZER not in finalizers:
+            patch = ev.finalizer_removal_patch(pod, EVIDENCE_FINALIZER)
+            if patch is None:
                 return
-            index = finalizers.index(EVIDENCE_FINALIZER)
-            patch = [
-                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": EVIDENCE_FINALIZER},
-                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-            ]
         try:
             self.retry.call(self.core.patch_namespaced_pod, ev.name_of(pod), namespace, patch)
         except (ApiException, KubeApiError) as exc:  # gone or changed: the next event brings it back

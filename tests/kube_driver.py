@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobset_core import controller_rules as rules
-from jobset_core.evidence import owner_reference
+from jobset_core.evidence import finalizer_removal_patch, owner_reference
 from jobset_core.testing import ApiError, LocalApiServer
 
 log = logging.getLogger(__name__)
@@ -397,14 +397,9 @@ class ClusterDriver:
 
     def _remove_finalizer(self, obj: Obj, finalizer: str) -> None:
         """Test-guarded JSON patch, so a finalizer someone else adds at the same time is never lost."""
-        finalizers = list(_meta(obj).get("finalizers") or [])
-        if finalizer not in finalizers:
+        patch = finalizer_removal_patch(obj, finalizer)
+        if patch is None:
             return
-        index = finalizers.index(finalizer)
-        patch = [
-            {"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
-            {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-        ]
         self.server.patch(
             obj["apiVersion"], obj["kind"], obj["metadata"]["name"], self.namespace, patch, "json"
         )

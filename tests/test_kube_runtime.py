@@ -31,6 +31,7 @@ from jobset_core import (
     RetryPolicy,
     Volcano,
 )
+from jobset_core.evidence import finalizer_removal_patch
 from jobset_core.kube import EVIDENCE_FINALIZER, KubernetesRuntime
 from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError
 from jobset_core.ledger import RUN_KEY_LABEL
@@ -907,3 +908,22 @@ def test_rbac_yaml_is_least_privilege() -> None:
         "name": role["metadata"]["name"],
     }
     assert "ClusterRole" in RBAC.read_text(), "the commented ClusterRole variant is documented"
+
+
+@pytest.mark.parametrize(
+    ("finalizers", "expected"),
+    [
+        (None, None),
+        (["other.io/keep"], None),
+        (
+            ["other.io/keep", EVIDENCE_FINALIZER],
+            [
+                {"op": "test", "path": "/metadata/finalizers/1", "value": EVIDENCE_FINALIZER},
+                {"op": "remove", "path": "/metadata/finalizers/1"},
+            ],
+        ),
+    ],
+)
+def test_finalizer_removal_is_guarded_by_its_position(finalizers: list[str] | None, expected: Any) -> None:
+    pod = {"metadata": {"name": "p", **({"finalizers": finalizers} if finalizers is not None else {})}}
+    assert finalizer_removal_patch(pod, EVIDENCE_FINALIZER) == expected

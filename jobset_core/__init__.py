@@ -9,7 +9,9 @@ from jobset_core.failures import Diagnosis, Grace, HistoryEntry, diagnose
 from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import Ledger, Submission
-from jobset_core.run import Handle, JobSetRun, Observation, RunEvent, RunResult, Runtime, make_run_key
+from jobset_core.lifecycle import Action, Progress, Step, assess
+from jobset_core.run import EventType, JobSetRun, RunEvent, RunResult, make_run_key
+from jobset_core.runtime import Handle, Observation, Runtime, State, state_of
 from jobset_core.spec import (
     Coordinator,
     DependsOn,
@@ -41,6 +43,13 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "Action",
+    "EventType",
+    "Progress",
+    "State",
+    "Step",
+    "assess",
+    "state_of",
     "Coordinator",
     "Coscheduling",
     "Crash",

@@ -20,6 +20,7 @@ from typing import Any
 import tenacity
 
 from jobset_core.errors import SpecError
+from jobset_core.failures import Grace
 from jobset_core.kinds import RETRYABLE_BY_DEFAULT, FailureKind
 from jobset_core.ledger import Ledger
 
@@ -115,6 +116,18 @@ class RetryDecision:
             "counted": self.counted,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RetryDecision:
+        return cls(
+            retry=bool(data["retry"]),
+            reason=str(data.get("reason", "")),
+            delay_seconds=float(data.get("delay_seconds", 0.0)),
+            attempt=int(data.get("attempt", 1)),
+            remaining=int(data.get("remaining", 0)),
+            final_attempt=bool(data.get("final_attempt", False)),
+            counted=bool(data.get("counted", True)),
+        )
+
 
 def _default_backoff() -> tenacity.wait.wait_base:
     return tenacity.wait_random_exponential(multiplier=10, max=300)
@@ -204,6 +217,16 @@ class RetryPolicy:
         """Free interruptions are never unlimited: a run must not loop forever on a flapping node pool."""
         return DEFAULT_MAX_INTERRUPTIONS if self.max_interruptions is None else self.max_interruptions
 
+    @property
+    def grace(self) -> Grace:
+        """The stuck-state grace periods in the form `diagnose` takes (one configuration, not a copy)."""
+        return Grace(
+            self.image_pull_grace_seconds,
+            self.config_error_grace_seconds,
+            self.create_container_grace_seconds,
+            self.unschedulable_timeout_seconds,
+        )
+
     def interruptions_free(self) -> bool:
         return not self.count_interruptions
 
@@ -250,6 +273,8 @@ class RetryPolicy:
                     remaining=remaining,
                     counted=False,
                 )
+            # A free attempt is never the final one: more attempts may follow it, so it keeps the
+            # interruptible (spot) capacity the task asked for.
             return RetryDecision(
                 retry=True,
                 reason=(
@@ -259,7 +284,7 @@ class RetryPolicy:
                 delay_seconds=self.delay_for(ledger.free_interruptions + used),
                 attempt=used + 1,
                 remaining=remaining,
-                final_attempt=remaining <= 1,
+                final_attempt=False,
                 counted=False,
             )
         if remaining <= 0:
@@ -375,7 +400,12 @@ class RetryPolicy:
         return {"maxRestarts": max_restarts, "restartStrategy": "Recreate", "rules": rules}
 
     def to_annotation(self) -> dict[str, Any]:
-        """A compact, JSON-safe form stored on submitted objects so any watcher can re-read the policy."""
+        """A compact, JSON-safe form stored on submitted objects so any watcher can re-read the policy.
+
+        It holds every field a decision reads, resolved: a watcher in another process (a Flyte connector
+        `get`, an Airflow trigger) decides with the policy that wrote `maxRestarts`, never with its own
+        platform default. Only the backoff strategy and the interruptible keys stay with the code.
+        """
         return {
             "retries": self.retries,
             "source": self.retries_source,
@@ -384,7 +414,43 @@ class RetryPolicy:
             "countInterruptions": self.count_interruptions,
             "maxInterruptions": self.interruption_cap,
             "inClusterRestarts": self.in_cluster_restarts,
+            "finalAttemptOnDemand": self.final_attempt_on_demand,
+            "imagePullGraceSeconds": self.image_pull_grace_seconds,
+            "configErrorGraceSeconds": self.config_error_grace_seconds,
+            "createContainerGraceSeconds": self.create_container_grace_seconds,
+            "unschedulableTimeoutSeconds": self.unschedulable_timeout_seconds,
         }
+
+    @classmethod
+    def from_annotation(cls, data: Mapping[str, Any], base: RetryPolicy | None = None) -> RetryPolicy:
+        """The policy a run was submitted with, read back; `base` lends what is not stored (backoff,
+        interruptible keys). Fields an older annotation lacks keep `base`'s values."""
+        base = base if base is not None else cls(retries=int(data.get("retries") or 0))
+        try:
+            return cls(
+                retries=int(data["retries"]),
+                retryable_exit_codes=tuple(data.get("retryableExitCodes", base.retryable_exit_codes)),
+                retry_on=tuple(data.get("retryOn", [k.value for k in base.retry_on])),  # type: ignore[union-attr]
+                count_interruptions=bool(data.get("countInterruptions", base.count_interruptions)),
+                max_interruptions=data.get("maxInterruptions", base.max_interruptions),
+                backoff=base.backoff,
+                final_attempt_on_demand=bool(data.get("finalAttemptOnDemand", base.final_attempt_on_demand)),
+                in_cluster_restarts=bool(data.get("inClusterRestarts", base.in_cluster_restarts)),
+                interruptible=base.interruptible,
+                image_pull_grace_seconds=data.get("imagePullGraceSeconds", base.image_pull_grace_seconds),
+                config_error_grace_seconds=data.get("configErrorGraceSeconds", base.config_error_grace_seconds),
+                create_container_grace_seconds=data.get(
+                    "createContainerGraceSeconds", base.create_container_grace_seconds
+                ),
+                unschedulable_timeout_seconds=data.get(
+                    "unschedulableTimeoutSeconds", base.unschedulable_timeout_seconds
+                ),
+                retries_source=str(data.get("source") or "submitted policy"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError(
+                "retry-policy annotation", f"cannot be read back ({exc})", "the object was edited by hand; fix it"
+            ) from exc
 
     # ----- final attempt on demand --------------------------------------------------------------------
 

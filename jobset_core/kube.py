@@ -9,12 +9,14 @@ in a ConfigMap owned by the JobSet, and the diagnosis survives both a restart an
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import tenacity
@@ -24,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from jobset_core import evidence as ev
 from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError, default_api_client, is_transient
 from jobset_core.ledger import RUN_KEY_LABEL
-from jobset_core.run import FAILED, SUCCEEDED, Handle, Observation, state_of
+from jobset_core.runtime import Handle, Observation, state_of
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,12 @@ EVIDENCE_FINALIZER = "jobset-plugins.io/evidence"
 EVIDENCE_SUFFIX = "-evidence"
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
 EVIDENCE_MAX_PODS = 64
+RUN_RECORD_PREFIX = "jobset-run-"
+RUN_RECORD_KEY = "record.json"
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # kueue pkg/controller/constants: JobUIDLabel
 PLURALS = {
     "JobSet": "jobsets",
     "Job": "jobs",
@@ -219,142 +227,114 @@ class KubernetesRuntime:
             return f"jobset.sigs.k8s.io/jobset-name={handle.name}"
         return f"batch.kubernetes.io/job-name={handle.name}"
 
-    def _watch_stream(self, list_fn: Any, kwargs: dict[str, Any], out: queue.Queue, source: str, stop: threading.Event) -> None:
-        """One resumable watch: list once, then stream from that resourceVersion; relist on 410 Gone."""
-        resource_version: str | None = None
-        reconnect = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(is_transient),
-            wait=tenacity.wait_random_exponential(multiplier=self.retry.initial, max=self.retry.max_wait),
-            stop=tenacity.stop_after_delay(self.retry.max_seconds),
-            reraise=True,
-        )
-        while not stop.is_set():
-            try:
-                for attempt in reconnect:
-                    with attempt:
-                        if resource_version is None:
-                            listing = list_fn(**kwargs, _request_timeout=self.retry.request_timeout)
-                            if not isinstance(listing, dict):
-                                listing = self._sanitize(listing)
-                            resource_version = (listing.get("metadata") or {}).get("resourceVersion")
-                            out.put((source, "SYNC", listing.get("items", [])))
-                        stream = watch.Watch()
-                        # The server ends a watch after timeout_seconds; a stream silent for longer than
-                        # that (a half-open connection) is cut by the client and resumed.
-                        read_limit = self.watch_timeout_seconds + (self.retry.request_timeout or 30.0)
-                        for event in stream.stream(
-                            list_fn, resource_version=resource_version, timeout_seconds=self.watch_timeout_seconds,
-                            allow_watch_bookmarks=True, _request_timeout=read_limit, **kwargs,
-                        ):
-                            obj = event["object"]
-                            if not isinstance(obj, dict):
-                                obj = self._sanitize(obj)
-                            rv = (obj.get("metadata") or {}).get("resourceVersion")
-                            if rv:
-                                resource_version = rv
-                            if event["type"] != "BOOKMARK":
-                                out.put((source, event["type"], obj))
-                            if stop.is_set():
-                                stream.stop()
-                                return
-            except ApiException as exc:
-                if exc.status == 410:
-                    log.info("watch of %s expired (410 Gone): relisting", source)
-                    resource_version = None
-                    continue
-                out.put((source, "ERROR", exc))
-                return
-            except Exception as exc:  # noqa: BLE001 - reported to the consumer, which raises it
-                out.put((source, "ERROR", exc))
-                return
-
-    def watch(self, handle: Handle, stop: threading.Event) -> Iterator[Observation]:
-        group, version, plural = self._main_ref(handle)
+    def watch(self, handle: Handle) -> Iterator[Observation]:
+        """Observations of one attempt on every change and at least every tick; close the generator to stop."""
         events: queue.Queue = queue.Queue()
-        local_stop = threading.Event()
-        streams = [
-            (
-                self.custom.list_namespaced_custom_object,
-                dict(group=group, version=version, namespace=handle.namespace, plural=plural, field_selector=f"metadata.name={handle.name}"),
-                "main",
-            ),
-            (self.core.list_namespaced_pod, dict(namespace=handle.namespace, label_selector=self._pod_selector(handle)), "pods"),
-        ]
-        threads = [
-            threading.Thread(target=self._watch_stream, args=(fn, kw, events, src, local_stop), daemon=True, name=f"watch-{src}")
-            for fn, kw, src in streams
-        ]
-        for t in threads:
-            t.start()
-        self._load_evidence(handle)
-        main: dict[str, Any] | None = None
-        pods: dict[str, dict[str, Any]] = {}
-        synced: set[str] = set()
+        streams = _Streams(self, handle, events.put)
+        tracker = _Tracker(self, handle)
+        streams.start()
         try:
+            self._load_evidence(handle)
             last_yield = 0.0
-            while not stop.is_set():
-                changed = False
+            while True:
                 try:
-                    source, kind, payload = events.get(timeout=self.tick_seconds)
-                    batch = [(source, kind, payload)]
+                    batch = [events.get(timeout=self.tick_seconds)]
                     while not events.empty():
                         batch.append(events.get_nowait())
                 except queue.Empty:
                     batch = []
-                for source, kind, payload in batch:
-                    if kind == "ERROR":
-                        raise payload if isinstance(payload, BaseException) else KubeApiError(str(payload))
-                    changed = True
-                    if source == "main":
-                        if kind == "SYNC":
-                            synced.add("main")
-                            main = payload[0] if payload else None
-                        elif kind == "DELETED":
-                            main = None
-                        else:
-                            main = payload
-                        if main is not None:
-                            main.setdefault("kind", handle.kind)
-                            main.setdefault("apiVersion", f"{group}/{version}")
-                    else:
-                        if kind == "SYNC":
-                            synced.add("pods")
-                            pods = {}
-                            for pod in payload:
-                                self._on_pod(handle, pod)
-                                pods[ev.name_of(pod)] = pod
-                        elif kind == "DELETED":
-                            self._on_pod(handle, payload)
-                            pods.pop(ev.name_of(payload), None)
-                        else:
-                            self._on_pod(handle, payload)
-                            pods[ev.name_of(payload)] = payload
-                if len(synced) < 2:
+                changed = tracker.apply(batch)
+                if not tracker.synced or not (changed or time.monotonic() - last_yield >= self.tick_seconds):
                     continue
-                if changed or time.monotonic() - last_yield >= self.tick_seconds:
-                    last_yield = time.monotonic()
-                    observation = self._observation(handle, main, pods, with_events=changed or state_of(main) in (SUCCEEDED, FAILED))
-                    yield observation
-                    if observation.state in (SUCCEEDED, FAILED) or main is None:
-                        return
+                last_yield = time.monotonic()
+                observation = tracker.observation(changed)
+                yield observation
+                if observation.state.terminal:
+                    return
         finally:
-            local_stop.set()
-            if self.evidence_finalizer:
-                # Nobody removes our finalizer once this watcher is gone: never leave it behind.
+            streams.close()
+            self._release_after_watch(handle)
+
+    async def awatch(self, handle: Handle) -> AsyncIterator[Observation]:
+        """The same observations for async callers (an Airflow trigger, a Flyte connector).
+
+        The two watch streams still read on threads (the official client is synchronous), but cancelling
+        the awaiting task closes their connections at once, and every other call is a short hop to a
+        worker thread: no thread is held for the life of a run.
+        """
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+
+        def sink(item: tuple[str, str, Any]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
+                loop.call_soon_threadsafe(events.put_nowait, item)
+
+        streams = _Streams(self, handle, sink)
+        tracker = _Tracker(self, handle)
+        streams.start()
+        try:
+            await asyncio.to_thread(self._load_evidence, handle)
+            last_yield = 0.0
+            while True:
                 try:
-                    self._release_finalizers(handle)
-                except Exception as exc:  # noqa: BLE001 - best effort; cancel() and cleanup() retry it
-                    log.warning("could not release evidence finalizers of %s: %s", handle.name, exc)
+                    batch = [await asyncio.wait_for(events.get(), timeout=self.tick_seconds)]
+                    while not events.empty():
+                        batch.append(events.get_nowait())
+                except TimeoutError:
+                    batch = []
+                changed = await asyncio.to_thread(tracker.apply, batch) if batch else False
+                if not tracker.synced or not (changed or time.monotonic() - last_yield >= self.tick_seconds):
+                    continue
+                last_yield = time.monotonic()
+                observation = await asyncio.to_thread(tracker.observation, changed)
+                yield observation
+                if observation.state.terminal:
+                    return
+        finally:
+            streams.close()
+            await asyncio.shield(asyncio.to_thread(self._release_after_watch, handle))
+
+    def _release_after_watch(self, handle: Handle) -> None:
+        if not self.evidence_finalizer:
+            return
+        # Nobody removes our finalizer once this watcher is gone: never leave it behind.
+        try:
+            self._release_finalizers(handle)
+        except Exception as exc:  # noqa: BLE001 - best effort; cancel() and cleanup() retry it
+            log.warning("could not release evidence finalizers of %s: %s", handle.name, exc)
 
     def _observation(self, handle: Handle, main: dict[str, Any] | None, pods: Mapping[str, dict[str, Any]], with_events: bool) -> Observation:
         kept = self._evidence.get((handle.namespace, handle.name), {})
         all_pods = [*pods.values(), *(p for name, p in kept.items() if name not in pods)]
         jobs: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
+        workloads: list[dict[str, Any]] = []
         if main is not None and with_events:
             jobs = self._child_jobs(handle) if handle.kind == "JobSet" else []
             events = self._events(handle.namespace)
-        return Observation(main=main, jobs=jobs, pods=all_pods, events=events)
+            workloads = self._kueue_workloads(main)
+        return Observation(main=main, jobs=jobs, pods=all_pods, events=events, workloads=workloads)
+
+    def _kueue_workloads(self, main: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Kueue's Workload for a queued JobSet/Job: its Evicted condition says why it was suspended."""
+        if not ev.labels_of(main).get(KUEUE_QUEUE_LABEL):
+            return []
+        selector = f"{KUEUE_JOB_UID_LABEL}={ev.meta(main).get('uid')}"
+        for version in KUEUE_VERSIONS:
+            try:
+                listing = self.retry.call(
+                    self.custom.list_namespaced_custom_object, group=KUEUE_GROUP, version=version,
+                    namespace=ev.meta(main).get("namespace"), plural="workloads", label_selector=selector,
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue  # this version is not served (or Kueue is not installed)
+                raise
+            except KubeApiError as exc:
+                log.debug("Kueue workloads not readable: %s", exc)
+                return []
+            return [{"kind": "Workload", **item} for item in listing.get("items", [])]
+        return []
 
     def _child_jobs(self, handle: Handle) -> list[dict[str, Any]]:
         listing = self.retry.call(
@@ -488,6 +468,53 @@ class KubernetesRuntime:
             for pod in pods:
                 kept.setdefault(ev.name_of(pod), pod)
 
+    # ----- our notes on the cluster -------------------------------------------------------------------
+
+    def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
+        """Merge annotations into the JobSet/Job (a metadata merge patch: the webhooks allow it)."""
+        group, version, _ = self._main_ref(handle)
+        ref = {"apiVersion": f"{group}/{version}", "kind": handle.kind, "metadata": {"name": handle.name, "namespace": handle.namespace}}
+        try:
+            self._patch(ref, {"metadata": {"annotations": dict(annotations)}})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    @staticmethod
+    def run_record_name(run_key: str) -> str:
+        return f"{RUN_RECORD_PREFIX}{run_key}"
+
+    def read_run_record(self, run_key: str, namespace: str) -> dict[str, Any] | None:
+        stored = self._get("v1", "ConfigMap", self.run_record_name(run_key), namespace)
+        if not stored:
+            return None
+        try:
+            record = json.loads((stored.get("data") or {}).get(RUN_RECORD_KEY) or "{}")
+        except ValueError:
+            log.warning("run record of %s is not JSON; ignoring it", run_key)
+            return None
+        return record if isinstance(record, dict) else None
+
+    def write_run_record(self, run_key: str, namespace: str, record: Mapping[str, Any]) -> None:
+        """A ConfigMap owned by no attempt: it must outlive the attempts the run deletes itself."""
+        name = self.run_record_name(run_key)
+        data = {RUN_RECORD_KEY: json.dumps(record, sort_keys=True)}
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": {RUN_KEY_LABEL: run_key}},
+            "data": data,
+        }
+        try:
+            self.retry.call(self.core.create_namespaced_config_map, namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.retry.call(self.core.patch_namespaced_config_map, name, namespace, {"data": data})
+
+    def delete_run_record(self, run_key: str, namespace: str) -> None:
+        self._delete("v1", "ConfigMap", self.run_record_name(run_key), namespace, "Background")
+
     # ----- cancel -----------------------------------------------------------------------------------
 
     def cancel(self, handle: Handle) -> None:
@@ -523,3 +550,172 @@ class KubernetesRuntime:
                 self._set_finalizer(namespace, pod, add=False)
                 freed += 1
         return freed
+
+
+class _Streams:
+    """The two resumable watches of one attempt (its object, its pods), each read on its own thread.
+
+    Each lists once, then streams from that resourceVersion, relists on 410 Gone, and retries transient
+    errors with the runtime's tenacity policy; anything else is handed to the consumer, which raises it.
+    `close()` interrupts a read blocked on a quiet stream (urllib3's `HTTPResponse.shutdown`), so a stop
+    takes effect at once instead of when the server next writes.
+    """
+
+    def __init__(self, runtime: KubernetesRuntime, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> None:
+        self.runtime = runtime
+        self.sink = sink
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._watches: list[watch.Watch] = []
+        group, version, plural = runtime._main_ref(handle)
+        streams = [
+            (
+                runtime.custom.list_namespaced_custom_object,
+                dict(group=group, version=version, namespace=handle.namespace, plural=plural, field_selector=f"metadata.name={handle.name}"),
+                "main",
+            ),
+            (runtime.core.list_namespaced_pod, dict(namespace=handle.namespace, label_selector=runtime._pod_selector(handle)), "pods"),
+        ]
+        self._threads = [
+            threading.Thread(target=self._run, args=(fn, kw, src), daemon=True, name=f"jobset-watch-{src}-{handle.name}")
+            for fn, kw, src in streams
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        with self._lock:
+            watches = list(self._watches)
+        for stream in watches:
+            stream.stop()
+            response = getattr(stream, "_resp", None)  # the kubernetes client keeps the open response here
+            if response is not None:
+                with contextlib.suppress(Exception):
+                    shutdown = getattr(response, "shutdown", None)
+                    (shutdown or response.close)()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self, list_fn: Any, kwargs: dict[str, Any], source: str) -> None:
+        runtime = self.runtime
+        resource_version: str | None = None
+        reconnect = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(lambda exc: is_transient(exc) and not self._stop.is_set()),
+            wait=tenacity.wait_random_exponential(multiplier=runtime.retry.initial, max=runtime.retry.max_wait),
+            stop=tenacity.stop_after_delay(runtime.retry.max_seconds),
+            reraise=True,
+        )
+        while not self._stop.is_set():
+            try:
+                for attempt in reconnect:
+                    with attempt:
+                        if resource_version is None:
+                            listing = list_fn(**kwargs, _request_timeout=runtime.retry.request_timeout)
+                            if not isinstance(listing, dict):
+                                listing = runtime._sanitize(listing)
+                            resource_version = (listing.get("metadata") or {}).get("resourceVersion")
+                            self.sink((source, "SYNC", listing.get("items", [])))
+                        resource_version = self._stream(list_fn, kwargs, source, resource_version)
+                        if self._stop.is_set():
+                            return
+            except ApiException as exc:
+                if exc.status == 410:
+                    log.info("watch of %s expired (410 Gone): relisting", source)
+                    resource_version = None
+                    continue
+                if not self._stop.is_set():
+                    self.sink((source, "ERROR", exc))
+                return
+            except Exception as exc:  # noqa: BLE001 - reported to the consumer, which raises it
+                if not self._stop.is_set():
+                    self.sink((source, "ERROR", exc))
+                return
+
+    def _stream(self, list_fn: Any, kwargs: dict[str, Any], source: str, resource_version: str | None) -> str | None:
+        runtime = self.runtime
+        stream = watch.Watch()
+        with self._lock:
+            self._watches = [w for w in self._watches if getattr(w, "_resp", None) is not None] + [stream]
+        # The server ends a watch after timeout_seconds; a stream silent for longer than that (a
+        # half-open connection) is cut by the client and resumed.
+        read_limit = runtime.watch_timeout_seconds + (runtime.retry.request_timeout or 30.0)
+        try:
+            for event in stream.stream(
+                list_fn, resource_version=resource_version, timeout_seconds=runtime.watch_timeout_seconds,
+                allow_watch_bookmarks=True, _request_timeout=read_limit, **kwargs,
+            ):
+                obj = event["object"]
+                if not isinstance(obj, dict):
+                    obj = runtime._sanitize(obj)
+                resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
+                if event["type"] != "BOOKMARK":
+                    self.sink((source, event["type"], obj))
+                if self._stop.is_set():
+                    break
+        except Exception:
+            if self._stop.is_set():  # our own shutdown of the connection
+                return resource_version
+            raise
+        return resource_version
+
+
+class _Tracker:
+    """One attempt as its two watches show it: the object, the live pods, and the evidence kept of the rest."""
+
+    def __init__(self, runtime: KubernetesRuntime, handle: Handle) -> None:
+        self.runtime = runtime
+        self.handle = handle
+        self.main: dict[str, Any] | None = None
+        self.pods: dict[str, dict[str, Any]] = {}
+        self._synced: set[str] = set()
+        group, version, _ = runtime._main_ref(handle)
+        self._api_version = f"{group}/{version}"
+
+    @property
+    def synced(self) -> bool:
+        return len(self._synced) == 2
+
+    def apply(self, batch: list[tuple[str, str, Any]]) -> bool:
+        """Fold watch events in; True when anything changed. An ERROR event raises what the stream hit."""
+        for source, kind, payload in batch:
+            if kind == "ERROR":
+                raise payload if isinstance(payload, BaseException) else KubeApiError(str(payload))
+            if source == "main":
+                self._main(kind, payload)
+            else:
+                self._pod(kind, payload)
+        return bool(batch)
+
+    def _main(self, kind: str, payload: Any) -> None:
+        if kind == "SYNC":
+            self._synced.add("main")
+            self.main = payload[0] if payload else None
+        else:
+            self.main = None if kind == "DELETED" else payload
+        if self.main is not None:
+            self.main.setdefault("kind", self.handle.kind)
+            self.main.setdefault("apiVersion", self._api_version)
+
+    def _pod(self, kind: str, payload: Any) -> None:
+        runtime, handle = self.runtime, self.handle
+        if kind == "SYNC":
+            self._synced.add("pods")
+            self.pods = {}
+            for pod in payload:
+                runtime._on_pod(handle, pod)
+                self.pods[ev.name_of(pod)] = pod
+            return
+        runtime._on_pod(handle, payload)
+        if kind == "DELETED":
+            self.pods.pop(ev.name_of(payload), None)
+        else:
+            self.pods[ev.name_of(payload)] = payload
+
+    def observation(self, changed: bool) -> Observation:
+        with_events = changed or state_of(self.main).terminal
+        return self.runtime._observation(self.handle, self.main, self.pods, with_events=with_events)

@@ -3,7 +3,11 @@
 The ledger is kept on the cluster, not in the engine, so that in-cluster restarts and engine resubmissions
 draw on one count and a watcher that restarts (or a different engine worker) reads the same answer.
 Every JobSet or Job of one run carries `RUN_KEY_LABEL` and `ATTEMPT_ANNOTATION`; a submission made after a
-free interruption also carries `FREE_ANNOTATION`, so the submission itself is not counted.
+free interruption also carries `FREE_ANNOTATION`, so the submission itself is not counted. A gang Job's
+free interruptions leave no trace in its status (its podFailurePolicy `Ignore`s them), so the watcher keeps
+their count in `FREE_INTERRUPTIONS_ANNOTATION`. Attempts the run deletes itself (stuck, over the free cap)
+are kept in the run record (`Submission.to_dict`), because their objects, and so their part of the ledger,
+are gone.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ ATTEMPT_ANNOTATION = "jobset-plugins.io/attempt"
 FREE_ANNOTATION = "jobset-plugins.io/free-attempt"
 POLICY_ANNOTATION = "jobset-plugins.io/retry-policy"
 OUTCOME_ANNOTATION = "jobset-plugins.io/outcome"
+FREE_INTERRUPTIONS_ANNOTATION = "jobset-plugins.io/free-interruptions"
+CANCELLED_ANNOTATION = "jobset-plugins.io/cancelled"
 
 
 @dataclass(frozen=True)
@@ -34,9 +40,34 @@ class Submission:
     def counted_attempts(self) -> int:
         return (0 if self.free else 1) + self.counted_restarts
 
+    free_in_place: int = 0  # a gang Job's pods replaced for free (podFailurePolicy Ignore)
+
     @property
     def free_interruptions(self) -> int:
-        return (1 if self.free else 0) + max(0, self.restarts - self.counted_restarts)
+        return (1 if self.free else 0) + max(0, self.restarts - self.counted_restarts) + self.free_in_place
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "attempt": self.attempt,
+            "restarts": self.restarts,
+            "countedRestarts": self.counted_restarts,
+            "free": self.free,
+            "outcome": self.outcome,
+            "freeInPlace": self.free_in_place,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Submission:
+        return cls(
+            name=str(data["name"]),
+            attempt=int(data.get("attempt", 0)),
+            restarts=int(data.get("restarts", 0)),
+            counted_restarts=int(data.get("countedRestarts", 0)),
+            free=bool(data.get("free", False)),
+            outcome=data.get("outcome"),
+            free_in_place=int(data.get("freeInPlace", 0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -94,6 +125,14 @@ class Ledger:
         ordered = tuple(sorted((*kept, submission), key=lambda s: s.attempt))
         return Ledger(ordered, self.engine_attempt, self.extra)
 
+    def with_ended(self, ended: Iterable[Submission]) -> Ledger:
+        """Add the attempts the run deleted itself (from the run record); their record wins over a
+        terminating object of the same name, whose status may already be partly torn down."""
+        ledger = self
+        for sub in ended:
+            ledger = ledger.with_submission(sub)
+        return ledger
+
     @classmethod
     def from_objects(
         cls, objects: Iterable[Mapping[str, Any]], run_key: str | None = None, engine_attempt: int | None = None
@@ -114,22 +153,19 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
     annotations = meta.get("annotations") or {}
     if run_key is not None and labels.get(RUN_KEY_LABEL) != run_key:
         return None
-    try:
-        attempt = int(annotations.get(ATTEMPT_ANNOTATION, 0))
-    except (TypeError, ValueError):
-        attempt = 0
+    attempt = _int(annotations.get(ATTEMPT_ANNOTATION))
     status = obj.get("status") or {}
     free = annotations.get(FREE_ANNOTATION) == "true"
     outcome = annotations.get(OUTCOME_ANNOTATION)
+    free_in_place = 0
     if obj.get("kind") == "JobSet":
-        restarts = int(status.get("restarts") or 0)
-        counted = int(status.get("restartsCountTowardsMax", restarts) or 0)
+        restarts = _int(status.get("restarts"))
+        # JobSet omits restartsCountTowardsMax while it is 0 (omitempty): absent means no counted restart.
+        counted = min(restarts, _int(status.get("restartsCountTowardsMax")))
     else:
-        # A gang Job retries pods in place: each failed pod beyond the first is an in-cluster retry. Pods
-        # failed by an Ignore rule (free interruptions) are not in status.failed at all.
-        failed = int(status.get("failed") or 0)
-        restarts = max(0, failed - 1) if _job_failed(status) else failed
+        restarts = gang_job_restarts(obj)
         counted = restarts
+        free_in_place = _int(annotations.get(FREE_INTERRUPTIONS_ANNOTATION))
     return Submission(
         name=meta.get("name", ""),
         attempt=attempt,
@@ -137,8 +173,42 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
         counted_restarts=counted,
         free=free,
         outcome=outcome,
+        free_in_place=free_in_place,
     )
 
 
-def _job_failed(status: Mapping[str, Any]) -> bool:
-    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in status.get("conditions") or [])
+def gang_job_restarts(job: Mapping[str, Any]) -> int:
+    """Pods a gang Job replaced after a counted failure: its in-cluster restarts.
+
+    While the Job runs, every counted failure (`status.failed`; free interruptions are `Ignore`d and never
+    counted) was followed by a replacement. Once the Job controller has decided the Job fails
+    (FailureTarget, then Failed, job_controller.go), it also counts the peers it terminates, so `failed`
+    overstates the restarts: after BackoffLimitExceeded exactly `backoffLimit` failures were retried; after
+    any other reason (podFailurePolicy FailJob, a deadline) the failure that ended it and the active peers
+    torn down with it were not.
+    """
+    status = job.get("status") or {}
+    spec = job.get("spec") or {}
+    failed = _int(status.get("failed"))
+    decided = _condition(status, "FailureTarget") or _condition(status, "Failed")
+    if decided is None:
+        return failed
+    if decided.get("reason") == "BackoffLimitExceeded":
+        return min(failed, _int(spec.get("backoffLimit")))
+    parallelism = max(1, _int(spec.get("parallelism")) or 1)
+    peers_torn_down = max(0, parallelism - _int(status.get("succeeded")) - 1)
+    return max(0, failed - 1 - peers_torn_down)
+
+
+def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == type_ and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0

@@ -1,8 +1,11 @@
-"""JobSetRun: the engine- and runtime-neutral lifecycle of one task run.
+"""JobSetRun: thin drivers around the one lifecycle step, for blocking callers, async callers and pollers.
 
-build manifest -> submit or adopt -> watch -> on a terminal (or stuck) state diagnose -> decide with the
-ledger -> resubmit or report. Flyte's connector and Airflow's operator and trigger drive this same object;
-the Kubernetes and local runtimes plug in below it through the small `Runtime` protocol.
+build manifest -> submit or adopt -> observe -> `lifecycle.assess` -> do what the step says (record, end an
+attempt, resubmit) -> report. `run()` blocks on the runtime's watch, `arun()` awaits its async watch (cancel
+the task and the watch stops), and `step()` makes one observation per call for engines that poll (a Flyte
+connector `get`, an Airflow trigger wake-up). They differ only in how they wait; every decision is the
+step's, and every fact it needs is read back from the cluster, so `JobSetRun.resume(handle)` in a new
+process decides what the process that submitted would have decided.
 """
 
 from __future__ import annotations
@@ -15,18 +18,20 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from enum import StrEnum
+from typing import Any
 
 from jobset_core import evidence as ev
 from jobset_core.budget import RetryDecision, RetryPolicy
 from jobset_core.errors import SpecError
-from jobset_core.failures import Diagnosis, Grace, diagnose
+from jobset_core.failures import Diagnosis
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import (
     ATTEMPT_ANNOTATION,
+    CANCELLED_ANNOTATION,
     FREE_ANNOTATION,
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
@@ -34,100 +39,104 @@ from jobset_core.ledger import (
     Submission,
     submission_from_object,
 )
+from jobset_core.lifecycle import (
+    Action,
+    Progress,
+    Step,
+    assess,
+    diagnose_observation,
+    gang_free_annotation,
+    next_is_free,
+    outcome_annotation,
+)
+from jobset_core.runtime import Handle, Observation, Runtime, State, state_of
 from jobset_core.spec import GangJobSpec, JobSetSpec
 from jobset_core.validation import MAX_LABEL_LENGTH
 
 log = logging.getLogger(__name__)
 
-SUCCEEDED, FAILED, RUNNING, PENDING, SUSPENDED, GONE = "succeeded", "failed", "running", "pending", "suspended", "gone"
+# Kept for callers of the first release: the states are `State` members now.
+SUCCEEDED, FAILED, RUNNING, PENDING, SUSPENDED, GONE = (
+    State.SUCCEEDED,
+    State.FAILED,
+    State.RUNNING,
+    State.PENDING,
+    State.SUSPENDED,
+    State.GONE,
+)
+RECORD_ENDED = "ended"
+RECORD_POLICY = "policy"
+RECORD_NOT_BEFORE = "nextAttemptAfter"
 
 
-@dataclass(frozen=True)
-class Observation:
-    """A snapshot of one submission: its top-level state and everything `diagnose` needs."""
-
-    main: dict[str, Any] | None
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-    pods: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    workloads: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def state(self) -> str:
-        return state_of(self.main)
-
-
-def state_of(obj: Mapping[str, Any] | None) -> str:
-    """Top-level state of a JobSet or Job from its conditions, as their controllers write them."""
-    if obj is None:
-        return GONE
-    if ev.condition(obj, "Completed") or ev.condition(obj, "Complete"):
-        return SUCCEEDED
-    if ev.condition(obj, "Failed"):
-        return FAILED
-    if (obj.get("spec") or {}).get("suspend") or ev.condition(obj, "Suspended"):
-        return SUSPENDED
-    status = obj.get("status") or {}
-    if obj.get("kind") == "Job":
-        return RUNNING if status.get("active") or status.get("ready") else PENDING
-    if any(int(r.get("active") or 0) for r in status.get("replicatedJobsStatus") or []):
-        return RUNNING
-    return PENDING
-
-
-@dataclass(frozen=True)
-class Handle:
-    """Where a submission lives: enough to watch, observe and cancel it from any process."""
-
-    kind: str  # "JobSet" | "Job"
-    name: str
-    namespace: str
-    run_key: str
-    attempt: int
-    adopted: bool = False
+class EventType(StrEnum):
+    POLICY = "policy"
+    SUBMITTED = "submitted"
+    ADOPTED = "adopted"
+    PROGRESS = "progress"
+    RESTART = "restart"
+    SUSPENDED = "suspended"
+    STUCK = "stuck"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRY = "retry"
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True)
 class RunEvent:
     """A line of progress for logs, Flyte decks and Airflow task logs."""
 
-    type: str  # submitted | adopted | progress | restart | suspended | stuck | succeeded | failed | retry
+    type: EventType
     message: str
     handle: Handle | None = None
     time: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
-class Runtime(Protocol):
-    """What JobSetRun needs from a place that runs JobSets: a cluster, or local processes."""
-
-    def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle: ...
-
-    def find(self, run_key: str, namespace: str) -> list[dict[str, Any]]: ...
-
-    def watch(self, handle: Handle, stop: threading.Event) -> Iterator[Observation]: ...
-
-    def observe(self, handle: Handle) -> Observation: ...
-
-    def cancel(self, handle: Handle) -> None: ...
-
-
 @dataclass(frozen=True)
 class RunResult:
+    """Where a run stands: done (succeeded, or failed with the decision the engine must honour) or not yet."""
+
     succeeded: bool
     handle: Handle | None
     diagnosis: Diagnosis | None = None
     decision: RetryDecision | None = None
     ledger: Ledger = field(default_factory=Ledger)
     attempts: list[Handle] = field(default_factory=list)
+    done: bool = True
+    progress: Progress | None = None
+    cancelled: bool = False
+
+    @property
+    def state(self) -> State | None:
+        return self.progress.state if self.progress is not None else None
 
     @property
     def message(self) -> str:
         if self.succeeded:
-            return f"succeeded ({self.ledger.describe()})"
+            note = f"; {self.progress.kueue}" if self.progress is not None and self.progress.kueue else ""
+            return f"succeeded ({self.ledger.describe()}){note}"
+        if not self.done:
+            return self.progress.message if self.progress is not None else "running"
         parts = [self.diagnosis.summary if self.diagnosis else "failed"]
         if self.decision is not None:
             parts.append(self.decision.reason)
         return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe, for XCom, Flyte `custom_info` and logs."""
+        return {
+            "succeeded": self.succeeded,
+            "done": self.done,
+            "cancelled": self.cancelled,
+            "state": str(self.state) if self.state is not None else None,
+            "message": self.message,
+            "handle": self.handle.to_dict() if self.handle else None,
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
+            "decision": self.decision.to_dict() if self.decision else None,
+            "ledger": self.ledger.describe(),
+            "attempts": [h.to_dict() for h in self.attempts],
+        }
 
 
 def make_run_key(*parts: object) -> str:
@@ -157,17 +166,56 @@ def attempt_name(spec: JobSetSpec | GangJobSpec, run_key: str, attempt: int) -> 
     return f"{prefix}{suffix}"
 
 
+def handle_of(obj: Mapping[str, Any], run_key: str, namespace: str, *, adopted: bool = True) -> Handle:
+    sub = submission_from_object(obj)
+    meta = ev.meta(obj)
+    return Handle(
+        str(obj.get("kind") or "JobSet"),
+        str(meta.get("name") or ""),
+        str(meta.get("namespace") or namespace),
+        run_key,
+        sub.attempt if sub else 0,
+        adopted=adopted,
+    )
+
+
+def _attempt_of(obj: Mapping[str, Any]) -> int:
+    sub = submission_from_object(obj)
+    return sub.attempt if sub else 0
+
+
+def _live(obj: Mapping[str, Any]) -> bool:
+    """Active and not being deleted: an object being deleted (a cancel, an ended attempt) is never adopted."""
+    annotations = ev.meta(obj).get("annotations") or {}
+    return (
+        not state_of(obj).terminal
+        and not ev.meta(obj).get("deletionTimestamp")
+        and not annotations.get(CANCELLED_ANNOTATION)
+    )
+
+
+@dataclass
+class _Reported:
+    """What this process already told `on_event` about one attempt: only for not repeating a line."""
+
+    restarts: int = 0
+    message: str | None = None
+    kueue: str | None = None
+    state: State | None = None
+
+
 class JobSetRun:
     """Drive one task run to a result, spending one retry budget across the cluster and the engine.
 
     `engine_attempt` is the engine's own 0-based attempt number (Flyte `retry_attempt`, Airflow
     `try_number - 1`). `resubmit=False` lets the engine own resubmission (Flyte propeller, Airflow retries):
-    the run then ends after one submission with a decision the engine acts on.
+    the run then ends after one submission with a decision the engine acts on. The policy is resolved once
+    per run: by this object for the first submission, and read back from what was submitted afterwards.
     """
 
     def __init__(
         self,
-        spec: JobSetSpec | GangJobSpec,
+        spec: JobSetSpec | GangJobSpec | None,
         runtime: Runtime,
         *,
         run_key: str,
@@ -177,62 +225,147 @@ class JobSetRun:
         sleep: Callable[[float], None] = time.sleep,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        if not isinstance(spec, (JobSetSpec, GangJobSpec)):
-            raise SpecError("spec", f"{spec!r} is not a JobSetSpec or GangJobSpec", None)
-        spec.validate()
-        self.spec = spec
-        self.policy: RetryPolicy = spec.policy
+        if spec is not None:
+            if not isinstance(spec, (JobSetSpec, GangJobSpec)):
+                raise SpecError("spec", f"{spec!r} is not a JobSetSpec or GangJobSpec", None)
+            spec.validate()
+        elif resubmit:
+            raise SpecError("spec", "is needed to resubmit", "pass the spec, or resubmit=False to let the engine resubmit")
+        if not isinstance(run_key, str) or not run_key:
+            raise SpecError("run_key", f"{run_key!r} is not a run key", "use make_run_key(execution_id, task_name)")
+        if engine_attempt is not None and (isinstance(engine_attempt, bool) or not isinstance(engine_attempt, int) or engine_attempt < 0):
+            raise SpecError("engine_attempt", f"must be an integer >= 0, got {engine_attempt!r}", None)
+        self._base_retry = spec.retry if spec is not None else None
+        self.policy: RetryPolicy = spec.policy if spec is not None else RetryPolicy(retries=0)
+        # The resolved policy travels with the spec: building manifests never re-reads the platform default.
+        self.spec = dataclasses.replace(spec, retry=self.policy) if spec is not None else None
         self.runtime = runtime
         self.run_key = run_key
+        self.namespace = (getattr(spec, "namespace", None) if spec is not None else None) or getattr(
+            runtime, "namespace", None
+        ) or "default"
         self.engine_attempt = engine_attempt
         self.resubmit = resubmit
         self._on_event = on_event
         self._sleep = sleep
         self._now = now
-        self._stop = threading.Event()
+        self._cancel = threading.Event()
         self.handle: Handle | None = None
         self.attempts: list[Handle] = []
-        self._reported_restarts: dict[str, int] = {}
-        # Submissions this run deleted itself (stuck, or over the free-interruption cap): their objects, and so
-        # their part of the cluster-kept ledger, are gone, but what they spent must still count.
-        self._ended: dict[str, Submission] = {}
-        self._emit("policy", f"retry budget: {self.policy.describe()}")
+        self._base = Ledger()
+        self._reported: dict[str, _Reported] = {}
+
+    @classmethod
+    def resume(
+        cls,
+        handle: Handle | Mapping[str, Any],
+        runtime: Runtime,
+        *,
+        spec: JobSetSpec | GangJobSpec | None = None,
+        engine_attempt: int | None = None,
+        resubmit: bool = False,
+        on_event: Callable[[RunEvent], None] | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> JobSetRun:
+        """Rebuild a run from the handle an engine kept: the policy and the ledger come from the cluster."""
+        if not isinstance(handle, Handle):
+            handle = Handle.from_dict(handle)
+        run = cls(spec, runtime, run_key=handle.run_key, engine_attempt=engine_attempt, resubmit=resubmit, on_event=on_event, now=now)
+        run.namespace = handle.namespace
+        run.handle = handle
+        objects = runtime.find(handle.run_key, handle.namespace)
+        run._fix_policy(objects, runtime.read_run_record(handle.run_key, handle.namespace))
+        known = {handle.name}
+        run.attempts = [
+            handle_of(o, handle.run_key, handle.namespace) for o in sorted(objects, key=_attempt_of) if ev.name_of(o) not in known
+        ]
+        run.attempts.append(handle)
+        return run
 
     # ----- events -----------------------------------------------------------------------------------
 
-    def _emit(self, type_: str, message: str) -> None:
-        event = RunEvent(type_, message, self.handle)
+    def _emit(self, type_: EventType, message: str, handle: Handle | None = None) -> None:
+        event = RunEvent(type_, message, handle or self.handle)
         log.info("%s", message)
         if self._on_event is not None:
             self._on_event(event)
 
-    # ----- ledger -----------------------------------------------------------------------------------
+    def _report(self, handle: Handle, step: Step) -> None:
+        """Progress lines on change only; a restart once its cause is on record (or known to be missing)."""
+        seen = self._reported.setdefault(handle.name, _Reported())
+        p = step.progress
+        while seen.restarts < p.restarts:
+            number = seen.restarts + 1
+            cause = p.causes[number - 1] if len(p.causes) >= number else None
+            if cause is None and step.action is Action.WAIT:
+                break
+            limit = f" of {p.max_restarts}" if p.max_restarts is not None else ""
+            self._emit(
+                EventType.RESTART,
+                f"in-cluster restart {number} ({cause or 'cause not recorded'}); {p.counted_restarts}{limit} counted restarts used",
+                handle,
+            )
+            seen.restarts = number
+        if p.kueue and p.kueue != seen.kueue:
+            self._emit(EventType.SUSPENDED, p.kueue, handle)
+        elif p.state is State.SUSPENDED and seen.state is not State.SUSPENDED and not p.kueue:
+            self._emit(EventType.SUSPENDED, f"{handle.kind} {handle.name} is suspended (waiting for admission)", handle)
+        seen.kueue, seen.state = p.kueue or seen.kueue, p.state
+        if step.action is Action.WAIT and p.message != seen.message:
+            self._emit(EventType.PROGRESS, f"{handle.name}: {p.message}", handle)
+            seen.message = p.message
+
+    # ----- the cluster's memory of this run ---------------------------------------------------------
+
+    def _record(self) -> dict[str, Any]:
+        return self.runtime.read_run_record(self.run_key, self.namespace) or {}
+
+    def _ledger(self, objects: list[dict[str, Any]] | None = None, record: Mapping[str, Any] | None = None, *, before_current: bool = False) -> Ledger:
+        """What the run spent: its objects on the cluster, plus the attempts it deleted itself (run record).
+
+        `engine_attempt` is a lower bound (objects may be gone after their TTL); before this engine
+        attempt submits anything, only the attempts before it have happened.
+        """
+        objects = self.runtime.find(self.run_key, self.namespace) if objects is None else objects
+        record = self._record() if record is None else record
+        engine = self.engine_attempt
+        if before_current and engine is not None:
+            engine = engine - 1 if engine > 0 else None
+        ended = [Submission.from_dict(s) for s in record.get(RECORD_ENDED, [])]
+        return Ledger.from_objects(objects, self.run_key, engine).with_ended(ended)
+
+    def _fix_policy(self, objects: list[dict[str, Any]], record: Mapping[str, Any] | None) -> None:
+        """Once anything was submitted, the run decides with the policy it was submitted with."""
+        stored: Any = None
+        for obj in sorted(objects, key=_attempt_of, reverse=True):
+            raw = (ev.meta(obj).get("annotations") or {}).get(POLICY_ANNOTATION)
+            if raw:
+                try:
+                    stored = json.loads(raw)
+                except ValueError:
+                    continue
+                break
+        if stored is None and record:
+            stored = record.get(RECORD_POLICY)
+        if isinstance(stored, Mapping):
+            self.policy = RetryPolicy.from_annotation(stored, base=self._base_retry)
+            if self.spec is not None:
+                self.spec = dataclasses.replace(self.spec, retry=self.policy)
 
     def ledger(self) -> Ledger:
-        return self._ledger(self.runtime.find(self.run_key, self.spec.namespace))
+        return self._ledger()
 
-    def _ledger(self, objects: list[dict[str, Any]]) -> Ledger:
-        """The cluster's ledger plus the submissions this run ended and deleted itself.
-
-        Without the latter, a run whose stuck attempt was deleted would see an empty ledger, resubmit
-        attempt 0 under the same name with the full budget, and could loop forever.
-        """
-        ledger = Ledger.from_objects(objects, self.run_key, self.engine_attempt)
-        known = {s.name for s in ledger.submissions}
-        for sub in self._ended.values():
-            if sub.name not in known:
-                ledger = ledger.with_submission(sub)
-        return ledger
-
-    def _end(self, handle: Handle, observation: Observation) -> None:
-        """Delete a submission this run gives up on, remembering what it spent first."""
-        sub = submission_from_object(observation.main, self.run_key) if observation.main else None
-        self._ended[handle.name] = sub or Submission(handle.name, handle.attempt)
-        self.runtime.cancel(handle)
+    def diagnose(self, observation: Observation) -> Diagnosis:
+        """The diagnosis of one observation as this run's policy reads it (exit codes, grace periods)."""
+        if observation.main is None:
+            name = self.handle.name if self.handle else "the workload"
+            return Diagnosis(FailureKind.UNKNOWN, False, f"Unknown: {name} is gone", reason="Deleted")
+        return diagnose_observation(observation, self.policy, self._now())
 
     # ----- submission -------------------------------------------------------------------------------
 
     def _manifests(self, attempt: int, remaining: int, final: bool, free: bool) -> list[dict[str, Any]]:
+        assert self.spec is not None
         name = attempt_name(self.spec, self.run_key, attempt)
         spec = dataclasses.replace(self.spec, name=name)
         # This submission spends one attempt unless it is free; the rest may be spent in the cluster.
@@ -241,6 +374,8 @@ class JobSetRun:
         if final and self.policy.final_attempt_on_demand and attempt > 0:
             main = self.policy.strip_interruptible(main)
             manifests[-1] = main
+        for obj in manifests:
+            obj.setdefault("metadata", {})["namespace"] = self.namespace
         meta = main["metadata"]
         meta.setdefault("labels", {})[RUN_KEY_LABEL] = self.run_key
         annotations = meta.setdefault("annotations", {})
@@ -252,36 +387,46 @@ class JobSetRun:
 
     def start(self) -> Handle:
         """Submit the next attempt, or adopt the run's live submission: never submit twice."""
-        existing = self.runtime.find(self.run_key, self.spec.namespace)
-        # An object being deleted (a cancel in flight, or a stuck attempt being ended) is not adopted.
-        live = [
-            o for o in existing
-            if state_of(o) not in (SUCCEEDED, FAILED) and not ev.meta(o).get("deletionTimestamp")
-        ]
-        if live:
-            obj = max(live, key=lambda o: int((ev.meta(o).get("annotations") or {}).get(ATTEMPT_ANNOTATION, 0)))
-            sub = submission_from_object(obj, self.run_key)
-            assert sub is not None
-            self.handle = Handle(obj.get("kind", "JobSet"), ev.name_of(obj), ev.meta(obj).get("namespace", self.spec.namespace), self.run_key, sub.attempt, adopted=True)
-            self.attempts.append(self.handle)
-            self._emit("adopted", f"adopted {self.handle.kind} {self.handle.name} (attempt {sub.attempt}) instead of submitting again")
+        objects = self.runtime.find(self.run_key, self.namespace)
+        record = self.runtime.read_run_record(self.run_key, self.namespace)
+        self._fix_policy(objects, record)
+        mine = sorted(objects, key=_attempt_of)
+        live = [o for o in mine if _live(o)]
+        done = [o for o in mine if state_of(o) is State.SUCCEEDED]
+        if live or done:
+            obj = (live or done)[-1]
+            self.handle = handle_of(obj, self.run_key, self.namespace)
+            self._base = self._ledger(objects, record)
+            self.attempts = [handle_of(o, self.run_key, self.namespace) for o in mine]
+            if live:
+                self._emit(EventType.ADOPTED, f"adopted {self.handle.kind} {self.handle.name} (attempt {self.handle.attempt}) instead of submitting again")
             return self.handle
-        done = [o for o in existing if state_of(o) == SUCCEEDED]
-        if done:
-            obj = done[0]
-            sub = submission_from_object(obj, self.run_key)
-            self.handle = Handle(obj.get("kind", "JobSet"), ev.name_of(obj), ev.meta(obj).get("namespace", self.spec.namespace), self.run_key, sub.attempt if sub else 0, adopted=True)
-            return self.handle
-        return self._submit(self._ledger(existing), free=False)
+        if self.spec is None:
+            raise SpecError("spec", "is needed to submit", "pass the spec to JobSetRun")
+        if not objects:
+            self._emit(EventType.POLICY, f"retry budget: {self.policy.describe()}")
+        ledger = self._ledger(objects, record, before_current=True)
+        free = bool(mine) and self._previous_was_free(mine[-1])
+        return self._submit(ledger, free=free)
+
+    def _previous_was_free(self, obj: dict[str, Any]) -> bool:
+        """Whether the engine's resubmission after `obj` is free: its recorded outcome, else one look at it."""
+        known = next_is_free(obj)
+        if known is not None:
+            return known
+        handle = handle_of(obj, self.run_key, self.namespace)
+        step = assess(handle, self.runtime.observe(handle), self._ledger(), self.policy, self._now())
+        return step.action is Action.RESUBMIT and step.decision is not None and not step.decision.counted
 
     def _submit(self, ledger: Ledger, *, free: bool) -> Handle:
         remaining = self.policy.remaining(ledger)
         attempt = ledger.next_attempt
-        final = remaining <= 1
+        final = not free and remaining <= 1
         manifests = self._manifests(attempt, remaining, final, free)
         self.handle = self.runtime.submit(manifests, run_key=self.run_key, attempt=attempt)
         self.attempts.append(self.handle)
-        verb = "adopted" if self.handle.adopted else "submitted"
+        self._base = self._ledger()
+        verb = EventType.ADOPTED if self.handle.adopted else EventType.SUBMITTED
         note = " on on-demand capacity (final attempt)" if final and attempt > 0 and self.policy.final_attempt_on_demand else ""
         self._emit(
             verb,
@@ -290,140 +435,210 @@ class JobSetRun:
         )
         return self.handle
 
-    # ----- watching ---------------------------------------------------------------------------------
+    # ----- one step ---------------------------------------------------------------------------------
 
-    def _grace(self) -> Grace:
-        p = self.policy
-        return Grace(p.image_pull_grace_seconds, p.config_error_grace_seconds, p.create_container_grace_seconds, p.unschedulable_timeout_seconds)
+    def _step_on(self, handle: Handle, observation: Observation) -> Step:
+        """Assess one observation and do the I/O it asks for; an ended attempt is decided at once."""
+        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=self._cancel.is_set())
+        self._report(handle, step)
+        notes = gang_free_annotation(step, handle, observation)
+        if observation.main is not None and not ev.meta(observation.main).get("deletionTimestamp"):
+            decided = outcome_annotation(step)
+            if decided and (ev.meta(observation.main).get("annotations") or {}).get(next(iter(decided))) != next(iter(decided.values())):
+                notes.update(decided)
+        if notes:
+            self._annotate(handle, notes)
+        if step.action is Action.END_ATTEMPT:
+            step = self._end_attempt(handle, step)
+        return step
 
-    def diagnose(self, observation: Observation) -> Diagnosis:
-        main = observation.main
-        if main is None and not observation.pods and not observation.jobs:
-            name = self.handle.name if self.handle else self.spec.name
-            return Diagnosis(FailureKind.UNKNOWN, False, f"Unknown: {name} was deleted before it finished", reason="Deleted")
-        is_jobset = main is not None and main.get("kind") == "JobSet"
-        jobs = observation.jobs if is_jobset else ([main] if main else []) + [j for j in observation.jobs if j is not main]
-        return diagnose(
-            jobset=main if is_jobset else None,
-            jobs=jobs,
-            pods=observation.pods,
-            events=observation.events,
-            workloads=observation.workloads,
-            now=self._now(),
-            retryable_exit_codes=self.policy.retryable_exit_codes,
-            grace=self._grace(),
+    def _annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
+        try:
+            self.runtime.annotate(handle, annotations)
+        except Exception as exc:  # noqa: BLE001 - bookkeeping; a gone object has nothing left to note
+            log.warning("could not annotate %s %s: %s", handle.kind, handle.name, exc)
+
+    def _end_attempt(self, handle: Handle, step: Step) -> Step:
+        """Record what the attempt spent where it outlives the attempt, then delete it, then decide."""
+        assert step.ended is not None
+        record = self._record()
+        ended = [s for s in record.get(RECORD_ENDED, []) if s.get("name") != handle.name]
+        record.update({RECORD_ENDED: [*ended, step.ended.to_dict()], RECORD_POLICY: self.policy.to_annotation()})
+        self.runtime.write_run_record(self.run_key, self.namespace, record)
+        what = "cannot make progress" if step.ended and '"stuck"' in (step.ended.outcome or "") else "is stopped"
+        self._emit(EventType.STUCK, f"{handle.name} {what}: {step.diagnosis.summary if step.diagnosis else ''}; ending it", handle)
+        self.runtime.cancel(handle)
+        self._base = self._ledger(record=record)
+        return assess(handle, Observation(None), self._base, self.policy, self._now())
+
+    def _result(self, handle: Handle, step: Step, *, done: bool = True) -> RunResult:
+        final = done and step.action is not Action.WAIT
+        return RunResult(
+            succeeded=step.action is Action.SUCCEEDED,
+            handle=handle,
+            diagnosis=step.diagnosis if final and step.action is not Action.SUCCEEDED else None,
+            decision=step.decision if final else None,
+            ledger=step.ledger,
+            attempts=list(self.attempts),
+            done=done,
+            progress=step.progress,
+            cancelled=step.cancelled,
         )
 
-    def _progress(self, observation: Observation) -> bool:
-        """Report progress; True when the JobSet restarted since the last observation."""
-        main = observation.main or {}
-        status = main.get("status") or {}
-        name = ev.name_of(main)
-        restarts = int(status.get("restarts") or 0)
-        restarted = restarts > self._reported_restarts.get(name, 0)
-        if restarted:
-            self._reported_restarts[name] = restarts
-            diagnosis = self.diagnose(observation)
-            cause = diagnosis.history[restarts - 1].kind if len(diagnosis.history) >= restarts else FailureKind.UNKNOWN
-            counted = int(status.get("restartsCountTowardsMax", restarts) or 0)
-            max_restarts = ((main.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts", 0)
-            self._emit("restart", f"in-cluster restart {restarts} ({cause}); {counted} of {max_restarts} counted restarts used")
-        if main.get("kind") == "JobSet":
-            rjs = status.get("replicatedJobsStatus") or []
-            wanted = {rj["name"]: rj.get("replicas", 1) for rj in (main.get("spec") or {}).get("replicatedJobs") or []}
-            ready = sum(1 for r in rjs if int(r.get("ready") or 0) + int(r.get("succeeded") or 0) >= wanted.get(r.get("name"), 1))
-            self._emit("progress", f"{ready}/{len(wanted)} replicated jobs ready, restart {restarts} ({observation.state})")
-        return restarted
+    def _conclude(self, handle: Handle, step: Step) -> RunResult | float:
+        """A final step becomes the result; a resubmission the engine leaves to us becomes a delay."""
+        if step.action is Action.SUCCEEDED:
+            result = self._result(handle, step)
+            self._emit(EventType.SUCCEEDED, f"{handle.name} {result.message}", handle)
+            self.runtime.delete_run_record(self.run_key, self.namespace)
+            return result
+        if step.action is Action.RESUBMIT and self.resubmit and not self._cancel.is_set():
+            assert step.decision is not None
+            self._emit(EventType.FAILED, step.note, handle)
+            if step.decision.delay_seconds:
+                self._emit(EventType.RETRY, f"waiting {step.decision.delay_seconds:.0f}s before attempt {step.decision.attempt}", handle)
+            return step.decision.delay_seconds
+        result = self._result(handle, step)
+        self._emit(EventType.CANCELLED if step.cancelled else EventType.FAILED, step.note, handle)
+        if step.action is Action.FAILED:
+            self.runtime.delete_run_record(self.run_key, self.namespace)
+        return result
 
-    def wait(self, handle: Handle | None = None) -> tuple[Observation, Diagnosis | None]:
-        """Watch one submission until it succeeds, fails, or is stuck; returns the last observation."""
-        handle = handle or self.handle
-        if handle is None:
-            raise RuntimeError("call start() first")
-        last_state = None
-        for observation in self.runtime.watch(handle, self._stop):
-            state = observation.state
-            if state != last_state and state == SUSPENDED:
-                self._emit("suspended", f"{handle.kind} {handle.name} is suspended (waiting for admission)")
-            last_state = state
-            if state == SUCCEEDED:
-                return observation, None
-            if state in (FAILED, GONE):
-                return observation, self.diagnose(observation)
-            restarted = self._progress(observation)
-            diagnosis = self.diagnose(observation)
-            if diagnosis.failed and observation.main is not None and ev.condition(observation.main, "FailureTarget"):
-                # The Job controller has decided (FailureTarget, then Failed once its pods are gone, since
-                # Kubernetes 1.31): not stuck. Deleting it now would throw away the Failed condition.
-                continue
-            if diagnosis.failed:
-                self._emit("stuck", f"{handle.name} cannot make progress: {diagnosis.summary}; ending it")
-                self._end(handle, observation)
-                return observation, diagnosis
-            if restarted and self.policy.interruptions_free():
-                # Free interruptions are unlimited in the cluster: the cap is enforced here, from the ledger.
-                ledger = self.ledger()
-                if ledger.free_interruptions > self.policy.interruption_cap:
-                    self._emit("failed", f"more than {self.policy.interruption_cap} free interruptions; ending the run")
-                    self._end(handle, observation)
-                    return observation, diagnosis
-            if self._stop.is_set():
-                break
-        return self.runtime.observe(handle), None
+    def _resubmit(self, step: Step) -> Handle:
+        assert step.decision is not None
+        return self._submit(self._ledger(), free=not step.decision.counted)
+
+    # ----- drivers ----------------------------------------------------------------------------------
+
+    def _decide_watching(self, handle: Handle) -> Step:
+        """Watch one attempt until the step is anything but "wait"."""
+        while True:
+            watch = self.runtime.watch(handle)
+            try:
+                for observation in watch:
+                    step = self._step_on(handle, observation)
+                    if step.action is not Action.WAIT:
+                        return step
+                    if self._cancel.is_set():
+                        return self._step_on(handle, self.runtime.observe(handle))
+            finally:
+                watch.close()
+            step = self._step_on(handle, self.runtime.observe(handle))
+            if step.action is not Action.WAIT:
+                return step
 
     def run(self) -> RunResult:
         """Run to the end: the result carries the diagnosis and the decision the engine must honour."""
-        self.start()
+        handle = self.start()
         while True:
-            assert self.handle is not None
-            observation, diagnosis = self.wait()
-            ledger = self.ledger()
-            if diagnosis is None and observation.state == SUCCEEDED:
-                self._emit("succeeded", f"{self.handle.name} succeeded ({ledger.describe()})")
-                return RunResult(True, self.handle, ledger=ledger, attempts=list(self.attempts))
-            if diagnosis is None:
-                return RunResult(False, self.handle, ledger=ledger, attempts=list(self.attempts))
-            if observation.main is None:
-                # Deleted by someone else (kubectl delete, namespace cleanup): a resubmission would be a zombie.
-                decision = RetryDecision(False, f"not retrying: {self.handle.kind} {self.handle.name} was deleted outside this run")
-                self._emit("failed", decision.reason)
-                return RunResult(False, self.handle, diagnosis, decision, ledger, list(self.attempts))
-            decision = self.policy.decide(diagnosis, ledger)
-            self._emit("failed", f"{diagnosis.summary}; {decision.reason}")
-            if not decision.retry or not self.resubmit or self._stop.is_set():
-                return RunResult(False, self.handle, diagnosis, decision, ledger, list(self.attempts))
-            if decision.delay_seconds:
-                self._emit("retry", f"waiting {decision.delay_seconds:.0f}s before attempt {decision.attempt}")
-                self._sleep(decision.delay_seconds)
-            self._submit(ledger, free=not decision.counted)
+            step = self._decide_watching(handle)
+            outcome = self._conclude(handle, step)
+            if isinstance(outcome, RunResult):
+                return outcome
+            if outcome:
+                self._sleep(outcome)
+            if self._cancel.is_set():  # cancelled while waiting: the step says so
+                return self._conclude_now(handle)
+            handle = self._resubmit(step)
 
-    def cancel(self) -> None:
-        """Stop watching and delete what this run submitted (idempotent)."""
-        self._stop.set()
-        for handle in self.attempts:
-            self.runtime.cancel(handle)
+    def _conclude_now(self, handle: Handle) -> RunResult:
+        outcome = self._conclude(handle, self._step_on(handle, self.runtime.observe(handle)))
+        assert isinstance(outcome, RunResult)
+        return outcome
 
-    # ----- async facade for flytekit connectors and Airflow triggers ----------------------------------
+    async def _adecide_watching(self, handle: Handle) -> Step:
+        while True:
+            watch = self.runtime.awatch(handle)
+            try:
+                async for observation in watch:
+                    step = await asyncio.to_thread(self._step_on, handle, observation)
+                    if step.action is not Action.WAIT:
+                        return step
+            finally:
+                await watch.aclose()  # type: ignore[attr-defined]
+            step = await asyncio.to_thread(lambda: self._step_on(handle, self.runtime.observe(handle)))
+            if step.action is not Action.WAIT:
+                return step
 
     async def arun(self) -> RunResult:
-        return await asyncio.to_thread(self.run)
+        """The same run on the runtime's async watch; cancelling the task stops the watch (not the run:
+        the JobSet keeps running, as it must when an Airflow triggerer hands a trigger to another one)."""
+        handle = await asyncio.to_thread(self.start)
+        while True:
+            step = await self._adecide_watching(handle)
+            outcome = await asyncio.to_thread(self._conclude, handle, step)
+            if isinstance(outcome, RunResult):
+                return outcome
+            if outcome:
+                await asyncio.sleep(outcome)
+            if self._cancel.is_set():
+                return await asyncio.to_thread(self._conclude_now, handle)
+            handle = await asyncio.to_thread(self._resubmit, step)
 
-    async def astart(self) -> Handle:
-        return await asyncio.to_thread(self.start)
+    def step(self, handle: Handle | None = None) -> RunResult:
+        """One observation and what it calls for, for engines that poll; `done=False` means ask again.
+
+        With `resubmit=True` a retry is submitted here (not before its backoff delay, kept in the run
+        record), and the result carries the new handle to keep.
+        """
+        handle = handle or self.handle
+        if handle is None:
+            raise SpecError("handle", "is missing", "call start() first, or JobSetRun.resume(handle, runtime)")
+        self.handle = handle
+        self._base = self._ledger()
+        step = self._step_on(handle, self.runtime.observe(handle))
+        if step.action is Action.WAIT:
+            return self._result(handle, step, done=False)
+        if step.action is Action.RESUBMIT and self.resubmit and not self._cancel.is_set():
+            return self._resubmit_when_due(handle, step)
+        outcome = self._conclude(handle, step)
+        assert isinstance(outcome, RunResult)
+        return outcome
+
+    def _resubmit_when_due(self, handle: Handle, step: Step) -> RunResult:
+        assert step.decision is not None
+        record = self._record()
+        now = self._now()
+        due = ev.parse_time(record.get(RECORD_NOT_BEFORE))
+        if due is None and step.decision.delay_seconds:
+            due = datetime.fromtimestamp(now.timestamp() + step.decision.delay_seconds, UTC)
+            record.update({RECORD_NOT_BEFORE: due.isoformat(), RECORD_POLICY: self.policy.to_annotation()})
+            self.runtime.write_run_record(self.run_key, self.namespace, record)
+            self._emit(EventType.RETRY, f"waiting {step.decision.delay_seconds:.0f}s before attempt {step.decision.attempt}", handle)
+        if due is not None and now < due:
+            return self._result(handle, step, done=False)
+        if record.pop(RECORD_NOT_BEFORE, None) is not None:
+            self.runtime.write_run_record(self.run_key, self.namespace, record)
+        new = self._submit(self._ledger(), free=not step.decision.counted)
+        return RunResult(False, new, step.diagnosis, step.decision, step.ledger, list(self.attempts), done=False, progress=step.progress)
+
+    # ----- cancel -----------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop, and delete every attempt of this run, from any process: found by run key (idempotent)."""
+        self._cancel.set()
+        objects = self.runtime.find(self.run_key, self.namespace)
+        handles = {h.name: h for h in self.attempts}
+        for obj in objects:
+            handle = handle_of(obj, self.run_key, self.namespace)
+            handles[handle.name] = handle
+            if _live(obj):
+                self._annotate(handle, {CANCELLED_ANNOTATION: "true"})
+        for handle in handles.values():
+            self.runtime.cancel(handle)
+        self.runtime.delete_run_record(self.run_key, self.namespace)
+        if handles:
+            self._emit(EventType.CANCELLED, f"cancelled: deleted {', '.join(sorted(handles))}")
 
     async def acancel(self) -> None:
         await asyncio.to_thread(self.cancel)
 
-    def poll(self, handle: Handle) -> tuple[str, Diagnosis | None, RetryDecision | None]:
-        """One look without blocking, for engines that poll (Flyte connector `get`)."""
-        observation = self.runtime.observe(handle)
-        state = observation.state
-        if state == SUCCEEDED:
-            return state, None, None
-        diagnosis = self.diagnose(observation)
-        if state in (FAILED, GONE) or diagnosis.failed:
-            return FAILED, diagnosis, self.policy.decide(diagnosis, self.ledger())
-        return state, None, None
+    async def astart(self) -> Handle:
+        return await asyncio.to_thread(self.start)
 
-    async def apoll(self, handle: Handle) -> tuple[str, Diagnosis | None, RetryDecision | None]:
-        return await asyncio.to_thread(self.poll, handle)
+    async def astep(self, handle: Handle | None = None) -> RunResult:
+        return await asyncio.to_thread(self.step, handle)
+
+    def poll(self, handle: Handle | None = None) -> RunResult:
+        """One look for polling engines: the same as `step`."""
+        return self.step(handle)

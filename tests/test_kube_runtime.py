@@ -482,7 +482,7 @@ def test_killed_watcher_is_replaced_by_one_that_adopts_and_reloads_evidence(
     assert len(posts) == 1
     assert result.ledger.in_cluster_restarts == 1 and result.ledger.counted_attempts == 2
     # A new watcher starts from the ConfigMap: the preempted pod is gone from the cluster but not from its view.
-    first = next(iter(make_runtime(server).watch(run.handle, threading.Event())))
+    first = next(iter(make_runtime(server).watch(run.handle)))
     assert preempted in {p["metadata"]["name"] for p in first.pods}
     assert preempted in {p["metadata"]["name"] for p in runtime.observe(run.handle).pods}
 

@@ -29,7 +29,8 @@ from jobset_core.local.process import (
     group_has_live_member,
     wait_until_group_gone,
 )
-from jobset_core.run import Handle, JobSetRun, Observation, RunEvent
+from jobset_core.run import JobSetRun, RunEvent
+from jobset_core.runtime import Handle, Observation
 
 GRACE = 0.5
 
@@ -376,7 +377,9 @@ def test_free_interruptions_are_capped(tmp_path: Path, make_runtime: Callable[..
 
     assert not result.succeeded and len(result.attempts) == 1
     assert result.decision is not None and not result.decision.retry
-    assert "Preempted is free but the cap of 2 free interruptions is used" in result.decision.reason
+    assert result.decision.reason == "not retrying: stopped after 3 free interruptions, more than max_interruptions=2"
+    assert result.diagnosis is not None and result.diagnosis.failed
+    assert result.diagnosis.summary.startswith("Preempted: stopped after 3 free interruptions")
     record = runtime.find(f"test-{spec.name}", "default")[0]
     assert (record["status"]["restarts"], record["status"]["restartsCountTowardsMax"]) == (3, 0)
     assert record["metadata"].get("deletionTimestamp")  # the watcher ended the run by deleting it
@@ -439,8 +442,8 @@ class Recording:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def watch(self, handle: Handle, stop: threading.Event) -> Iterator[Observation]:
-        for observation in self.inner.watch(handle, stop):
+    def watch(self, handle: Handle) -> Iterator[Observation]:
+        for observation in self.inner.watch(handle):
             self.seen.append(observation)
             yield observation
 
@@ -586,8 +589,9 @@ def test_max_processes_keeps_extra_pods_pending(
     assert len(first.pods) == 2 and len(pending) == 1
     scheduled = next(c for c in pending[0]["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
-    observation, diagnosis = run.wait()
-    assert observation.state == "succeeded" and diagnosis is None
+    wait_for(lambda: run.step(handle).done)
+    result = run.step(handle)
+    assert result.succeeded and result.diagnosis is None
     start, end = stamps(tmp_path, handle.name, ".start"), stamps(tmp_path, handle.name, ".end")
     assert start["1"] >= end["0"]
 
@@ -600,8 +604,9 @@ def test_poll_needs_no_watcher(make_runtime: Callable[..., LocalRuntime]) -> Non
     )
     run = drive(spec, runtime)
     handle = run.start()
-    wait_for(lambda: run.poll(handle)[0] == "failed")
-    state, diagnosis, decision = run.poll(handle)
+    wait_for(lambda: run.step(handle).done)
+    result = run.step(handle)
+    diagnosis, decision = result.diagnosis, result.decision
     assert (
         diagnosis is not None and diagnosis.kind is FailureKind.APPLICATION_ERROR and diagnosis.exit_code == 7
     )

@@ -1,4 +1,4 @@
-"""LocalRuntime: the `Runtime` of run.py on this machine, no cluster needed.
+"""LocalRuntime: the `Runtime` (runtime.py) on this machine, no cluster needed.
 
 It takes the same manifests JobSetRun builds for a cluster and runs every pod as a local process, with a
 background thread playing the JobSet controller, the Job controller, the scheduler and the kubelet. Their
@@ -8,6 +8,7 @@ JobSetRun run unchanged. The state lives in memory for the life of this object.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 import logging
@@ -15,7 +16,7 @@ import platform
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,10 @@ from jobset_core.local.kubelet import Node, alive_processes, unreleased_processe
 from jobset_core.local.objects import gang_job_record, jobset_record, mark_deleted, run_key_of
 from jobset_core.local.process import free_port, stop_processes, write_notice
 from jobset_core.local.state import LocalJob, LocalSubmission
-from jobset_core.run import FAILED, GONE, SUCCEEDED, Handle, Observation
+from jobset_core.runtime import Handle, Observation
 
 log = logging.getLogger(__name__)
 
-_TERMINAL = (SUCCEEDED, FAILED, GONE)
 _POLL_SECONDS = 0.05  # how often the emulated controllers look at the processes
 
 
@@ -92,6 +92,8 @@ class LocalRuntime:
             capacity=self._capacity,
         )
         self._controllers = Controllers(self._node, self._notice)
+        self.namespace: str | None = None  # the manifests' namespace is used as given
+        self._records: dict[tuple[str, str], dict[str, Any]] = {}
         if self.faults:
             self._notice("faults to inject: " + "; ".join(f.describe() for f in self.faults))
 
@@ -135,30 +137,79 @@ class LocalRuntime:
             sub = self._lookup(handle)
             return self._observation(sub) if sub is not None else Observation(None)
 
-    def watch(self, handle: Handle, stop: threading.Event) -> Iterator[Observation]:
-        """Observations on every change and at least every tick, until terminal (yielded) or `stop`.
+    def watch(self, handle: Handle) -> Iterator[Observation]:
+        """Observations on every change and at least every tick, until terminal (yielded); close it to stop.
 
         A KeyboardInterrupt (or any error) raised while waiting here stops every local process before it
         propagates; the atexit hook of `process.py` covers interrupts that land elsewhere.
         """
         seen = -1
         try:
-            while not stop.is_set():
+            while True:
                 with self._changed:
                     sub = self._lookup(handle)
                     if sub is not None and sub.version == seen:
                         self._changed.wait(self.tick_seconds)
-                    self._raise_if_broken()
-                    seen = sub.version if sub is not None else seen
-                    observation = self._observation(sub) if sub is not None else Observation(None)
+                    observation, seen = self._look(sub, seen)
                 yield observation
-                if observation.state in _TERMINAL:
+                if observation.state.terminal:
                     return
         except GeneratorExit:
             raise
         except BaseException:
             self._stop_everything("interrupted")
             raise
+
+    async def awatch(self, handle: Handle) -> AsyncIterator[Observation]:
+        """The same observations for async callers; cancelling the awaiting task stops it at once."""
+        seen = -1
+        waited = 0.0
+        step = min(_POLL_SECONDS, self.tick_seconds)
+        while True:
+            with self._lock:
+                sub = self._lookup(handle)
+                fresh = sub is None or sub.version != seen
+                if fresh or waited >= self.tick_seconds:
+                    observation, seen = self._look(sub, seen)
+                else:
+                    observation = None
+            if observation is None:
+                await asyncio.sleep(step)
+                waited += step
+                continue
+            waited = 0.0
+            yield observation
+            if observation.state.terminal:
+                return
+
+    def _look(self, sub: LocalSubmission | None, seen: int) -> tuple[Observation, int]:
+        """One observation under the lock, and the version it shows."""
+        self._raise_if_broken()
+        if sub is None:
+            return Observation(None), seen
+        return self._observation(sub), sub.version
+
+    def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
+        """Merge annotations into the JobSet/Job record, as a metadata patch would."""
+        with self._changed:
+            sub = self._lookup(handle)
+            if sub is None or sub.deleted:
+                return
+            sub.main.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+            self._bump(sub)
+
+    def read_run_record(self, run_key: str, namespace: str) -> dict[str, Any] | None:
+        with self._lock:
+            record = self._records.get((namespace, run_key))
+            return copy.deepcopy(record) if record is not None else None
+
+    def write_run_record(self, run_key: str, namespace: str, record: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._records[(namespace, run_key)] = copy.deepcopy(dict(record))
+
+    def delete_run_record(self, run_key: str, namespace: str) -> None:
+        with self._lock:
+            self._records.pop((namespace, run_key), None)
 
     def cancel(self, handle: Handle) -> None:
         """Delete the submission: stop all its processes (SIGTERM, grace, SIGKILL) before returning."""

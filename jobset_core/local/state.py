@@ -12,7 +12,7 @@ from typing import Any
 
 from jobset_core.local.faults import Fault
 from jobset_core.local.process import LocalProcess
-from jobset_core.run import Handle
+from jobset_core.runtime import Handle
 
 ACTIVE_PHASES = ("Pending", "Running")
 

@@ -84,6 +84,8 @@ DEFAULT_KINDS: tuple[ResourceKind, ...] = (
     _crd("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
     _crd("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
     _crd("kueue.x-k8s.io", "v1beta1", "Workload", "workloads"),
+    _crd("kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
+    _crd("kueue.x-k8s.io", "v1beta1", "Workload", "workloads"),
 )
 
 

@@ -1,0 +1,148 @@
+"""The contract below the lifecycle: where a submission lives, what one look at it shows, and what a runtime does.
+
+Both runtimes (a cluster through `kube.py`, local processes through `local/`) implement `Runtime`; the lifecycle
+(`lifecycle.py`, pure) and its drivers (`run.py`) only ever see these types. Keeping them here, below
+everything else, is what lets the runtimes stop importing the lifecycle (one-way layering).
+
+Everything an engine keeps between two calls is a `Handle`, and it round-trips through JSON: a Flyte
+connector's `ResourceMeta` and Airflow's task state store hold nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from jobset_core import evidence as ev
+
+HANDLE_VERSION = 1
+
+
+class State(StrEnum):
+    """Top-level state of a JobSet or Job, read from the conditions its controller writes."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RUNNING = "running"
+    PENDING = "pending"
+    SUSPENDED = "suspended"
+    GONE = "gone"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (State.SUCCEEDED, State.FAILED, State.GONE)
+
+
+def state_of(obj: Mapping[str, Any] | None) -> State:
+    """Top-level state of a JobSet (jobset_controller.go) or Job (job_controller.go) from its status."""
+    if obj is None:
+        return State.GONE
+    if ev.condition(obj, "Completed") or ev.condition(obj, "Complete"):
+        return State.SUCCEEDED
+    if ev.condition(obj, "Failed"):
+        return State.FAILED
+    if (obj.get("spec") or {}).get("suspend") or ev.condition(obj, "Suspended"):
+        return State.SUSPENDED
+    status = obj.get("status") or {}
+    if obj.get("kind") == "Job":
+        return State.RUNNING if status.get("active") or status.get("ready") else State.PENDING
+    if any(_int(r.get("active")) for r in status.get("replicatedJobsStatus") or []):
+        return State.RUNNING
+    return State.PENDING
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A snapshot of one submission: its top-level object and everything `diagnose` needs."""
+
+    main: dict[str, Any] | None
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def state(self) -> State:
+        return state_of(self.main)
+
+
+@dataclass(frozen=True)
+class Handle:
+    """Where a submission lives: enough to observe, watch and cancel it from any process."""
+
+    kind: str  # "JobSet" | "Job"
+    name: str
+    namespace: str
+    run_key: str
+    attempt: int
+    adopted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": HANDLE_VERSION,
+            "kind": self.kind,
+            "name": self.name,
+            "namespace": self.namespace,
+            "runKey": self.run_key,
+            "attempt": self.attempt,
+            "adopted": self.adopted,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Handle:
+        """Rebuild a handle an engine kept; a clear ValueError when it is not one (a corrupted state store)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a handle must be a mapping, got {type(data).__name__}")
+        missing = [k for k in ("kind", "name", "namespace", "runKey", "attempt") if k not in data]
+        if missing:
+            raise ValueError(f"not a jobset-plugins handle: missing {', '.join(missing)}")
+        if data["kind"] not in ("JobSet", "Job"):
+            raise ValueError(f"handle kind {data['kind']!r} is not JobSet or Job")
+        return cls(
+            kind=str(data["kind"]),
+            name=str(data["name"]),
+            namespace=str(data["namespace"]),
+            run_key=str(data["runKey"]),
+            attempt=int(data["attempt"]),
+            adopted=bool(data.get("adopted", False)),
+        )
+
+
+class Runtime(Protocol):
+    """What the lifecycle needs from a place that runs JobSets: a cluster, or local processes.
+
+    `watch` is a generator the caller closes to stop; `awatch` an async generator whose cancellation stops
+    it. Neither takes a stop flag: cancellation belongs to the caller's idiom (close, or cancel the task).
+    The run record is a small document per run key that outlives the attempts the run deletes itself.
+    """
+
+    namespace: str | None
+
+    def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle: ...
+
+    def find(self, run_key: str, namespace: str) -> list[dict[str, Any]]: ...
+
+    def observe(self, handle: Handle) -> Observation: ...
+
+    def watch(self, handle: Handle) -> Iterator[Observation]: ...
+
+    def awatch(self, handle: Handle) -> AsyncIterator[Observation]: ...
+
+    def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None: ...
+
+    def cancel(self, handle: Handle) -> None: ...
+
+    def read_run_record(self, run_key: str, namespace: str) -> dict[str, Any] | None: ...
+
+    def write_run_record(self, run_key: str, namespace: str, record: Mapping[str, Any]) -> None: ...
+
+    def delete_run_record(self, run_key: str, namespace: str) -> None: ...

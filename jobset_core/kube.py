@@ -435,8 +435,8 @@ class KubernetesRuntime:
         name = handle.name + EVIDENCE_SUFFIX
         group, version, plural = self._main_ref(handle)
         main = self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
-        if main is None:
-            return
+        if main is None or ev.meta(main).get("deletionTimestamp"):
+            return  # a dependent created now would hold up the owner's foreground deletion
         body = {
             "apiVersion": "v1",
             "kind": "ConfigMap",

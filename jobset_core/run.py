@@ -209,7 +209,7 @@ class JobSetRun:
     # ----- ledger -----------------------------------------------------------------------------------
 
     def ledger(self) -> Ledger:
-        return self._ledger(self.runtime.find(self.run_key, self.spec.namespace))
+        return self._ledger(self.runtime.find(self.run_key, self.spec.namespace or getattr(self.runtime, "namespace", None) or "default"))
 
     def _ledger(self, objects: list[dict[str, Any]]) -> Ledger:
         """The cluster's ledger plus the submissions this run ended and deleted itself.
@@ -252,7 +252,7 @@ class JobSetRun:
 
     def start(self) -> Handle:
         """Submit the next attempt, or adopt the run's live submission: never submit twice."""
-        existing = self.runtime.find(self.run_key, self.spec.namespace)
+        existing = self.runtime.find(self.run_key, self.spec.namespace or getattr(self.runtime, "namespace", None) or "default")
         # An object being deleted (a cancel in flight, or a stuck attempt being ended) is not adopted.
         live = [
             o for o in existing

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,8 @@ EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_RUNNING = 3
-REQUEST_TIMEOUT_SECONDS = 15.0
+# A person is waiting: give a server that does not answer a few seconds, not the runtime's minutes.
+REQUEST_TIMEOUT_SECONDS = 5.0
 MAX_EVENT_QUERIES = 50
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -99,7 +101,7 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, An
     if api_client is None:
         api_client = default_api_client()
     without_transport_retries(api_client)
-    retry = ApiRetry(max_seconds=REQUEST_TIMEOUT_SECONDS, request_timeout=REQUEST_TIMEOUT_SECONDS)
+    retry = ApiRetry(max_seconds=REQUEST_TIMEOUT_SECONDS, initial=0.2, max_wait=1.0, request_timeout=REQUEST_TIMEOUT_SECONDS)
     custom = client.CustomObjectsApi(api_client)
     batch = client.BatchV1Api(api_client)
     core = client.CoreV1Api(api_client)
@@ -177,7 +179,8 @@ def read_dump(source: str) -> Any:
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise DumpError(f"{source} is neither JSON nor YAML: {str(exc).splitlines()[0]}") from None
+        where = "stdin" if source == "-" else source
+        raise DumpError(f"{where} is neither JSON nor YAML: {str(exc).splitlines()[0]}") from None
     if len(documents) == 1:
         return documents[0]
     items: list[Any] = []
@@ -233,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Errors are reported once, as one line; retry warnings on the way there would bury it.
+    logging.basicConfig(level=logging.ERROR, format="jobset: %(message)s")
     from jobset_core.kube_api import KubeApiError
 
     try:

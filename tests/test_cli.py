@@ -192,3 +192,15 @@ def test_live_without_kubeconfig_is_exit_2(tmp_path, capsys, monkeypatch) -> Non
     code, _, err = run(capsys, "explain", "demo")
     assert code == EXIT_USAGE
     assert err.startswith("jobset explain: no Kubernetes cluster configured") and err.count("\n") == 1
+
+
+def test_namespace_defaults_to_the_service_account_namespace_in_a_pod(tmp_path, monkeypatch) -> None:
+    from jobset_core import kube_api
+
+    monkeypatch.setenv("KUBECONFIG", write(tmp_path, "kc", kubeconfig_text("http://127.0.0.1:1", "lab", "from-context")))
+    assert kube_api.kubeconfig_namespace() == "from-context"
+    monkeypatch.setattr(kube_api, "SERVICE_ACCOUNT_NAMESPACE_FILE", write(tmp_path, "namespace", "from-pod\n"))
+    assert kube_api.kubeconfig_namespace() == "from-pod"
+    monkeypatch.setattr(kube_api, "SERVICE_ACCOUNT_NAMESPACE_FILE", str(tmp_path / "absent"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    assert kube_api.kubeconfig_namespace() == "default"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,6 +24,7 @@ from jobset_core.errors import SpecError
 from jobset_core.failures import Grace
 from jobset_core.kinds import RETRYABLE_BY_DEFAULT, FailureKind
 from jobset_core.ledger import Ledger
+from jobset_core.validation import INT32_MAX
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,8 @@ DEFAULT_RETRIES = 3
 DEFAULT_MAX_INTERRUPTIONS = 10
 RETRIES_ENV = "JOBSET_DEFAULT_RETRIES"
 CONFIG_ENV = "JOBSET_CONFIG"
+CONFIG_SECTION = "retry"
+CONFIG_KEYS = {CONFIG_SECTION: ("default_retries",)}
 SIGTERM_EXIT_CODE = 143
 # batch/v1 PodFailurePolicyOnExitCodesRequirement.values allows at most 255 entries; we always add 143.
 MAX_EXIT_CODE_VALUES = 255
@@ -70,17 +74,32 @@ def platform_default_retries(environ: Mapping[str, str] | None = None) -> tuple[
         if value < 0:
             raise SpecError(RETRIES_ENV, f"{value} is negative", "set it to 0 or more")
         return value, f"env {RETRIES_ENV}"
-    path = Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else default_config_path()
+    named = environ.get(CONFIG_ENV)
+    path = Path(named) if named else default_config_path()
+    if named and not path.is_file():
+        raise SpecError(CONFIG_ENV, f"names {str(path)!r}, which is not a file", "fix the path or unset JOBSET_CONFIG")
     if path.is_file():
         try:
             data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise SpecError(str(path), f"cannot be read as TOML ({exc})", "fix the file or unset JOBSET_CONFIG") from exc
-        section = data.get("retry", data)
+        # A misspelt key would otherwise leave the built-in default in force without a word.
+        unknown = sorted(set(data) - set(CONFIG_KEYS))
+        section = data.get(CONFIG_SECTION, {})
+        if not isinstance(section, dict):
+            unknown.append(CONFIG_SECTION)
+        else:
+            unknown += [f"{CONFIG_SECTION}.{k}" for k in sorted(set(section) - set(CONFIG_KEYS[CONFIG_SECTION]))]
+        if unknown:
+            raise SpecError(
+                f"{path}: {unknown[0]}",
+                "is not a setting this project reads",
+                f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}",
+            )
         if "default_retries" in section:
             value = section["default_retries"]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SpecError(f"{path}: default_retries", f"{value!r} is not an integer >= 0", "use e.g. 3")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
+                raise SpecError(f"{path}: {CONFIG_SECTION}.default_retries", f"{value!r} is not an integer >= 0", "use e.g. 3")
             return value, f"config {path}"
     return DEFAULT_RETRIES, "built-in default"
 
@@ -162,8 +181,19 @@ class RetryPolicy:
             value, source = platform_default_retries()
             set_(self, "retries", value)
             set_(self, "retries_source", source)
-        elif isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+        elif isinstance(self.retries, bool) or not isinstance(self.retries, int) or not 0 <= self.retries <= INT32_MAX:
             raise SpecError("retry.retries", f"must be an integer >= 0, got {self.retries!r}", "use e.g. retries=3")
+        for name in ("retryable_exit_codes", "retry_on"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+                raise SpecError(f"retry.{name}", f"must be a list, got {value!r}", f"use e.g. {name}=[75]" if name == "retryable_exit_codes" else "use e.g. retry_on=['Preempted']")
+        for name in ("count_interruptions", "final_attempt_on_demand", "in_cluster_restarts"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"retry.{name}", f"must be True or False, got {getattr(self, name)!r}", None)
+        if not isinstance(self.interruptible, Interruptible):
+            raise SpecError("retry.interruptible", f"{self.interruptible!r} is not an Interruptible", None)
+        if self.backoff is not None and not callable(self.backoff):
+            raise SpecError("retry.backoff", f"{self.backoff!r} is not a tenacity wait strategy", "use e.g. tenacity.wait_fixed(10)")
         codes = []
         for code in self.retryable_exit_codes:
             if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
@@ -189,7 +219,7 @@ class RetryPolicy:
         if self.max_interruptions is not None and (
             isinstance(self.max_interruptions, bool)
             or not isinstance(self.max_interruptions, int)
-            or self.max_interruptions < 0
+            or not 0 <= self.max_interruptions <= INT32_MAX
         ):
             raise SpecError(
                 "retry.max_interruptions", f"must be an integer >= 0, got {self.max_interruptions!r}", "use e.g. 10"
@@ -200,8 +230,13 @@ class RetryPolicy:
             "create_container_grace_seconds",
         ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise SpecError(f"retry.{name}", f"must be a number of seconds >= 0, got {value!r}", None)
+        timeout = self.unschedulable_timeout_seconds
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout < 0
+        ):
+            raise SpecError("retry.unschedulable_timeout_seconds", f"must be a number of seconds >= 0 or None, got {timeout!r}", None)
         if self.backoff is None:
             set_(self, "backoff", _default_backoff())
 

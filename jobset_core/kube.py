@@ -24,12 +24,22 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from jobset_core import evidence as ev
-from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError, default_api_client, is_transient
+from jobset_core.errors import SpecError
+from jobset_core.kube_api import (
+    ApiRetry,
+    KubeApiError,
+    NameConflictError,
+    default_api_client,
+    explain_api_error,
+    is_transient,
+    without_transport_retries,
+)
 from jobset_core.ledger import RUN_KEY_LABEL
 from jobset_core.runtime import Handle, Observation, state_of
 
 log = logging.getLogger(__name__)
 
+DEFAULT_NAMESPACE = "default"
 EVIDENCE_FINALIZER = "jobset-plugins.io/evidence"
 EVIDENCE_SUFFIX = "-evidence"
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
@@ -77,7 +87,7 @@ class KubernetesRuntime:
     ) -> None:
         if api_client is None:
             api_client = default_api_client()
-        self.api_client = api_client
+        self.api_client = without_transport_retries(api_client)
         self.namespace = namespace
         self.retry = retry or ApiRetry()
         self.watch_timeout_seconds = watch_timeout_seconds
@@ -95,15 +105,21 @@ class KubernetesRuntime:
         return self.api_client.sanitize_for_serialization(obj)
 
     def _create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create one object; a 404 here is never an answer (missing namespace or CRD): explain it."""
         ns = obj["metadata"]["namespace"]
         kind = obj["kind"]
-        if obj["apiVersion"] == "v1":
-            method = {"Service": self.core.create_namespaced_service, "ConfigMap": self.core.create_namespaced_config_map}[kind]
-            return self._sanitize(self.retry.call(method, ns, obj))
         group, version = _group_version(obj["apiVersion"])
-        return self.retry.call(
-            self.custom.create_namespaced_custom_object, group=group, version=version, namespace=ns, plural=PLURALS[kind], body=obj
-        )
+        try:
+            if obj["apiVersion"] == "v1":
+                method = {"Service": self.core.create_namespaced_service, "ConfigMap": self.core.create_namespaced_config_map}[kind]
+                return self._sanitize(self.retry.call(method, ns, obj))
+            return self.retry.call(
+                self.custom.create_namespaced_custom_object, group=group, version=version, namespace=ns, plural=PLURALS[kind], body=obj
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            raise explain_api_error(exc, ("create", PLURALS[kind], group)) from None
 
     def _get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         try:
@@ -152,9 +168,9 @@ class KubernetesRuntime:
     def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle:
         """Create gang objects, then the JobSet/Job; adopt on 409 when it belongs to the same run."""
         *extras, main = [json.loads(json.dumps(m)) for m in manifests]
-        namespace = main["metadata"].get("namespace") or self.namespace or "default"
+        namespace = self._namespace_for(main)
         for obj in [*extras, main]:
-            obj["metadata"].setdefault("namespace", namespace)
+            obj["metadata"]["namespace"] = namespace
             obj["metadata"].setdefault("labels", {})[RUN_KEY_LABEL] = run_key
         created: list[dict[str, Any]] = []
         try:
@@ -173,6 +189,17 @@ class KubernetesRuntime:
                 self._patch(obj, {"metadata": {"ownerReferences": [*refs, owner]}})
         adopted = bool(live.get("_adopted"))
         return Handle(main["kind"], live["metadata"]["name"], namespace, run_key, attempt, adopted=adopted)
+
+    def _namespace_for(self, main: Mapping[str, Any]) -> str:
+        """The spec's namespace, else this runtime's, else "default"; two different ones are a mistake."""
+        wanted = (main.get("metadata") or {}).get("namespace")
+        if wanted and self.namespace and wanted != self.namespace:
+            raise SpecError(
+                "namespace",
+                f"the spec says {wanted!r} but this KubernetesRuntime submits to {self.namespace!r}",
+                "leave namespace unset in the spec, or use the same namespace in both",
+            )
+        return wanted or self.namespace or DEFAULT_NAMESPACE
 
     def _create_or_adopt(self, obj: dict[str, Any], run_key: str) -> dict[str, Any]:
         meta = obj["metadata"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -36,21 +37,122 @@ class NameConflictError(KubeApiError):
     """The deterministic name is taken by an object of another run: never adopt someone else's work."""
 
 
+class NotConfiguredError(KubeApiError):
+    """No in-cluster service account and no usable kubeconfig: there is no cluster to talk to."""
+
+
+class UnreachableError(KubeApiError):
+    """The API server did not answer within the request timeout (wrong address, cluster down, VPN off)."""
+
+
+# Where the identity came from, kept on the client's Configuration so that errors can name it.
+CONTEXT_ATTRIBUTE = "jobset_context"
+JOBSET_CRD = "jobsets.jobset.x-k8s.io"
+JOBSET_CONTROLLER_VERSION = "v0.12"
+RESOURCE_NOT_FOUND_MESSAGE = "the server could not find the requested resource"
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+KUBECONFIG_ENV = "KUBECONFIG"
+DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
 def default_api_client() -> Any:
-    """The identity a pod or a person already has: the in-cluster service account, else the kubeconfig."""
+    """The identity a pod or a person already has: the in-cluster service account, else the kubeconfig.
+
+    Raises NotConfiguredError (one line) when there is neither, instead of the client's ConfigException.
+    """
     from kubernetes import client, config
 
+    configuration = client.Configuration()
     try:
-        config.load_incluster_config()
+        config.load_incluster_config(client_configuration=configuration)
+        context = "in-cluster service account"
     except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
+        path = kubeconfig_path()
+        try:
+            config.load_kube_config(config_file=path, client_configuration=configuration)
+            _, active = config.list_kube_config_contexts(config_file=path)
+            context = f"kubeconfig context {active.get('name')!r} ({path})"
+        except (config.ConfigException, OSError, TypeError, ValueError) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise NotConfiguredError(
+                f"no Kubernetes cluster configured: not running in a cluster and no usable kubeconfig at {path} "
+                f"({reason}); set KUBECONFIG or run `kubectl config use-context`"
+            ) from None
+    setattr(configuration, CONTEXT_ATTRIBUTE, context)
+    return without_transport_retries(client.ApiClient(configuration))
+
+
+def kubeconfig_namespace() -> str:
+    """The namespace kubectl would use: the in-cluster service account's, else the current context's."""
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE_FILE) as f:
+            namespace = f.read().strip()
+        if namespace:
+            return namespace
+    except OSError:
+        pass
+    from kubernetes import config
+
+    try:
+        _, active = config.list_kube_config_contexts(config_file=kubeconfig_path())
+    except (config.ConfigException, OSError, TypeError, ValueError):
+        return "default"
+    return ((active or {}).get("context") or {}).get("namespace") or "default"
+
+
+def kubeconfig_path() -> str:
+    """$KUBECONFIG read now (the client reads it once, at import), else ~/.kube/config."""
+    return os.environ.get(KUBECONFIG_ENV) or os.path.expanduser(DEFAULT_KUBECONFIG)
+
+
+def without_transport_retries(api_client: Any) -> Any:
+    """Turn off urllib3's own retries: ApiRetry is the one retry policy, so a dead server fails in bounded
+    time with one message instead of minutes of "Retrying (Retry(total=2...))" warnings."""
+    api_client.configuration.retries = False
+    pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    if pool is not None:
+        pool.connection_pool_kw["retries"] = False
+        pool.clear()
+    return api_client
+
+
+def describe_server(api_client: Any) -> str:
+    configuration = getattr(api_client, "configuration", None)
+    host = getattr(configuration, "host", "?")
+    context = getattr(configuration, CONTEXT_ATTRIBUTE, None)
+    return f"{host}" + (f" ({context})" if context else "")
+
+
+def unreachable(api_client: Any, exc: BaseException) -> UnreachableError:
+    reason = getattr(exc, "reason", None) or exc
+    return UnreachableError(
+        f"cannot reach the Kubernetes API server at {describe_server(api_client)}: {_one_line(reason)}; "
+        "check that the cluster is up and the kubeconfig points at it"
+    )
+
+
+def _one_line(value: object) -> str:
+    text = str(value).strip()
+    return text.splitlines()[0] if text else type(value).__name__
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
+
+
+def cannot_connect(exc: BaseException | None) -> bool:
+    """No connection at all (refused, no route, connect timeout), unlike a slow answer from a live server."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        exc = exc.reason
+    return isinstance(
+        exc, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
+    )
 
 
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in TRANSIENT_STATUS or exc.status == 0
-    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
+    return is_connection_error(exc)
 
 
 def retry_after_seconds(exc: BaseException | None) -> float | None:
@@ -89,11 +191,16 @@ class ApiRetry:
     # and retried like a 503, instead of hanging the watcher forever.
     request_timeout: float | None = 30.0
 
+    @property
+    def unreachable_seconds(self) -> float:
+        """A server that never answered is given up on after one request timeout, not the full budget."""
+        return min(self.max_seconds, self.request_timeout or self.max_seconds)
+
     def retrying(self) -> tenacity.Retrying:
         return tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient),
             wait=wait_retry_after(tenacity.wait_random_exponential(multiplier=self.initial, max=self.max_wait)),
-            stop=tenacity.stop_after_delay(self.max_seconds),
+            stop=tenacity.stop_after_delay(self.max_seconds) | stop_unreachable_after(self.unreachable_seconds),
             reraise=True,
             before_sleep=lambda state: log.warning(
                 "Kubernetes API call failed (%s), retrying", _short(state.outcome.exception() if state.outcome else None)
@@ -107,8 +214,23 @@ class ApiRetry:
             return self.retrying()(fn, *args, **kwargs)
         except ApiException as exc:
             if exc.status in (404, 409):
-                raise  # callers decide: "gone" and "already exists" are answers, not errors
+                raise  # callers decide: "gone" and "already exists" are answers, not errors (see explain_api_error)
             raise explain_api_error(exc, describe_call(fn, kwargs)) from exc
+        except (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError) as exc:
+            raise unreachable(getattr(getattr(fn, "__self__", None), "api_client", None), exc) from None
+
+
+@dataclass
+class stop_unreachable_after(tenacity.stop.stop_base):  # noqa: N801 - tenacity's naming style
+    """Stop once the server could not be connected to for this long; slow answers and API errors keep the
+    full budget."""
+
+    seconds: float
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        failed = outcome is not None and outcome.failed and cannot_connect(outcome.exception())
+        return bool(failed and (retry_state.seconds_since_start or 0) >= self.seconds)
 
 
 def _short(exc: BaseException | None) -> str:
@@ -150,6 +272,40 @@ def explain_api_error(exc: ApiException, call: tuple[str, str, str]) -> KubeApiE
         return KubeApiError(f"unauthorized: {message}; check the kubeconfig or service account token", 401)
     if exc.status == 422:
         return KubeApiError(f"the API server rejected the object: {message}", 422, "Invalid")
-    if exc.status == 404 and resource in ("jobsets",):
-        return KubeApiError(f"{message}; is the JobSet controller (CRD jobsets.jobset.x-k8s.io) installed?", 404)
+    if exc.status == 404:
+        return explain_not_found(exc, call, message)
     return KubeApiError(f"Kubernetes API {verb} {resource} failed: {exc.status} {message}", exc.status)
+
+
+def explain_not_found(exc: ApiException, call: tuple[str, str, str], message: str) -> KubeApiError:
+    """A 404 a user meets: the namespace does not exist, or the API (a CRD) is not installed."""
+    verb, resource, group = call
+    details = _status_details(exc)
+    if details.get("kind") == "namespaces":
+        namespace = details.get("name", "?")
+        return KubeApiError(
+            f"namespace {namespace!r} does not exist; create it (kubectl create namespace {namespace}) or "
+            "submit to another namespace",
+            404,
+            "NotFound",
+        )
+    if resource == "jobsets" and (not details or RESOURCE_NOT_FOUND_MESSAGE in message or "page not found" in message):
+        return KubeApiError(
+            f"the JobSet CRD {JOBSET_CRD} is not installed; install the JobSet controller "
+            f"{JOBSET_CONTROLLER_VERSION} or later (https://jobset.sigs.k8s.io/docs/installation/)",
+            404,
+            "NotFound",
+        )
+    if not details and group:
+        return KubeApiError(
+            f"the API server does not serve {resource} in API group {group!r}: is its CRD installed?", 404, "NotFound"
+        )
+    return KubeApiError(f"Kubernetes API {verb} {resource} failed: 404 {message}", 404, "NotFound")
+
+
+def _status_details(exc: ApiException) -> dict[str, Any]:
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+    except (TypeError, ValueError):
+        return {}
+    return (body.get("details") or {}) if isinstance(body, dict) else {}

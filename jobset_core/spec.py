@@ -8,21 +8,29 @@ the podFailurePolicy and the JobSet the failurePolicy that make the one retry bu
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from jobset_core.budget import RetryPolicy
 from jobset_core.errors import SpecError
 from jobset_core.gang import GangBackend, PodGroupPlan, WorkloadAPI, check_gang
+from jobset_core.podschema import check_pod_template
 from jobset_core.validation import (
     MAX_LABEL_LENGTH,
+    check_annotations,
+    check_bool,
     check_dns1035,
     check_dns1123,
-    check_label_map,
+    check_dns_subdomain,
+    check_env_name,
+    check_env_value,
     check_labels,
     check_positive_int,
     check_quantity,
+    check_resources,
+    check_str,
+    check_tolerations,
 )
 
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
@@ -41,15 +49,37 @@ DOWNWARD_ENV = {
 COORDINATOR_ENV = ("COORDINATOR_ADDRESS", "metadata.annotations['jobset.sigs.k8s.io/coordinator']")
 
 
-def _to_plain(value: Any) -> Any:
+def _to_plain(field_name: str, value: Any) -> Any:
     """Accept kubernetes client models wherever a dict is accepted (users often have V1PodTemplateSpec)."""
     if value is None or isinstance(value, (dict, list, str, int, float, bool)):
         return copy.deepcopy(value)
+    if isinstance(value, Mapping):
+        return copy.deepcopy(dict(value))
     if hasattr(value, "openapi_types"):
         from kubernetes.client import ApiClient
 
         return ApiClient().sanitize_for_serialization(value)
-    raise TypeError(f"expected a dict or a kubernetes model, got {type(value).__name__}")
+    raise SpecError(field_name, f"expected a dict or a kubernetes model, got {type(value).__name__}", None)
+
+
+def _materialize(value: Any) -> Any:
+    """A generator or other one-shot iterable would be empty the second time it is read: keep a tuple."""
+    if value is None or isinstance(value, (str, bytes, Mapping, Sequence)) or not isinstance(value, Iterable):
+        return value
+    return tuple(value)
+
+
+def _string_list(field_name: str, value: Any) -> None:
+    if value is not None and (not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value)):
+        raise SpecError(field_name, f"must be a list of strings, got {value!r}", f"use {field_name.rsplit('.', 1)[-1]}=['python', 'train.py']")
+
+
+def _namespaced(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Objects built for a spec without a namespace carry none: the runtime's namespace applies."""
+    for obj in objects:
+        if obj.get("metadata", {}).get("namespace") is None:
+            obj.get("metadata", {}).pop("namespace", None)
+    return objects
 
 
 def _resources(field_name: str, value: Mapping[str, Any] | None) -> dict[str, dict[str, str]]:
@@ -67,6 +97,7 @@ def _resources(field_name: str, value: Mapping[str, Any] | None) -> dict[str, di
         if not isinstance(quantities, Mapping):
             raise SpecError(f"{field_name}.{section}", "must be a mapping of resource name to quantity", None)
         out[section] = {name: check_quantity(f"{field_name}.{section}[{name!r}]", q) for name, q in quantities.items()}
+    check_resources(field_name, out)
     return out
 
 
@@ -74,16 +105,19 @@ def _env_list(field_name: str, env: Mapping[str, Any] | Sequence[Mapping[str, An
     if env is None:
         return []
     if isinstance(env, Mapping):
-        out = []
-        for name, val in env.items():
-            if not isinstance(name, str) or not name:
-                raise SpecError(f"{field_name}", f"env var name {name!r} is not a string", None)
-            out.append({"name": name, "value": str(val)})
-        return out
-    items = [_to_plain(e) for e in env]
+        return [
+            {"name": check_env_name(field_name, name), "value": check_env_value(f"{field_name}[{name!r}]", val)}
+            for name, val in env.items()
+        ]
+    if isinstance(env, (str, bytes)) or not isinstance(env, (list, tuple)):
+        raise SpecError(field_name, f"must be a dict or a list of env vars, got {env!r}", "use env={'NAME': 'value'}")
+    items = [_to_plain(f"{field_name}[{i}]", e) for i, e in enumerate(env)]
     for i, item in enumerate(items):
         if not isinstance(item, dict) or "name" not in item:
             raise SpecError(f"{field_name}[{i}]", "must be {'name': ..., 'value' or 'valueFrom': ...}", None)
+        check_env_name(f"{field_name}[{i}].name", item["name"])
+        if "value" in item:
+            item["value"] = check_env_value(f"{field_name}[{i}].value", item["value"])
     return items
 
 
@@ -134,6 +168,8 @@ class ReplicatedJob:
     def validate(self, path: str) -> None:
         check_dns1035(f"{path}.name", self.name)
         check_positive_int(f"{path}.replicas", self.replicas)
+        if self.image is not None:
+            check_str(f"{path}.image", self.image, "give image='ghcr.io/acme/train:1'")
         if self.parallelism is not None:
             check_positive_int(f"{path}.parallelism", self.parallelism)
         if self.completions is not None:
@@ -145,16 +181,19 @@ class ReplicatedJob:
                 "a gang runs one pod per completion index; set parallelism <= completions",
             )
         check_dns1123(f"{path}.container_name", self.container_name)
-        for name, value in (("command", self.command), ("args", self.args)):
-            if value is not None and (isinstance(value, str) or not all(isinstance(v, str) for v in value)):
-                raise SpecError(f"{path}.{name}", f"must be a list of strings, got {value!r}", f"use {name}=['python', 'train.py']")
-        check_label_map(f"{path}.node_selector", self.node_selector)
+        _string_list(f"{path}.command", self.command)
+        _string_list(f"{path}.args", self.args)
+        check_labels(f"{path}.node_selector", self.node_selector)
         check_labels(f"{path}.labels", self.labels)
-        check_label_map(f"{path}.annotations", self.annotations)
+        check_annotations(f"{path}.annotations", self.annotations)
         _resources(f"{path}.resources", self.resources)
         _env_list(f"{path}.env", self.env)
-        if self.tolerations is not None and not all(isinstance(t, Mapping) for t in self.tolerations):
-            raise SpecError(f"{path}.tolerations", "must be a list of toleration dicts", None)
+        check_tolerations(f"{path}.tolerations", self.tolerations)
+        if self.depends_on is not None and (isinstance(self.depends_on, (str, bytes, Mapping)) or not isinstance(self.depends_on, (list, tuple))):
+            raise SpecError(f"{path}.depends_on", f"must be a list of replicated job names, got {self.depends_on!r}", "use depends_on=['leader']")
+        template = self.pod_template_dict(path=path)
+        check_pod_template(f"{path}.pod_template", template)
+        self._check_pod_spec(f"{path}.pod_template.spec", template["spec"])
         container = self.main_container()
         if not container.get("image"):
             raise SpecError(f"{path}.image", "is missing", f"give image='...' for replicated job {self.name!r}")
@@ -179,21 +218,44 @@ class ReplicatedJob:
             out.append(dep)
         return out
 
-    def _template(self) -> dict[str, Any]:
-        try:
-            template = _to_plain(self.pod_template) or {}
-        except TypeError as exc:
-            raise SpecError("pod_template", str(exc), "pass a V1PodTemplateSpec dict or model") from exc
+    @staticmethod
+    def _check_pod_spec(field_name: str, spec: dict[str, Any]) -> None:
+        """What the schema cannot say: scheduler names are DNS subdomains, selectors and tolerations are valid."""
+        if spec.get("schedulerName") is not None:
+            check_dns_subdomain(f"{field_name}.schedulerName", spec["schedulerName"])
+        check_labels(f"{field_name}.nodeSelector", spec.get("nodeSelector"))
+        check_tolerations(f"{field_name}.tolerations", spec.get("tolerations"))
+
+    def _template(self, path: str = "pod_template") -> dict[str, Any]:
+        field_name = f"{path}.pod_template" if path != "pod_template" else path
+        template = _to_plain(field_name, self.pod_template) or {}
         if not isinstance(template, dict):
-            raise SpecError("pod_template", "must be a pod template (metadata + spec)", None)
+            raise SpecError(field_name, "must be a pod template (metadata + spec)", "pass a V1PodTemplateSpec dict or model")
         if "containers" in template and "spec" not in template:  # a bare PodSpec was given
             template = {"spec": template}
         template.setdefault("metadata", {})
         template.setdefault("spec", {})
+        for key in ("metadata", "spec"):
+            if not isinstance(template[key], dict):
+                raise SpecError(f"{field_name}.{key}", f"must be a mapping, got {template[key]!r}", None)
+        containers = template["spec"].get("containers", [])
+        if not isinstance(containers, list):
+            raise SpecError(f"{field_name}.spec.containers", f"must be a list of containers, got {containers!r}", None)
+        for i, container in enumerate(containers):
+            if not isinstance(container, dict):
+                raise SpecError(f"{field_name}.spec.containers[{i}]", f"{container!r} is not a container dict", None)
+            if not isinstance(container.get("name"), str) or not container["name"]:
+                raise SpecError(
+                    f"{field_name}.spec.containers[{i}].name", "is missing", "give every container in the pod template a name"
+                )
         return template
 
     def main_container(self, template: dict[str, Any] | None = None) -> dict[str, Any]:
         template = template if template is not None else self._template()
+        if self.image is not None and not isinstance(self.image, str):
+            raise SpecError("image", f"must be a string, got {self.image!r}", "give image='ghcr.io/acme/train:1'")
+        _string_list("command", self.command)
+        _string_list("args", self.args)
         containers = template["spec"].setdefault("containers", [])
         chosen = next((c for c in containers if c.get("name") == self.container_name), None)
         if chosen is None and self.container_name == DEFAULT_CONTAINER and len(containers) == 1:
@@ -209,9 +271,9 @@ class ReplicatedJob:
             chosen["args"] = list(self.args)
         return chosen
 
-    def pod_template_dict(self, coordinator: bool = False) -> dict[str, Any]:
+    def pod_template_dict(self, coordinator: bool = False, path: str = "pod_template") -> dict[str, Any]:
         """The merged pod template: the user's template, then this object's fields on top."""
-        template = self._template()
+        template = self._template(path)
         container = self.main_container(template)
         downward = [
             {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}} for name, path in DOWNWARD_ENV.items()
@@ -231,7 +293,7 @@ class ReplicatedJob:
         if self.node_selector:
             spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **self.node_selector}
         if self.tolerations:
-            spec["tolerations"] = [*spec.get("tolerations", []), *(_to_plain(dict(t)) for t in self.tolerations)]
+            spec["tolerations"] = [*spec.get("tolerations", []), *copy.deepcopy(check_tolerations("tolerations", self.tolerations))]
         # JobSet's webhook defaults restartPolicy to OnFailure, which forbids podFailurePolicy: be explicit.
         spec["restartPolicy"] = "Never"
         meta = template["metadata"]
@@ -271,6 +333,20 @@ class Coordinator:
     pod_index: int = 0
 
 
+def _object_metadata(
+    name: str, namespace: str | None, labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """metadata of a built object; no namespace key when the spec leaves it to the runtime."""
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return metadata
+
+
 def _policy(retry: RetryPolicy | None) -> RetryPolicy:
     if retry is None:
         return RetryPolicy()
@@ -285,7 +361,7 @@ class JobSetSpec:
 
     name: str
     replicated_jobs: Sequence[ReplicatedJob]
-    namespace: str = "default"
+    namespace: str | None = None
     labels: Mapping[str, str] | None = None
     annotations: Mapping[str, str] | None = None
     network: Network | None = field(default_factory=Network)
@@ -301,17 +377,26 @@ class JobSetSpec:
     def policy(self) -> RetryPolicy:
         return _policy(self.retry)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "replicated_jobs", _materialize(self.replicated_jobs))
+
     @property
     def total_pods(self) -> int:
         return sum(rj.total_pods for rj in self.replicated_jobs)
 
     def validate(self) -> None:
         check_dns1035("name", self.name)
-        check_dns1123("namespace", self.namespace)
+        if self.namespace is not None:
+            check_dns1123("namespace", self.namespace)
         check_labels("labels", self.labels)
-        check_label_map("annotations", self.annotations)
-        if not self.replicated_jobs or isinstance(self.replicated_jobs, (str, bytes)):
+        check_annotations("annotations", self.annotations)
+        if isinstance(self.replicated_jobs, (str, bytes, Mapping)) or not isinstance(self.replicated_jobs, (list, tuple)):
+            raise SpecError(
+                "replicated_jobs", f"must be a list of ReplicatedJob, got {self.replicated_jobs!r}", "use replicated_jobs=[ReplicatedJob(...)]"
+            )
+        if not self.replicated_jobs:
             raise SpecError("replicated_jobs", "is empty", "give at least one ReplicatedJob(...)")
+        self._check_fields()
         names: list[str] = []
         for i, rj in enumerate(self.replicated_jobs):
             path = f"replicated_jobs[{i}]"
@@ -335,17 +420,23 @@ class JobSetSpec:
                         f"use one of {', '.join(known)}",
                     )
             names.append(rj.name)
-        if self.startup_policy not in (None, "AnyOrder", "InOrder"):
+        if not isinstance(self.startup_policy, (str, type(None))) or self.startup_policy not in (None, "AnyOrder", "InOrder"):
             raise SpecError("startup_policy", f"{self.startup_policy!r} is not AnyOrder or InOrder", None)
         if self.startup_policy == "InOrder" and any(rj.depends_on for rj in self.replicated_jobs):
             raise SpecError("startup_policy", "InOrder and depends_on cannot be combined (JobSet rejects it)", "use depends_on only")
         if self.success_policy is not None:
             if self.success_policy.operator not in ("All", "Any"):
                 raise SpecError("success_policy.operator", f"{self.success_policy.operator!r} is not All or Any", None)
+            if isinstance(self.success_policy.target_replicated_jobs, (str, bytes)) or not isinstance(
+                self.success_policy.target_replicated_jobs, (list, tuple)
+            ):
+                raise SpecError("success_policy.target_replicated_jobs", "must be a list of replicated job names", None)
             for target in self.success_policy.target_replicated_jobs:
                 if target not in names:
                     raise SpecError("success_policy.target_replicated_jobs", f"{target!r} is unknown", f"use one of {', '.join(names)}")
         if self.coordinator is not None:
+            check_positive_int("coordinator.job_index", self.coordinator.job_index, allow_zero=True)
+            check_positive_int("coordinator.pod_index", self.coordinator.pod_index, allow_zero=True)
             rj_by_name = {rj.name: rj for rj in self.replicated_jobs}
             target = rj_by_name.get(self.coordinator.replicated_job)
             if target is None:
@@ -372,8 +463,24 @@ class JobSetSpec:
             self.gang.validate(self.total_pods, self.suspend)
         self.policy  # noqa: B018 - constructing the default policy validates the platform default
 
+    def _check_fields(self) -> None:
+        """Types of the optional parts, so that a wrong one is a SpecError and not an AttributeError later."""
+        for name, value, cls in (
+            ("network", self.network, Network),
+            ("success_policy", self.success_policy, SuccessPolicy),
+            ("coordinator", self.coordinator, Coordinator),
+        ):
+            if value is not None and not isinstance(value, cls):
+                raise SpecError(name, f"{value!r} is not a {cls.__name__}", f"use {name}={cls.__name__}(...) or None")
+        if self.network is not None:
+            for attr in ("enable_dns_hostnames", "publish_not_ready_addresses"):
+                check_bool(f"network.{attr}", getattr(self.network, attr))
+        check_bool("suspend", self.suspend, optional=True)
+
     def _check_hostname_length(self, path: str, rj: ReplicatedJob) -> None:
-        hostname = f"{self.name}-{rj.name}-{rj.replicas - 1}-{rj.pods_per_job - 1}"
+        # Pod indexes run to completions - 1 (parallelism only says how many run at once).
+        last_index = (rj.completions or rj.pods_per_job) - 1
+        hostname = f"{self.name}-{rj.name}-{rj.replicas - 1}-{last_index}"
         if len(hostname) > MAX_LABEL_LENGTH:
             budget = MAX_LABEL_LENGTH - (len(hostname) - len(self.name) - len(rj.name))
             raise SpecError(
@@ -448,18 +555,16 @@ class JobSetSpec:
             spec["ttlSecondsAfterFinished"] = self.ttl_seconds_after_finished
         if self.suspend is not None:
             spec["suspend"] = self.suspend
-        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
-        if self.labels:
-            metadata["labels"] = dict(self.labels)
-        if self.annotations:
-            metadata["annotations"] = dict(self.annotations)
-        manifest = {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": metadata, "spec": spec}
+        manifest = {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": self._metadata(), "spec": spec}
         extras: list[dict[str, Any]] = []
         if self.gang is not None:
             groups = self._groups(replicated)
             self.gang.decorate(manifest, groups, self.total_pods)
-            extras = self.gang.extra_objects(self.name, self.namespace, groups, self.total_pods)
-        return manifest, extras
+            extras = self.gang.extra_objects(self.name, self.namespace, groups, self.total_pods)  # type: ignore[arg-type]
+        return manifest, _namespaced(extras)
+
+    def _metadata(self) -> dict[str, Any]:
+        return _object_metadata(self.name, self.namespace, self.labels, self.annotations)
 
 
 @dataclass(frozen=True)
@@ -475,7 +580,7 @@ class GangJobSpec:
     command: Sequence[str] | None = None
     args: Sequence[str] | None = None
     pods: int = 1
-    namespace: str = "default"
+    namespace: str | None = None
     env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
     resources: Mapping[str, Any] | None = None
     node_selector: Mapping[str, str] | None = None
@@ -513,10 +618,13 @@ class GangJobSpec:
 
     def validate(self) -> None:
         check_dns1035("name", self.name)
-        check_dns1123("namespace", self.namespace)
+        if self.namespace is not None:
+            check_dns1123("namespace", self.namespace)
         check_positive_int("pods", self.pods)
         check_labels("labels", self.labels)
-        check_label_map("annotations", self.annotations)
+        check_annotations("annotations", self.annotations)
+        check_bool("suspend", self.suspend, optional=True)
+        check_bool("service", self.service)
         hostname = f"{self.name}-{self.pods - 1}"
         if len(hostname) > MAX_LABEL_LENGTH:
             raise SpecError("name", f"pod hostname {hostname!r} is longer than 63 characters", "shorten the name")
@@ -563,23 +671,19 @@ class GangJobSpec:
             spec["ttlSecondsAfterFinished"] = self.ttl_seconds_after_finished
         if self.suspend is not None:
             spec["suspend"] = self.suspend
-        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
-        if self.labels:
-            metadata["labels"] = dict(self.labels)
-        if self.annotations:
-            metadata["annotations"] = dict(self.annotations)
+        metadata = _object_metadata(self.name, self.namespace, self.labels, self.annotations)
         manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
         group = PodGroupPlan(self.name, self.pods, template["spec"], template["metadata"])
         extras: list[dict[str, Any]] = []
         if self.gang is not None:
             self.gang.decorate(manifest, [group], self.pods)
-            extras = self.gang.extra_objects(self.name, self.namespace, [group], self.pods)
+            extras = self.gang.extra_objects(self.name, self.namespace, [group], self.pods)  # type: ignore[arg-type]
         if self.service:
             extras.append(
                 {
                     "apiVersion": "v1",
                     "kind": "Service",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "metadata": _object_metadata(self.name, self.namespace, None, None),
                     "spec": {
                         "clusterIP": "None",
                         "publishNotReadyAddresses": True,
@@ -587,4 +691,4 @@ class GangJobSpec:
                     },
                 }
             )
-        return manifest, extras
+        return manifest, _namespaced(extras)

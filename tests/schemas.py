@@ -77,5 +77,5 @@ def validate_any(obj: dict[str, Any]) -> None:
         # spec.workloadRef existed only in Kubernetes 1.35 (replaced by schedulingGroup in 1.36)
         validate_kubernetes(obj, "1.35.0" if "workloadRef" in pod_spec else KUBERNETES_VERSION)
     else:  # third-party CRDs (scheduler-plugins, Volcano): check the fields those CRDs require
-        assert obj["metadata"]["name"] and obj["metadata"]["namespace"]
+        assert obj["metadata"]["name"] and isinstance(obj["metadata"].get("namespace", ""), str)
         assert isinstance(obj["spec"]["minMember"], int) and obj["spec"]["minMember"] >= 1

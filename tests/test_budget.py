@@ -125,7 +125,8 @@ def test_platform_default_env_then_config_then_three(tmp_path, monkeypatch):
     config.write_text("[retry]\ndefault_retries = 7\n")
     assert platform_default_retries({"JOBSET_DEFAULT_RETRIES": "5", "JOBSET_CONFIG": str(config)}) == (5, "env JOBSET_DEFAULT_RETRIES")
     assert platform_default_retries({"JOBSET_CONFIG": str(config)}) == (7, f"config {config}")
-    assert platform_default_retries({"JOBSET_CONFIG": str(tmp_path / "missing.toml")}) == (3, "built-in default")
+    with pytest.raises(SpecError, match="JOBSET_CONFIG: names '.*missing.toml', which is not a file"):
+        platform_default_retries({"JOBSET_CONFIG": str(tmp_path / "missing.toml")})
     with pytest.raises(SpecError, match="JOBSET_DEFAULT_RETRIES: 'many' is not an integer"):
         platform_default_retries({"JOBSET_DEFAULT_RETRIES": "many"})
     monkeypatch.setenv("JOBSET_DEFAULT_RETRIES", "4")
@@ -249,3 +250,21 @@ def test_property_total_attempts_never_exceed_the_budget(retries, free, cap, seq
     assert ledger.counted_attempts <= retries + 1
     assert ledger.free_interruptions <= (cap if free else 0)
     assert ledger.attempts <= retries + 1 + (cap if free else 0)
+
+
+@pytest.mark.parametrize(
+    "text,key",
+    [
+        ("[retry]\ndefault_retry = 7\n", "retry.default_retry"),
+        ("[retries]\ndefault_retries = 7\n", "retries"),
+        ("default_retries = 7\n", "default_retries"),
+        ("retry = 7\n", "retry"),
+    ],
+)
+def test_a_misspelt_config_key_is_an_error_naming_file_and_key(tmp_path, text, key):
+    config = tmp_path / "config.toml"
+    config.write_text(text)
+    with pytest.raises(SpecError) as err:
+        platform_default_retries({"JOBSET_CONFIG": str(config)})
+    assert err.value.field == f"{config}: {key}"
+    assert "[retry] with: default_retries" in str(err.value)

@@ -145,13 +145,19 @@ def test_a_kueue_preemption_is_reported_in_progress_and_in_the_result(kube: Kube
         js = server.get(JOBSET_API, "JobSet", name, NS)
         js["spec"]["suspend"] = suspend
         js = server.update(js)
-        if not suspend:
+        conditions = (js.get("status") or {}).get("conditions") or []
+        if not suspend and any(c["type"] == "Suspended" for c in conditions):
             js["status"]["conditions"] = [
                 dict(c, status="False", reason="ResumeJobs", message="jobset is resumed") if c["type"] == "Suspended" else c
-                for c in js["status"].get("conditions", [])
+                for c in conditions
             ]
             server.update_status(js)
 
+    def suspended() -> bool:
+        js = server.get(JOBSET_API, "JobSet", name, NS)
+        return any(c["type"] == "Suspended" and c["status"] == "True" for c in (js.get("status") or {}).get("conditions") or [])
+
+    wait_until(suspended)  # created suspended, as Kueue requires
     kueue(False)  # admitted
     wait_until(lambda: any(e.type is EventType.PROGRESS and "(running)" in e.message for e in seen))
     js = server.get(JOBSET_API, "JobSet", name, NS)

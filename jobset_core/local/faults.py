@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from jobset_core.errors import SpecError
 
@@ -176,3 +176,56 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
 def faults_from_env(environ: Mapping[str, str] | None = None) -> tuple[Fault, ...]:
     environ = os.environ if environ is None else environ
     return parse_faults(environ.get(FAULTS_ENV))
+
+
+_INDEXED = re.compile(r"^(?P<rjob>.+)-(?P<job>\d+)-(?P<pod>\d+)$")
+
+
+def _completions(job_spec: Mapping[str, Any]) -> int:
+    return int(job_spec.get("completions") or job_spec.get("parallelism") or 1)
+
+
+def _targets_jobset(replica: str, main: Mapping[str, Any]) -> bool:
+    name = main["metadata"]["name"]
+    candidates = [replica, replica[len(name) + 1:]] if replica.startswith(f"{name}-") else [replica]
+    shapes = {
+        rj.get("name"): (int(rj.get("replicas", 1)), _completions((rj.get("template") or {}).get("spec") or {}))
+        for rj in (main.get("spec") or {}).get("replicatedJobs") or []
+    }
+    for candidate in candidates:
+        match = _INDEXED.match(candidate)
+        if match and match["rjob"] in shapes:
+            replicas, completions = shapes[match["rjob"]]
+            if int(match["job"]) < replicas and int(match["pod"]) < completions:
+                return True
+    return False
+
+
+def _targets_job(replica: str, main: Mapping[str, Any]) -> bool:
+    name = main["metadata"]["name"]
+    index = replica[len(name) + 1:] if replica.startswith(f"{name}-") else replica
+    return index.isdigit() and int(index) < _completions(main.get("spec") or {})
+
+
+def _pod_names(main: Mapping[str, Any]) -> str:
+    """How the pods of this workload are named, for the fix of a fault that matches none."""
+    if main.get("kind") == "Job":
+        return f"completion indexes 0..{_completions(main.get('spec') or {}) - 1}"
+    shapes = [
+        f"{rj.get('name')}-<0..{int(rj.get('replicas', 1)) - 1}>-<0..{_completions((rj.get('template') or {}).get('spec') or {}) - 1}>"
+        for rj in (main.get("spec") or {}).get("replicatedJobs") or []
+    ]
+    return ", ".join(shapes)
+
+
+def check_fault_targets(faults: Sequence[Fault], main: Mapping[str, Any]) -> None:
+    """A fault whose pod cannot exist in this workload would never fire, and the run would "pass" a resilience
+    test without testing anything: refuse it before anything starts. Names are case-sensitive, as on a cluster."""
+    targets = _targets_jobset if main.get("kind") == "JobSet" else _targets_job
+    for number, fault in enumerate(faults):
+        if not targets(fault.replica, main):
+            raise SpecError(
+                f"faults[{number}].replica",
+                f"{fault.replica!r} matches no pod of {main.get('kind')} {main['metadata']['name']!r}",
+                f"name a pod that exists: {_pod_names(main)}",
+            )

@@ -157,7 +157,7 @@ class Node:
         """The command cannot be executed: the container runtime's StartError (exit 128), pod Failed."""
         container = main_container(pod.record)
         program = argv[0] if argv else ""
-        message = f'exec: "{program}": {exc.strerror or exc}'
+        message = f'exec: "{program}": {start_error_text(exc)}'
         self.notice(f"pod {pod.name} cannot start: {message}")
         when = rfc3339(now)
         status = pod.record["status"]
@@ -264,6 +264,7 @@ class Node:
             if elapsed < fault.after_seconds:
                 continue
             pod.fired.add(number)
+            sub.fired_faults.add(number)
             self.notice(f"injecting fault: {fault.describe()} (pod {pod.name})")
             self._inject(sub, pod, fault)
             return True
@@ -313,6 +314,12 @@ class Node:
         )
         pod.process.signal(signal.SIGTERM)
         pod.kill_at = time.monotonic() + self.grace_seconds
+
+
+def start_error_text(exc: OSError) -> str:
+    """The container runtime's wording (lower case, as runc prints it), e.g. "no such file or directory"."""
+    text = exc.strerror or str(exc)
+    return text[:1].lower() + text[1:]
 
 
 def alive_processes(pods: list[LocalPod]) -> list[LocalProcess]:

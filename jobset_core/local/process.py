@@ -124,10 +124,16 @@ def container_environment(
 
 
 def container_argv(pod: Mapping[str, Any], env: Mapping[str, str]) -> list[str]:
-    """command + args with `$(VAR)` expansion; without a command the args are run as the command."""
+    """command + args with `$(VAR)` expansion; without a command the args are run as the command.
+
+    `python`/`python3` become this interpreter: the image's Python is the one with the program's packages,
+    and locally that is the interpreter running the program (a virtualenv), not the first one on PATH.
+    """
     container = main_container(pod)
-    argv = [*(container.get("command") or []), *(container.get("args") or [])]
-    return [expand(str(a), env) for a in argv]
+    argv = [expand(str(a), env) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
+    if argv and argv[0] in PYTHON_PROGRAMS and sys.executable:
+        argv[0] = sys.executable
+    return argv
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -235,6 +241,9 @@ def _write_stdout(text: str) -> None:
             sys.stdout.flush()
         except (ValueError, OSError):  # the parent's stdout was closed or replaced (pytest capture ends)
             pass
+
+
+PYTHON_PROGRAMS = ("python", "python3")
 
 
 def write_notice(message: str) -> None:

@@ -9,20 +9,23 @@ JobSetRun run unchanged. The state lives in memory for the life of this object.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import copy
 import dataclasses
 import logging
 import platform
+import shutil
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from jobset_core.errors import SpecError
 from jobset_core.local.controllers import Controllers
-from jobset_core.local.faults import Fault, faults_from_env
+from jobset_core.local.faults import Fault, check_fault_targets, faults_from_env
 from jobset_core.local.kubelet import Node, alive_processes, unreleased_processes
 from jobset_core.local.objects import gang_job_record, jobset_record, mark_deleted, run_key_of
 from jobset_core.local.process import free_port, stop_processes, write_notice
@@ -31,6 +34,8 @@ from jobset_core.runtime import Handle, Observation
 
 log = logging.getLogger(__name__)
 
+DEFAULT_NAMESPACE = "default"
+TEMP_PREFIX = "jobset-local-"
 _POLL_SECONDS = 0.05  # how often the emulated controllers look at the processes
 
 
@@ -38,7 +43,7 @@ class LocalRuntime:
     """Run JobSets and gang Jobs as local processes, with the cluster's failure semantics.
 
     `workdir` holds the pod logs (`<workdir>/<name>/<attempt>/restart-<n>/<hostname>.log`; default: a new
-    temporary directory). `max_processes` caps how many pods run at once (others stay Pending,
+    temporary directory, removed when the runtime closes, or at interpreter exit, unless `keep_logs`). `max_processes` caps how many pods run at once (others stay Pending,
     Unschedulable). `faults` are injected as described in `jobset_core.local.faults`; when not given they
     are read from `JOBSET_LOCAL_FAULTS`. `grace_seconds` is the SIGTERM-to-SIGKILL grace period of every
     teardown. `stream_output` copies every pod's output to stdout with a `[<hostname>] ` prefix. `watch`
@@ -53,6 +58,7 @@ class LocalRuntime:
         grace_seconds: float = 5.0,
         stream_output: bool = True,
         tick_seconds: float = 0.2,
+        keep_logs: bool = False,
     ) -> None:
         if max_processes is not None and (
             isinstance(max_processes, bool) or not isinstance(max_processes, int) or max_processes < 1
@@ -75,6 +81,7 @@ class LocalRuntime:
         self.stream_output = stream_output
         self.tick_seconds = float(tick_seconds)
         self._workdir_arg = Path(workdir) if workdir is not None else None
+        self.keep_logs = bool(keep_logs)
         self._workdir: Path | None = None
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -96,16 +103,19 @@ class LocalRuntime:
         self._records: dict[tuple[str, str], dict[str, Any]] = {}
         if self.faults:
             self._notice("faults to inject: " + "; ".join(f.describe() for f in self.faults))
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     # ----- Runtime protocol -------------------------------------------------------------------------
 
     def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle:
         """Create the JobSet (or gang Job) and start its first pods; adopt it if this run already made it."""
         main, extras = _split(manifests)
-        meta = main.get("metadata") or {}
-        kind, namespace, name = main["kind"], meta.get("namespace", "default"), meta["name"]
+        meta = main["metadata"]
+        meta["namespace"] = meta.get("namespace") or DEFAULT_NAMESPACE
+        kind, namespace, name = main["kind"], meta["namespace"], meta["name"]
         with self._lock:
             self._check_open()
+            check_fault_targets(self.faults, main)
             existing = self._find_live(kind, namespace, name)
             if existing is not None:
                 if run_key_of(existing.main) != run_key:
@@ -235,6 +245,14 @@ class LocalRuntime:
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
+        self._remove_temporary_workdir()
+
+    def _remove_temporary_workdir(self) -> None:
+        """The logs of a default (temporary) workdir go with the runtime: nothing piles up in /tmp."""
+        with self._lock:
+            path, self._workdir = self._workdir, (None if self._workdir_arg is None else self._workdir)
+        if path is not None and self._workdir_arg is None and not self.keep_logs:
+            shutil.rmtree(path, ignore_errors=True)
 
     def __enter__(self) -> LocalRuntime:
         return self
@@ -251,8 +269,9 @@ class LocalRuntime:
                     self._workdir_arg.mkdir(parents=True, exist_ok=True)
                     self._workdir = self._workdir_arg
                 else:
-                    self._workdir = Path(tempfile.mkdtemp(prefix="jobset-local-"))
-                self._notice(f"pod logs are kept in {self._workdir}")
+                    self._workdir = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+                kept = "" if self._workdir_arg is not None or self.keep_logs else " until the runtime closes (keep_logs=True keeps them)"
+                self._notice(f"pod logs are kept in {self._workdir}{kept}")
             return self._workdir
 
     # ----- internals: submissions -------------------------------------------------------------------
@@ -375,7 +394,22 @@ class LocalRuntime:
             changed |= self._controllers.sync_gang_job(sub)
         if changed:
             self._bump(sub)
+        if (sub.terminal or sub.deleted) and not sub.unfired_reported:
+            self._report_unfired(sub)
         return changed
+
+    def _report_unfired(self, sub: LocalSubmission) -> None:
+        """A fault meant for this submission that never fired tested nothing: say so when it ends."""
+        sub.unfired_reported = True
+        for number, fault in enumerate(sub.faults):
+            if fault.attempt == sub.handle.attempt and number not in sub.fired_faults:
+                message = (
+                    f"warning: fault never fired: {fault.describe()} (attempt {fault.attempt}, restart {fault.restart}); "
+                    f"{sub.handle.kind} {sub.handle.name} ended first"
+                )
+                log.warning("%s", message)
+                if self.stream_output:
+                    write_notice(message)
 
     def _bump(self, sub: LocalSubmission) -> None:
         sub.version += 1
@@ -433,6 +467,12 @@ class LocalRuntime:
             log.debug("%s", message)
         else:
             log.info("%s", message)
+
+
+def _close_at_exit(ref: weakref.ReferenceType[LocalRuntime]) -> None:
+    runtime = ref()
+    if runtime is not None:
+        runtime.close()
 
 
 # ----------------------------------------------------------------------------------------------------

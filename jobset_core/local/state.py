@@ -91,6 +91,8 @@ class LocalSubmission:
     log_dir: Path
     world_size: int
     faults: tuple[Fault, ...] = ()
+    fired_faults: set[int] = field(default_factory=set)  # faults applied to any pod of this submission
+    unfired_reported: bool = False
     jobs: list[LocalJob] = field(default_factory=list)  # the current restart's Jobs
     old_jobs: list[LocalJob] = field(default_factory=list)  # Jobs being deleted by a restart
     events: list[dict[str, Any]] = field(default_factory=list)

@@ -41,7 +41,9 @@ class LocalApiServer:
     ``bookmark_interval`` sets how often watches with ``allowWatchBookmarks``
     get a BOOKMARK; ``event_window`` how many writes stay replayable before
     older resourceVersions answer 410; ``seed`` makes generated names
-    reproducible.
+    reproducible; ``require_namespaces`` makes a create into a namespace with
+    no Namespace object a 404, as on a real cluster (``default``,
+    ``kube-system`` and ``kube-public`` always exist).
     """
 
     def __init__(
@@ -53,10 +55,11 @@ class LocalApiServer:
         bookmark_interval: float = 1.0,
         watch_timeout: float = 1800.0,
         seed: int | None = None,
+        require_namespaces: bool = False,
     ) -> None:
         self._address = (host, port)
         self.registry = KindRegistry()
-        self.store = Store(event_window=event_window, seed=seed)
+        self.store = Store(event_window=event_window, seed=seed, require_namespaces=require_namespaces)
         self.faults = FaultPlan()
         self._requests: list[RequestRecord] = []
         self._requests_lock = threading.Lock()
@@ -170,6 +173,10 @@ class LocalApiServer:
             returns_deleted_object=not builtin,
         )
         return self.registry.register(resource)
+
+    def unregister_kind(self, api_version: str, kind: str) -> None:
+        """Serve a cluster without this kind (a CRD not installed): its REST paths answer 404."""
+        self.registry.unregister(api_version, kind)
 
     def kind_for(self, api_version: str, kind: str) -> ResourceKind:
         """The registered kind, or a 404 ApiError naming what is missing."""

@@ -106,6 +106,13 @@ class KindRegistry:
             self._by_resource[(kind.group, kind.version, kind.plural)] = kind
         return kind
 
+    def unregister(self, api_version: str, kind: str) -> None:
+        """Stop serving a kind, as a cluster without its CRD: its paths then answer 404."""
+        with self._lock:
+            found = self._by_gvk.pop((api_version, kind), None)
+            if found is not None:
+                self._by_resource.pop((found.group, found.version, found.plural), None)
+
     def by_gvk(self, api_version: str, kind: str) -> ResourceKind | None:
         """Kind for an object's ``apiVersion``/``kind`` pair, if served."""
         with self._lock:

@@ -61,10 +61,15 @@ def _owner_uids(obj: Obj | None) -> set[str]:
     return {ref.get("uid") for ref in refs if isinstance(ref, dict) and ref.get("uid")}
 
 
+BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+NAMESPACES_KEY = ("", "v1", "namespaces")
+
+
 class Store:
     """Thread-safe in-memory object store with apiserver write semantics."""
 
-    def __init__(self, event_window: int = 10000, seed: int | None = None) -> None:
+    def __init__(self, event_window: int = 10000, seed: int | None = None, require_namespaces: bool = False) -> None:
+        self.require_namespaces = require_namespaces
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str, str], dict[Key, Obj]] = {}
         self._uids: dict[str, tuple[ResourceKind, Key]] = {}
@@ -72,6 +77,13 @@ class Store:
         self._log = EventLog(event_window)
         self._watchers: set[Watcher] = set()
         self._random = random.Random(seed)
+
+    def _check_namespace_exists(self, kind: ResourceKind, namespace: str) -> None:
+        """The real server's NamespaceLifecycle admission: no object in a namespace that does not exist."""
+        if not self.require_namespaces or not kind.namespaced or namespace in BUILTIN_NAMESPACES:
+            return
+        if ("", namespace) not in self._objects.get(NAMESPACES_KEY, {}):
+            raise errors.ApiError(404, "NotFound", f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"})
 
     # ------------------------------------------------------------------ reads
 
@@ -136,6 +148,7 @@ class Store:
         meta = object_meta(obj)
         namespace = resolve_namespace(kind, meta, namespace)
         with self._lock:
+            self._check_namespace_exists(kind, namespace)
             name = meta.get("name") or generate_name(
                 kind,
                 meta.get("generateName"),

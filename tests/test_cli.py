@@ -1,0 +1,206 @@
+"""`jobset explain`: what it reads (JSON, YAML, stdin, a live cluster) and the exit codes scripts branch on.
+
+0 succeeded, 1 failed with a diagnosis, 2 usage or access error, 3 still running / no failure yet. No
+traceback ever reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobset_core.cli import EXIT_FAILED, EXIT_RUNNING, EXIT_SUCCEEDED, EXIT_USAGE, main
+from jobset_core.testing import LocalApiServer
+from tests.test_cluster_edge import kubeconfig_text
+
+FIXTURE = Path(__file__).parent / "fixtures" / "diagnosis" / "19-apperror-exit1-leader.json"
+NS = "ml-team"
+
+
+def failed_dump() -> dict[str, Any]:
+    data = json.loads(FIXTURE.read_text())
+    return {k: data[k] for k in ("jobset", "jobs", "pods", "events")}
+
+
+def as_list(dump: dict[str, Any]) -> dict[str, Any]:
+    """The shape of `kubectl get jobsets,jobs,pods,events -o json`."""
+    items = [{"kind": "JobSet", **dump["jobset"]}]
+    items += [{"kind": "Job", **j} for j in dump["jobs"]]
+    items += [{"kind": "Pod", **p} for p in dump["pods"]]
+    items += [{"kind": "Event", **e} for e in dump["events"]]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def running_dump() -> dict[str, Any]:
+    dump = failed_dump()
+    dump["jobset"]["status"] = {"restarts": 0}
+    dump["jobs"] = []
+    for pod in dump["pods"]:
+        pod["status"] = {"phase": "Running"}
+    dump["events"] = []
+    return dump
+
+
+def succeeded_dump() -> dict[str, Any]:
+    dump = running_dump()
+    dump["jobset"]["status"]["conditions"] = [
+        {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "jobset completed successfully",
+         "lastTransitionTime": "2026-11-22T12:00:00Z"}
+    ]
+    for pod in dump["pods"]:
+        pod["status"] = {"phase": "Succeeded"}
+    return dump
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "dump,expected",
+    [(failed_dump, EXIT_FAILED), (succeeded_dump, EXIT_SUCCEEDED), (running_dump, EXIT_RUNNING)],
+    ids=["failed", "succeeded", "running"],
+)
+def test_exit_code_says_how_the_workload_ended(tmp_path, capsys, dump, expected) -> None:
+    code, out, err = run(capsys, "explain", "--from-file", write(tmp_path, "d.json", json.dumps(as_list(dump()))))
+    assert code == expected, out + err
+    assert err == ""
+
+
+def test_yaml_multi_document_and_stdin_read_like_json(tmp_path, capsys, monkeypatch) -> None:
+    listing = as_list(failed_dump())
+    _, from_json, _ = run(capsys, "explain", "--from-file", write(tmp_path, "d.json", json.dumps(listing)))
+    assert from_json.startswith("ApplicationError")
+
+    code, from_yaml, _ = run(capsys, "explain", "--from-file", write(tmp_path, "d.yaml", yaml.safe_dump(listing)))
+    assert (code, from_yaml) == (EXIT_FAILED, from_json)
+
+    docs = yaml.safe_dump_all(listing["items"])
+    code, from_docs, _ = run(capsys, "explain", "--from-file", write(tmp_path, "m.yaml", docs))
+    assert (code, from_docs) == (EXIT_FAILED, from_json)
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(yaml.safe_dump(listing)))
+    code, from_stdin, _ = run(capsys, "explain", "--from-file", "-")
+    assert (code, from_stdin) == (EXIT_FAILED, from_json)
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (None, "cannot read"),
+        ("{]: not [ yaml", "is neither JSON nor YAML"),
+        ("just a string", "neither a `kubectl get -o json` List"),
+        ('{"apiVersion": "v1", "kind": "List", "items": []}', "nothing to explain"),
+    ],
+    ids=["missing-file", "garbage", "scalar", "empty-list"],
+)
+def test_bad_input_is_exit_2_with_one_line(tmp_path, capsys, text, message) -> None:
+    path = str(tmp_path / "missing.json") if text is None else write(tmp_path, "bad", text)
+    code, out, err = run(capsys, "explain", "--from-file", path)
+    assert code == EXIT_USAGE and out == ""
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_usage_errors_are_exit_2(capsys) -> None:
+    assert run(capsys, "explain", "--from-file", str(FIXTURE), "nope")[0] == EXIT_USAGE
+    with pytest.raises(SystemExit) as exit_info:
+        main(["explain", "--bogus"])
+    assert exit_info.value.code == EXIT_USAGE
+
+
+# ----------------------------------------------------------------------------------------------------
+# live, through a kubeconfig
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApiServer]:
+    """A LocalApiServer holding the failed JobSet, and a kubeconfig whose context namespace is ml-team."""
+    with LocalApiServer(seed=5) as server:
+        dump = failed_dump()
+        seed(server, "jobset.x-k8s.io/v1alpha2", "JobSet", dump["jobset"])
+        for job in dump["jobs"]:
+            seed(server, "batch/v1", "Job", job)
+        for pod in dump["pods"]:
+            seed(server, "v1", "Pod", pod)
+        for event in dump["events"]:
+            seed(server, "v1", "Event", event)
+        for i in range(3):  # noise in the namespace that is not ours
+            server.create({"apiVersion": "v1", "kind": "Event", "metadata": {"name": f"other.{i}", "namespace": NS},
+                           "involvedObject": {"kind": "Pod", "name": f"other-{i}", "namespace": NS},
+                           "reason": "Killing", "message": "noise", "type": "Normal"})
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        monkeypatch.setenv("KUBECONFIG", write(tmp_path, "kubeconfig", kubeconfig_text(server.url, "lab", NS)))
+        yield server
+
+
+def seed(server: LocalApiServer, api_version: str, kind: str, obj: dict[str, Any]) -> None:
+    body = {"apiVersion": api_version, "kind": kind, **copy.deepcopy(obj)}
+    body["metadata"] = {k: v for k, v in body["metadata"].items() if k not in ("uid", "resourceVersion")}
+    created = server.create(body)
+    if "status" in obj and kind != "Event":
+        created["status"] = obj["status"]
+        server.update_status(created)
+
+
+def test_live_explain_uses_the_context_namespace_and_the_workloads_events(cluster, capsys) -> None:
+    code, out, err = run(capsys, "explain", "demo")
+    _, offline, _ = run(capsys, "explain", "--from-file", str(FIXTURE))
+    assert code == EXIT_FAILED, err
+    assert out.splitlines()[0] == offline.splitlines()[0]
+    event_calls = [r for r in cluster.requests if r.path.endswith("/events")]
+    assert event_calls and all(f"/namespaces/{NS}/" in r.path for r in event_calls)
+    assert all("involvedObject.name" in str(r.query) for r in event_calls), "events must be read per object"
+
+
+def test_live_missing_object_is_exit_2(cluster, capsys) -> None:
+    code, out, err = run(capsys, "explain", "nope", "-n", NS)
+    assert code == EXIT_USAGE and out == ""
+    assert err == "jobset explain: no JobSet or Job named 'nope' in namespace 'ml-team'\n"
+
+
+def test_live_unreachable_server_is_exit_2(tmp_path, capsys, monkeypatch) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", write(tmp_path, "kc", kubeconfig_text(f"http://127.0.0.1:{port}", "lab", NS)))
+    code, _, err = run(capsys, "explain", "demo")
+    assert code == EXIT_USAGE
+    assert err.startswith(f"jobset explain: cannot reach the Kubernetes API server at http://127.0.0.1:{port}")
+    assert err.count("\n") == 1
+
+
+def test_live_without_kubeconfig_is_exit_2(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    code, _, err = run(capsys, "explain", "demo")
+    assert code == EXIT_USAGE
+    assert err.startswith("jobset explain: no Kubernetes cluster configured") and err.count("\n") == 1
+
+
+def test_namespace_defaults_to_the_service_account_namespace_in_a_pod(tmp_path, monkeypatch) -> None:
+    from jobset_core import kube_api
+
+    monkeypatch.setenv("KUBECONFIG", write(tmp_path, "kc", kubeconfig_text("http://127.0.0.1:1", "lab", "from-context")))
+    assert kube_api.kubeconfig_namespace() == "from-context"
+    monkeypatch.setattr(kube_api, "SERVICE_ACCOUNT_NAMESPACE_FILE", write(tmp_path, "namespace", "from-pod\n"))
+    assert kube_api.kubeconfig_namespace() == "from-pod"
+    monkeypatch.setattr(kube_api, "SERVICE_ACCOUNT_NAMESPACE_FILE", str(tmp_path / "absent"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    assert kube_api.kubeconfig_namespace() == "default"

@@ -1,0 +1,159 @@
+"""The cluster edge: which namespace a workload lands in, and the one-line errors a user meets there.
+
+Real HTTP against LocalApiServer (a missing namespace, a missing CRD) and against a closed port.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobset_core import GangJobSpec, JobSetSpec, KubernetesRuntime, ReplicatedJob, RetryPolicy, SpecError
+from jobset_core.kube_api import (
+    ApiRetry,
+    KubeApiError,
+    NotConfiguredError,
+    UnreachableError,
+    default_api_client,
+)
+from jobset_core.testing import LocalApiServer
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+FAST = ApiRetry(max_seconds=5, initial=0.05, max_wait=0.2, request_timeout=1.0)
+
+
+def spec(namespace: str | None = None) -> JobSetSpec:
+    return JobSetSpec(
+        name="train",
+        namespace=namespace,
+        replicated_jobs=[ReplicatedJob("workers", image="ghcr.io/acme/train:1", command=["python", "train.py"])],
+        retry=RetryPolicy(retries=1),
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[LocalApiServer]:
+    with LocalApiServer(seed=3, require_namespaces=True) as srv:
+        srv.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-team"}})
+        yield srv
+
+
+def writes(server: LocalApiServer) -> list[str]:
+    return [f"{r.method} {r.path}" for r in server.requests if r.method != "GET"]
+
+
+def test_a_spec_without_namespace_builds_objects_without_one() -> None:
+    manifests = GangJobSpec(name="g", image="i:1", command=["x"], pods=2).manifests()
+    assert [m["kind"] for m in manifests] == ["Service", "Job"]
+    assert all("namespace" not in m["metadata"] for m in manifests)
+    assert "namespace" not in spec().to_manifest()["metadata"]
+
+
+def test_the_runtime_namespace_applies_when_the_spec_has_none(server: LocalApiServer) -> None:
+    handle = KubernetesRuntime(server.api_client(), "ml-team", retry=FAST).submit(spec().manifests(), run_key="k", attempt=0)
+    assert handle.namespace == "ml-team"
+    assert server.get(JOBSET_API, "JobSet", "train", "ml-team")["metadata"]["namespace"] == "ml-team"
+
+
+def test_no_namespace_anywhere_means_default(server: LocalApiServer) -> None:
+    handle = KubernetesRuntime(server.api_client(), retry=FAST).submit(spec().manifests(), run_key="k", attempt=0)
+    assert handle.namespace == "default"
+
+
+def test_a_spec_namespace_that_contradicts_the_runtime_is_refused_before_any_write(server: LocalApiServer) -> None:
+    runtime = KubernetesRuntime(server.api_client(), "ml-team", retry=FAST)
+    with pytest.raises(SpecError) as err:
+        runtime.submit(spec("research").manifests(), run_key="k", attempt=0)
+    assert "'research'" in str(err.value) and "'ml-team'" in str(err.value) and err.value.field == "namespace"
+    assert writes(server) == []
+
+
+def test_a_missing_namespace_is_named(server: LocalApiServer) -> None:
+    runtime = KubernetesRuntime(server.api_client(), "nope", retry=FAST)
+    with pytest.raises(KubeApiError) as err:
+        runtime.submit(GangJobSpec(name="g", image="i:1", command=["x"], pods=2).manifests(), run_key="k", attempt=0)
+    assert str(err.value).startswith("namespace 'nope' does not exist; create it (kubectl create namespace nope)")
+    assert err.value.status == 404
+
+
+def test_a_missing_jobset_crd_says_what_to_install(server: LocalApiServer) -> None:
+    server.unregister_kind(JOBSET_API, "JobSet")
+    runtime = KubernetesRuntime(server.api_client(), "ml-team", retry=FAST)
+    with pytest.raises(KubeApiError) as err:
+        runtime.submit(spec().manifests(), run_key="k", attempt=0)
+    assert "the JobSet CRD jobsets.jobset.x-k8s.io is not installed" in str(err.value)
+    assert "install the JobSet controller v0.12 or later" in str(err.value)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_server_is_one_line_naming_the_address_within_the_request_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{closed_port()}"
+    runtime = KubernetesRuntime(client.ApiClient(configuration), "ml-team", retry=FAST)
+    started = time.monotonic()
+    with pytest.raises(UnreachableError) as err:
+        runtime.submit(spec().manifests(), run_key="k", attempt=0)
+    elapsed = time.monotonic() - started
+    message = str(err.value)
+    assert message.startswith(f"cannot reach the Kubernetes API server at {configuration.host}")
+    assert "\n" not in message
+    assert elapsed < FAST.max_seconds, "connection errors must stop after the request timeout, not the full budget"
+    assert not [r for r in caplog.records if r.name.startswith("urllib3")], "urllib3 must not retry on its own"
+
+
+def test_no_kubeconfig_and_no_cluster_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-config"))
+    with pytest.raises(NotConfiguredError) as err:
+        default_api_client()
+    message = str(err.value)
+    assert message.startswith("no Kubernetes cluster configured: not running in a cluster and no usable kubeconfig at")
+    assert str(tmp_path / "missing-config") in message and "\n" not in message
+
+
+def test_the_kubeconfig_context_is_named_when_the_server_is_unreachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = closed_port()
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(kubeconfig_text(f"http://127.0.0.1:{port}", "lab", "ml-team"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    runtime = KubernetesRuntime(namespace="ml-team", retry=FAST)
+    with pytest.raises(UnreachableError) as err:
+        runtime.submit(spec().manifests(), run_key="k", attempt=0)
+    assert f"127.0.0.1:{port} (kubeconfig context 'lab'" in str(err.value)
+
+
+def kubeconfig_text(server: str, context: str, namespace: str) -> str:
+    return f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: {server}
+users:
+- name: u
+  user:
+    token: t
+contexts:
+- name: {context}
+  context:
+    cluster: c
+    user: u
+    namespace: {namespace}
+current-context: {context}
+"""

@@ -1,0 +1,115 @@
+"""The README's examples are run, so they cannot drift from the code.
+
+Every ```python block runs, in order, in one namespace (later blocks use what earlier ones defined), from the
+repository root. A block after `<!-- test: kube -->` talks to a cluster: it runs against LocalApiServer with
+the test driver playing the controllers (and Kueue admitting), its `KubernetesRuntime(...)` pointed there. The
+YAML block must be `spec.to_manifest()` of the example, and a plain block after `<!-- test: explain FILE -->`
+must be lines of what `jobset explain --from-file FILE` prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobset_core import KubernetesRuntime
+from jobset_core.cli import main as cli_main
+from jobset_core.kube_api import ApiRetry
+from jobset_core.testing import LocalApiServer
+from tests.kube_driver import ClusterDriver
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BLOCK = re.compile(r"(?:<!-- test: (?P<mark>[^>]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
+NS = "ml-team"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+
+
+def blocks(lang: str) -> list[tuple[str | None, str]]:
+    return [(m["mark"], m["body"]) for m in BLOCK.finditer(README) if m["lang"] == lang]
+
+
+def test_the_readme_has_the_examples_this_test_runs() -> None:
+    assert len(blocks("python")) >= 4 and len(blocks("yaml")) == 1
+    assert any(mark == "kube" for mark, _ in blocks("python"))
+
+
+class Kueue(threading.Thread):
+    """Admits every suspended JobSet of the namespace, as Kueue does when the queue has room."""
+
+    def __init__(self, server: LocalApiServer) -> None:
+        super().__init__(daemon=True)
+        self.server, self.stop = server, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.05):
+            for jobset in self.server.list(JOBSET_API, "JobSet", NS):
+                if jobset["spec"].get("suspend"):
+                    self.server.patch(JOBSET_API, "JobSet", jobset["metadata"]["name"], NS, {"spec": {"suspend": False}})
+
+
+@pytest.fixture
+def cluster() -> Iterator[LocalApiServer]:
+    with LocalApiServer(seed=11) as server, ClusterDriver(server, NS, tick=0.03) as driver:
+        driver.exit("*workers-0-0", 1, reason=None, message="ValueError: bad config")
+        kueue = Kueue(server)
+        kueue.start()
+        yield server
+        kueue.stop.set()
+        assert not driver.errors, driver.errors
+
+
+@pytest.fixture
+def in_repo_root() -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(ROOT)
+    yield
+    os.chdir(before)
+
+
+def test_python_examples_run(cluster: LocalApiServer, in_repo_root: None, capsys: pytest.CaptureFixture[str]) -> None:
+    def runtime_on_the_test_cluster(api_client: Any = None, namespace: str | None = None, **kwargs: Any) -> KubernetesRuntime:
+        return KubernetesRuntime(
+            api_client or cluster.api_client(), namespace, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2),
+            watch_timeout_seconds=2, tick_seconds=0.1, cancel_timeout_seconds=10, **kwargs,
+        )
+
+    namespace: dict[str, Any] = {"__name__": "readme"}
+    for number, (mark, body) in enumerate(blocks("python")):
+        if mark == "kube":
+            body = body.replace("KubernetesRuntime(", "runtime_on_the_test_cluster(")
+            namespace["runtime_on_the_test_cluster"] = runtime_on_the_test_cluster
+        exec(compile(body, f"README.md python block {number}", "exec"), namespace)
+        if mark == "kube":
+            kube_result = namespace["result"]
+    out = capsys.readouterr().out
+    # the comment in the README says what the cluster run prints
+    assert kube_result.message.startswith("ApplicationError: container main in pod train-")
+    assert kube_result.message.endswith("not retrying: ApplicationError is not retryable")
+    assert "ApplicationError: container trainer in pod a-workers-0-0-tfbrv exited 1" in out
+    assert namespace["result"].succeeded, namespace["result"].message  # the local run went through a preemption
+    assert namespace["handle"].namespace == NS
+
+
+def test_the_yaml_is_the_manifest_of_the_example(in_repo_root: None) -> None:
+    namespace: dict[str, Any] = {}
+    exec(blocks("python")[0][1], namespace)
+    ((_, body),) = blocks("yaml")
+    assert yaml.safe_load(body) == namespace["spec"].to_manifest()
+
+
+@pytest.mark.parametrize("mark,body", [(m, b) for m, b in blocks("") if m and m.startswith("explain ")])
+def test_printed_output_is_what_the_cli_prints(mark: str, body: str, in_repo_root: None, capsys) -> None:
+    cli_main(["explain", "--from-file", mark.split(" ", 1)[1]])
+    printed = capsys.readouterr().out.splitlines()
+    shown = body.strip().splitlines()
+    assert shown[0] == printed[0]
+    at = [printed.index(line) for line in shown]
+    assert at == sorted(at), "the README's lines must appear in the CLI's order"

@@ -153,13 +153,7 @@ def attempt_name(spec: JobSetSpec | GangJobSpec, run_key: str, attempt: int) -> 
     """Deterministic object name for an attempt: a 409 on create then means "already submitted"."""
     digest = hashlib.sha256(run_key.encode()).hexdigest()[:5]
     suffix = f"-{digest}-{attempt}"
-    if isinstance(spec, JobSetSpec):
-        longest_tail = max(
-            len(f"-{rj.name}-{rj.replicas - 1}-{rj.pods_per_job - 1}") for rj in spec.replicated_jobs
-        )
-    else:
-        longest_tail = len(f"-{spec.pods - 1}")
-    room = MAX_LABEL_LENGTH - longest_tail - len(suffix)
+    room = MAX_LABEL_LENGTH - len(spec.hostname_tail()) - len(suffix)
     if room < 1:
         raise SpecError("name", "replicated job names leave no room for the JobSet name", "shorten replicated job names")
     prefix = spec.name[:room].rstrip("-")

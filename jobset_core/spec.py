@@ -165,6 +165,12 @@ class ReplicatedJob:
     def total_pods(self) -> int:
         return self.replicas * self.pods_per_job
 
+    @property
+    def hostname_tail(self) -> str:
+        """`-<rjob>-<last job index>-<last pod index>`: pod indexes run to completions - 1 (parallelism only
+        says how many run at once)."""
+        return f"-{self.name}-{self.replicas - 1}-{(self.completions or self.pods_per_job) - 1}"
+
     def validate(self, path: str) -> None:
         check_dns1035(f"{path}.name", self.name)
         check_positive_int(f"{path}.replicas", self.replicas)
@@ -477,10 +483,12 @@ class JobSetSpec:
                 check_bool(f"network.{attr}", getattr(self.network, attr))
         check_bool("suspend", self.suspend, optional=True)
 
+    def hostname_tail(self) -> str:
+        """What JobSet appends to the JobSet name in the longest pod hostname (the 63-character rule)."""
+        return max((rj.hostname_tail for rj in self.replicated_jobs), key=len)
+
     def _check_hostname_length(self, path: str, rj: ReplicatedJob) -> None:
-        # Pod indexes run to completions - 1 (parallelism only says how many run at once).
-        last_index = (rj.completions or rj.pods_per_job) - 1
-        hostname = f"{self.name}-{rj.name}-{rj.replicas - 1}-{last_index}"
+        hostname = f"{self.name}{rj.hostname_tail}"
         if len(hostname) > MAX_LABEL_LENGTH:
             budget = MAX_LABEL_LENGTH - (len(hostname) - len(self.name) - len(rj.name))
             raise SpecError(
@@ -600,6 +608,10 @@ class GangJobSpec:
     def policy(self) -> RetryPolicy:
         return _policy(self.retry)
 
+    def hostname_tail(self) -> str:
+        """What the Job controller appends to the Job name in the longest pod hostname."""
+        return f"-{self.pods - 1}"
+
     def _as_replicated(self) -> ReplicatedJob:
         return ReplicatedJob(
             name=self.name,
@@ -625,7 +637,7 @@ class GangJobSpec:
         check_annotations("annotations", self.annotations)
         check_bool("suspend", self.suspend, optional=True)
         check_bool("service", self.service)
-        hostname = f"{self.name}-{self.pods - 1}"
+        hostname = f"{self.name}{self.hostname_tail()}"
         if len(hostname) > MAX_LABEL_LENGTH:
             raise SpecError("name", f"pod hostname {hostname!r} is longer than 63 characters", "shorten the name")
         self._as_replicated().validate("job")

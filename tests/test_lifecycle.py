@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -298,3 +299,44 @@ def test_handles_decisions_and_diagnoses_survive_json() -> None:
     assert Diagnosis.from_dict(json.loads(json.dumps(diagnosis.to_dict()))) == diagnosis
     with pytest.raises(ValueError, match="missing runKey"):
         Handle.from_dict({"kind": "JobSet", "name": "x", "namespace": "ml", "attempt": 0})
+
+
+def test_a_kueue_deactivated_workload_ends_the_attempt_as_unschedulable() -> None:
+    """Kueue never admits a deactivated Workload again: the cluster would wait for ever."""
+    data = json.loads((REAL.parent / "diagnosis" / "13-unschedulable-kueue-deactivated.json").read_text())
+    now = datetime.fromisoformat(data["now"].replace("Z", "+00:00"))
+    obs = Observation(data["jobset"], data["jobs"], data["pods"], data["events"])
+    step = assess(handle_for(data["jobset"]), obs, Ledger(), policy(retries=1), now)
+    assert step.action is Action.END_ATTEMPT
+    assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.UNSCHEDULABLE
+    assert step.decision is not None and step.decision.retry  # capacity may come back: one counted retry
+
+
+def test_a_polling_run_resubmits_only_after_the_backoff_delay(tmp_path: Path) -> None:
+    """step() never sleeps: the retry's due time is kept in the run record, so any process honours it."""
+    from jobset_core import JobSetRun, LocalRuntime, Preempt
+    from tests.test_lifecycle_drivers import LocalCluster
+
+    cluster = LocalCluster(tmp_path)
+    cluster.faults.append(Preempt("workers-0-0", after_seconds=0.2))
+    spec = cluster.spec("due", RetryPolicy(retries=2, in_cluster_restarts=False, backoff=tenacity.wait_fixed(1.5)))
+    clock = {"now": datetime.now(UTC)}
+    try:
+        runtime: LocalRuntime = cluster.runtime
+        handle = JobSetRun(spec, runtime, run_key="due").start()
+        results = []
+        for _ in range(200):
+            result = JobSetRun.resume(handle, runtime, spec=spec, resubmit=True, now=lambda: clock["now"]).step()
+            results.append(result)
+            assert result.handle == handle, "resubmitted before its backoff delay"
+            if result.progress is not None and result.progress.state is State.FAILED:
+                break
+            time.sleep(0.05)
+        assert results[-1].progress.state is State.FAILED and not results[-1].done
+        again = JobSetRun.resume(handle, runtime, spec=spec, resubmit=True, now=lambda: clock["now"]).step()
+        assert again.handle == handle and not again.done  # a second look, another process: still waiting
+        clock["now"] += timedelta(seconds=2)
+        result = JobSetRun.resume(handle, runtime, spec=spec, resubmit=True, now=lambda: clock["now"]).step()
+        assert result.handle is not None and result.handle.attempt == 1 and not result.done
+    finally:
+        cluster.close()

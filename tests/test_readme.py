@@ -82,13 +82,18 @@ def test_python_examples_run(cluster: LocalApiServer, in_repo_root: None, capsys
         )
 
     namespace: dict[str, Any] = {"__name__": "readme"}
+    kube_results = []
     for number, (mark, body) in enumerate(blocks("python")):
         if mark == "kube":
             body = body.replace("KubernetesRuntime(", "runtime_on_the_test_cluster(")
             namespace["runtime_on_the_test_cluster"] = runtime_on_the_test_cluster
         exec(compile(body, f"README.md python block {number}", "exec"), namespace)
         if mark == "kube":
-            kube_result = namespace["result"]
+            kube_results.append(namespace["result"])
+    kube_result, polled = kube_results[0], kube_results[1]
+    # The polling example: one look at a fresh submission, then a cancel from "another process".
+    assert polled.handle is not None and not polled.succeeded
+    assert cluster.list(JOBSET_API, "JobSet", NS, label_selector=f"jobset-plugins.io/run-key={polled.handle.run_key}") == []
     out = capsys.readouterr().out
     # the comment in the README says what the cluster run prints
     assert kube_result.message.startswith("ApplicationError: container main in pod train-")

@@ -254,14 +254,18 @@ def recorded_outcome(sub: Submission) -> tuple[str | None, Diagnosis | None]:
         return None, None
 
 
-def gang_free_annotation(step: Step, handle: Handle, observation: Observation) -> dict[str, str]:
-    """The annotation a driver writes so a gang Job's free replacements outlive its pods: only on change."""
+def notes_for(step: Step, handle: Handle, observation: Observation) -> dict[str, str]:
+    """The annotations a driver writes on the live attempt after this step, only those that changed: a gang
+    Job's free replacements (they leave no trace in its status and outlive its pods only here), and how
+    a decided failure was decided (so the engine's next attempt knows whether it is free)."""
     main = observation.main
-    if main is None or handle.kind != "Job" or not step.progress.free_in_place:
+    if main is None or ev.meta(main).get("deletionTimestamp"):
         return {}
-    kept = (ev.meta(main).get("annotations") or {}).get(FREE_INTERRUPTIONS_ANNOTATION)
-    value = str(step.progress.free_in_place)
-    return {} if kept == value else {FREE_INTERRUPTIONS_ANNOTATION: value}
+    wanted = dict(outcome_annotation(step))
+    if handle.kind == "Job" and step.progress.free_in_place:
+        wanted[FREE_INTERRUPTIONS_ANNOTATION] = str(step.progress.free_in_place)
+    kept = ev.meta(main).get("annotations") or {}
+    return {key: value for key, value in wanted.items() if kept.get(key) != value}
 
 
 def outcome_annotation(step: Step) -> dict[str, str]:

@@ -45,9 +45,9 @@ from jobset_core.lifecycle import (
     Step,
     assess,
     diagnose_observation,
-    gang_free_annotation,
     next_is_free,
-    outcome_annotation,
+    notes_for,
+    recorded_outcome,
 )
 from jobset_core.runtime import Handle, Observation, Runtime, State, state_of
 from jobset_core.spec import GangJobSpec, JobSetSpec
@@ -400,11 +400,17 @@ class JobSetRun:
         if not objects:
             self._emit(EventType.POLICY, f"retry budget: {self.policy.describe()}")
         ledger = self._ledger(objects, record, before_current=True)
-        free = bool(mine) and self._previous_was_free(mine[-1])
-        return self._submit(ledger, free=free)
+        return self._submit(ledger, free=self._previous_was_free(ledger, mine))
 
-    def _previous_was_free(self, obj: dict[str, Any]) -> bool:
-        """Whether the engine's resubmission after `obj` is free: its recorded outcome, else one look at it."""
+    def _previous_was_free(self, ledger: Ledger, objects: list[dict[str, Any]]) -> bool:
+        """Whether the engine's resubmission after the newest attempt is free: its recorded outcome, else one
+        look at it. An attempt the run ended itself (stuck, over the cap) never makes the next one free."""
+        newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
+        if newest is None or recorded_outcome(newest)[0] is not None:
+            return False
+        obj = next((o for o in objects if ev.name_of(o) == newest.name), None)
+        if obj is None:
+            return False
         known = next_is_free(obj)
         if known is not None:
             return known
@@ -435,11 +441,7 @@ class JobSetRun:
         """Assess one observation and do the I/O it asks for; an ended attempt is decided at once."""
         step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=self._cancel.is_set())
         self._report(handle, step)
-        notes = gang_free_annotation(step, handle, observation)
-        if observation.main is not None and not ev.meta(observation.main).get("deletionTimestamp"):
-            decided = outcome_annotation(step)
-            if decided and (ev.meta(observation.main).get("annotations") or {}).get(next(iter(decided))) != next(iter(decided.values())):
-                notes.update(decided)
+        notes = notes_for(step, handle, observation)
         if notes:
             self._annotate(handle, notes)
         if step.action is Action.END_ATTEMPT:

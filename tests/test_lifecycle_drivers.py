@@ -39,6 +39,7 @@ from jobset_core.run import attempt_name
 from jobset_core.runtime import Handle, Runtime
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import JOBSET_API, ClusterDriver
+from tests.test_kube_runtime import run_to_end
 
 NS = "ml"
 ENGINE_ATTEMPTS = 3
@@ -171,24 +172,11 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
 
 
 def blocking(run: JobSetRun, cluster: Cluster, on_handle: Callable[[Handle], None]) -> RunResult:
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = run.run()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    _handle_seen(run, on_handle)
-    thread.join(DEADLINE)
-    if thread.is_alive():
-        run.cancel()
-        pytest.fail("run() did not finish")
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    watcher = threading.Thread(target=_handle_seen, args=(run, on_handle), daemon=True)
+    watcher.start()
+    result = run_to_end(run, DEADLINE)
+    watcher.join(5)
+    return result
 
 
 def asynchronous(run: JobSetRun, cluster: Cluster, on_handle: Callable[[Handle], None]) -> RunResult:

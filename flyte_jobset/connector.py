@@ -457,7 +457,7 @@ class JobSetConnector(AsyncConnectorBase):
         info = result.to_dict()
         info.update({"budget": result.ledger.describe(), "policy": run.policy.describe(), "fly_attempt": meta.engine_attempt})
         if result.done:
-            attempts = self._timeline(run, runtime, meta)
+            attempts = self._timeline(run, runtime, meta, result)
             info["history"] = _history_lines(attempts)
             html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=info["budget"], summary=result.message)
             self._publish(html, meta)
@@ -484,16 +484,25 @@ class JobSetConnector(AsyncConnectorBase):
         return TaskExecution.FAILED
 
     @staticmethod
-    def _timeline(run: JobSetRun, runtime: Runtime, meta: JobSetMeta) -> list[AttemptTimeline]:
-        """Every attempt of the run (earlier Flyte attempts included), with its pods and its diagnosis."""
+    def _timeline(run: JobSetRun, runtime: Runtime, meta: JobSetMeta, result: RunResult) -> list[AttemptTimeline]:
+        """Every attempt of the run (earlier Flyte attempts included), with its pods and its diagnosis; this
+        attempt's diagnosis is the result's (it may quote the user's exception, and an attempt the run ended
+        itself is already deleted)."""
         handle = Handle.from_dict(meta.handle)
         attempts = []
         for obj in sorted(runtime.find(handle.run_key, handle.namespace), key=lambda o: handle_of(o, handle.run_key, handle.namespace).attempt):
+            if ev.name_of(obj) == handle.name:
+                continue
             observation = runtime.observe(handle_of(obj, handle.run_key, handle.namespace))
             state = observation.state
             restarted = int(((observation.main or {}).get("status") or {}).get("restarts") or 0)
             diagnosis = run.diagnose(observation) if state is State.FAILED or restarted else None
             attempts.append(AttemptTimeline(ev.name_of(obj), observation.pods, diagnosis, str(state)))
+        current = runtime.observe(handle)
+        diagnosis = result.diagnosis
+        if diagnosis is None and current.main is not None and (current.main.get("status") or {}).get("restarts"):
+            diagnosis = run.diagnose(current)
+        attempts.append(AttemptTimeline(handle.name, current.pods, diagnosis, result.message))
         return attempts
 
     @staticmethod

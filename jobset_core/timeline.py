@@ -22,7 +22,8 @@ from jobset_core.failures import Diagnosis
 CULPRIT = "culprit"
 CASCADE = "cascade"
 RESTART_CAUSE = "restart-cause"
-OUTCOMES = ("succeeded", "failed", "disrupted", "running", "pending")
+TORN_DOWN = "torn-down"
+OUTCOMES = ("succeeded", "failed", "disrupted", TORN_DOWN, "running", "pending")
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def _outcome(pod: Mapping[str, Any]) -> tuple[str, int | None, str | None]:
         return "succeeded", code, None
     if phase == "Failed" or term is not None:
         return "failed", code, (term or {}).get("reason") or status.get("reason")
+    if ev.meta(pod).get("deletionTimestamp"):  # being deleted while it ran: torn down with its gang
+        return TORN_DOWN, None, "deleted"
     if phase == "Running":
         return "running", None, None
     return "pending", None, None
@@ -132,7 +135,7 @@ def bars(attempts: Iterable[AttemptTimeline]) -> list[Bar]:
             rows.append(Bar(attempt.name, ev.restart_attempt(pod) or 0, name, start, end, outcome, code, reason, marks))
         causes = [b for b in rows if b.marks]
         for i, bar in enumerate(rows):
-            if bar.marks or bar.outcome not in ("failed", "disrupted") or bar.end is None:
+            if bar.marks or bar.outcome not in ("failed", "disrupted", TORN_DOWN) or bar.end is None:
                 continue
             before = [c for c in causes if c.restart == bar.restart and c.end is not None and c.end <= bar.end]
             if before:
@@ -149,7 +152,7 @@ h2{font-size:16px;margin:4px 0}.facts{margin:6px 0 12px 0}.facts li{margin:2px 0
 white-space:nowrap;font-family:monospace;font-size:11px}.lane{position:relative;flex:1;height:14px;
 background:#f4f4f4}.bar{position:absolute;top:0;height:14px;border-radius:2px;min-width:2px}
 .succeeded{background:#3a9d5d}.running{background:#4a7bd0}.pending{background:#bbb}.failed{background:#c9a227}
-.disrupted{background:#8e6bbf}.cascade{background:#e0a060;opacity:.7}.culprit{background:#d0312d;
+.disrupted{background:#8e6bbf}.torn-down{background:#999}.cascade{background:#e0a060;opacity:.7}.culprit{background:#d0312d;
 outline:2px solid #700}.restart-cause{outline:2px dashed #700}.group{margin-top:8px;font-weight:600}
 .legend span{display:inline-block;padding:1px 6px;margin-right:6px;color:#fff;border-radius:2px}
 """
@@ -196,6 +199,7 @@ def render_timeline(
             (CASCADE, "cascade"),
             ("disrupted", "disrupted"),
             ("failed", "failed"),
+            (TORN_DOWN, "torn down"),
             ("succeeded", "succeeded"),
             ("running", "running"),
         )

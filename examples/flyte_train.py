@@ -2,7 +2,7 @@
 
     pyflyte run examples/flyte_train.py train_wf              # no cluster: the embedded local runtime
     pyflyte run examples/flyte_train.py train_preempted_wf    # a worker is preempted; Flyte retries once
-    JOBSET_RUNTIME=kubernetes pyflyte run examples/flyte_train.py train_wf   # the current kubeconfig's cluster
+    JOBSET_RUNTIME=kubernetes pyflyte run --raw-output-data-prefix s3://<bucket>/<path> examples/flyte_train.py train_wf
 
 The function below runs in every pod (each replica runs `pyflyte-execute` for it); its role comes from the
 JobSet environment (`REPLICATED_JOB_NAME`, `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`). The leader

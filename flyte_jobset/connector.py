@@ -18,7 +18,7 @@ import re
 import sys
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from jobset_core import (
     JobSetSpec,
     ReplicatedJob,
     RetryPolicy,
+    RunEvent,
     RunResult,
     SpecError,
     State,
@@ -414,6 +415,12 @@ class JobSetConnector(AsyncConnectorBase):
         runtime_name = custom.get("runtime") or os.environ.get(c.RUNTIME_ENV) or default_runtime
         namespace = custom.get("namespace") or default_namespace or "default"
         interruptible = bool(template.metadata and template.metadata.interruptible)
+        if runtime_name == c.RUNTIME_KUBERNETES and "://" not in output_prefix:
+            raise SpecError(
+                "output_prefix",
+                f"{output_prefix!r} is on this machine, where pods on a cluster cannot read inputs or write outputs",
+                "run with `pyflyte run --raw-output-data-prefix s3://<bucket>/<path>` (or gs://, abfs://)",
+            )
         if inputs is not None:
             self._write_inputs(inputs, output_prefix)
         spec = spec_from_template(
@@ -426,8 +433,7 @@ class JobSetConnector(AsyncConnectorBase):
         )
         faults = custom.get("localFaults")
         runtime = self.runtime(runtime_name, faults)
-        echo = print if local is not None else log.info
-        run = JobSetRun(spec, runtime, run_key=run_key, engine_attempt=attempt, resubmit=False, on_event=lambda e: echo(f"[jobset] {e.message}"))
+        run = JobSetRun(spec, runtime, run_key=run_key, engine_attempt=attempt, resubmit=False, on_event=_echo())
         handle = run.start()
         return JobSetMeta(handle.to_dict(), attempt, output_prefix, runtime_name, faults, custom.get("leader") or "leader")
 
@@ -544,13 +550,21 @@ class JobSetConnector(AsyncConnectorBase):
 
     # --- delete -------------------------------------------------------------------------------------------------
 
-    async def delete(self, resource_meta: JobSetMeta, **kwargs: Any) -> None:
-        await asyncio.to_thread(self._delete, resource_meta)
+    def delete(self, resource_meta: JobSetMeta, **kwargs: Any) -> None:
+        """Cancel every attempt of the run; nothing left to delete is success (idempotent).
 
-    def _delete(self, meta: JobSetMeta) -> None:
-        """Cancel every attempt of the run; nothing left to delete is success (idempotent)."""
+        Synchronous on purpose: flytekit's local Ctrl-C handler calls it from inside the running local event
+        loop, where a coroutine could not be run (the connector service runs it in an executor).
+        """
+        meta = resource_meta
         runtime = self.runtime(meta.runtime, meta.local_faults)
-        JobSetRun.resume(meta.handle, runtime, engine_attempt=meta.engine_attempt).cancel()
+        JobSetRun.resume(meta.handle, runtime, engine_attempt=meta.engine_attempt, on_event=_echo()).cancel()
+
+
+def _echo() -> Callable[[RunEvent], None]:
+    """Run events go to the terminal of a local run, and to the connector's log otherwise."""
+    out = print if local_run.CURRENT.get() is not None else log.info
+    return lambda event: out(f"[jobset] {event.message}")
 
 
 def _history_lines(attempts: Sequence[AttemptTimeline]) -> list[str]:

@@ -7,6 +7,7 @@ exception reaches the connector the way flytekit writes it, as an `error-<uuid>.
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 import uuid
 from collections import OrderedDict
@@ -26,7 +27,7 @@ from flytekit.tools.translator import get_serializable
 
 from flyte_jobset import JobSetConnector, JobSetMeta, jobset_task
 from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR
-from jobset_core import RetryPolicy
+from jobset_core import RetryPolicy, SpecError
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import ClusterDriver
 from tests.test_kube_runtime import NS, condition, driver, jobsets, leftovers, make_runtime, server  # noqa: F401
@@ -80,9 +81,10 @@ class Flyte:
         return JobSetConnector(runtimes={"kubernetes": make_runtime(self.server)})
 
     def prefix(self, attempt: int) -> str:
+        """A blob-store URI, as on a cluster (a plain local path is refused for the Kubernetes runtime)."""
         path = self.tmp_path / f"attempt-{attempt}"
         path.mkdir(exist_ok=True)
-        return str(path)
+        return path.as_uri()
 
     def create(self, task: Any, attempt: int, **template: Any) -> JobSetMeta:
         meta = asyncio.run(
@@ -108,6 +110,13 @@ def flyte(server: LocalApiServer, tmp_path: Path) -> Flyte:  # noqa: F811
     return Flyte(server, tmp_path)
 
 
+def running(flyte: Flyte, cluster: ClusterDriver) -> JobSetMeta:
+    """Attempt 0 of `train`, once Flyte would show it RUNNING."""
+    meta = flyte.create(train, 0)
+    cluster.run_until(lambda: flyte.get(meta).phase == TaskExecution.RUNNING, what="RUNNING")
+    return meta
+
+
 def jobset_named(api: LocalApiServer, name: str) -> dict[str, Any]:
     return next(js for js in jobsets(api) if js["metadata"]["name"] == name)
 
@@ -118,12 +127,16 @@ def pod_name(api: LocalApiServer, hostname_suffix: str) -> str:
     return pods[0]["metadata"]["name"]
 
 
+def local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
 def write_user_error(prefix: str, worker: str, message: str, recoverable: bool) -> None:
     """What flytekit's entrypoint writes for a replica with `_F_DES` and `_F_WN` set."""
     kind = errors_pb2.ContainerError.RECOVERABLE if recoverable else errors_pb2.ContainerError.NON_RECOVERABLE
     doc = errors_pb2.ErrorDocument(error=errors_pb2.ContainerError(code="USER", message=message, kind=kind, worker=worker))
     doc.error.timestamp.GetCurrentTime()
-    folder = Path(prefix) / REPLICAS_DIR / worker
+    folder = local(prefix) / REPLICAS_DIR / worker
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"error-{uuid.uuid4().hex}.pb").write_bytes(doc.SerializeToString())
 
@@ -223,7 +236,7 @@ def test_user_exception_names_the_pod_quotes_it_and_decides_by_its_kind(
     js = jobset_named(server, meta.handle["name"])
     assert condition(js, "Failed")["reason"] == "FailJobSetFailurePolicyAction"  # no restart spent on a bug
     # The deck: the culprit is marked, the peers torn down after it are the cascade.
-    bars = bars_of((Path(meta.output_prefix) / DECK_FILE).read_text())
+    bars = bars_of((local(meta.output_prefix) / DECK_FILE).read_text())
     assert "culprit" in bars[culprit]
 
 
@@ -247,8 +260,7 @@ def test_get_from_a_fresh_connector_decides_the_same_and_delete_is_idempotent(
     server: LocalApiServer,  # noqa: F811
     driver: ClusterDriver,  # noqa: F811
 ) -> None:
-    meta = flyte.create(train, 0)
-    driver.run_until(lambda: flyte.get(meta).phase == TaskExecution.RUNNING, what="RUNNING")
+    meta = running(flyte, driver)
     # The same meta twice: the second create adopts the live JobSet instead of submitting again.
     again = flyte.create(train, 0)
     assert again.handle["name"] == meta.handle["name"] and len(jobsets(server)) == 1
@@ -258,7 +270,31 @@ def test_get_from_a_fresh_connector_decides_the_same_and_delete_is_idempotent(
     decisions = {(flyte.get(meta).phase, flyte.get(meta).message) for _ in range(2)}
     assert decisions == {(ended.phase, ended.message)} and ended.phase == TaskExecution.FAILED
 
-    connector = flyte.connector()
-    asyncio.run(connector.delete(meta))
-    asyncio.run(flyte.connector().delete(meta))  # nothing left: still fine
+    flyte.connector().delete(meta)
+    flyte.connector().delete(meta)  # nothing left: still fine
+    assert leftovers(server) == {}
+
+
+def test_a_local_output_prefix_is_refused_for_a_cluster(flyte: Flyte, server: LocalApiServer) -> None:  # noqa: F811
+    with pytest.raises(SpecError, match="raw-output-data-prefix"):
+        asyncio.run(flyte.connector().create(template_of(train), "/tmp/outputs", None, metadata(flyte.execution, 0)))
+    assert jobsets(server) == []
+
+
+def test_ctrl_c_in_a_local_run_deletes_the_jobset(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    """flytekit's local Ctrl-C handler calls `delete` while its event loop is running."""
+    meta = running(flyte, driver)
+    train._connector = flyte.connector()
+
+    async def interrupted() -> None:
+        train.connector_signal_handler(meta, signal.SIGINT, None)
+
+    try:
+        asyncio.run(interrupted())
+    finally:
+        train._connector, train._clean_up_task = None, False
     assert leftovers(server) == {}

@@ -480,6 +480,9 @@ class JobSetConnector(AsyncConnectorBase):
     @staticmethod
     def phase(result: RunResult) -> int:
         if not result.done:
+            progress = result.progress
+            if progress is not None and progress.state is State.RUNNING and progress.total and not progress.ready:
+                return TaskExecution.INITIALIZING  # pods exist but none is ready yet: pulling, starting
             return _PHASE_OF_STATE.get(result.state, TaskExecution.RUNNING)  # type: ignore[arg-type]
         if result.succeeded:
             return TaskExecution.SUCCEEDED

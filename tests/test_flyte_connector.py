@@ -27,7 +27,7 @@ from flytekit.tools.translator import get_serializable
 
 from flyte_jobset import JobSetConnector, JobSetMeta, jobset_task
 from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR
-from jobset_core import RetryPolicy, SpecError
+from jobset_core import Kueue, RetryPolicy, SpecError
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import ClusterDriver
 from tests.test_kube_runtime import NS, condition, driver, jobsets, leftovers, make_runtime, server  # noqa: F401
@@ -48,6 +48,11 @@ def train_no_restarts(steps: int) -> int:
 
 @jobset_task(workers=1, retries=0)
 def train_once(steps: int) -> int:
+    return steps
+
+
+@jobset_task(workers=1, retries=1, gang=Kueue(queue="gpu"))
+def train_queued(steps: int) -> int:
     return steps
 
 
@@ -272,6 +277,22 @@ def test_get_from_a_fresh_connector_decides_the_same_and_delete_is_idempotent(
 
     flyte.connector().delete(meta)
     flyte.connector().delete(meta)  # nothing left: still fine
+    assert leftovers(server) == {}
+
+
+def test_waiting_phases_queued_while_kueue_holds_it_initializing_while_pods_start(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    queued = flyte.create(train_queued, 0)  # created suspended; no Kueue here to admit it
+    assert flyte.get(queued).phase == TaskExecution.QUEUED
+    flyte.connector().delete(queued)
+
+    driver.image_pull_backoff("leader-0-0", message="Back-off pulling image: rpc error: timeout")
+    starting = flyte.create(train, 0)
+    driver.run_until(lambda: flyte.get(starting).phase == TaskExecution.INITIALIZING, what="INITIALIZING")
+    flyte.connector().delete(starting)
     assert leftovers(server) == {}
 
 

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint bench clean
+.PHONY: demo demo-flyte test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,6 +13,15 @@ $(VENV)/.installed: pyproject.toml
 
 demo: $(VENV)/.installed
 	$(PY) examples/demo.py
+
+$(VENV)/.installed-flyte: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[flyte]'
+	touch $@
+
+# The Flyte example through `pyflyte run` on the local runtime (no cluster): a clean run, then a preempted one.
+demo-flyte: $(VENV)/.installed-flyte
+	$(VENV)/bin/pyflyte run examples/flyte_train.py train_wf
+	$(VENV)/bin/pyflyte run examples/flyte_train.py train_preempted_wf
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q

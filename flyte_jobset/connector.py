@@ -1,0 +1,600 @@
+"""`JobSetConnector`: Flyte's `create`/`get`/`delete` mapped onto the core's resumable lifecycle.
+
+Propeller (or flytekit's local loop) may call each method from a different process and hands `get` and
+`delete` nothing but the `JobSetMeta` that `create` returned, so that meta holds the run's handle, the Flyte
+attempt and the output prefix, and every decision is the core's: `JobSetRun.resume(handle).step()` reads the
+policy and the ledger back from the cluster. The phases follow propeller's connector plugin: RETRYABLE_FAILED
+becomes a user-kind retryable failure that spends Flyte's `retries`, FAILED a permanent one, so we return
+RETRYABLE_FAILED exactly when the core says "retry" and Flyte's attempt counter stays the ledger's count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+import re
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from flyteidl.core import errors_pb2
+from flyteidl.core.execution_pb2 import TaskExecution, TaskLog
+from flytekit.core.context_manager import FlyteContextManager
+from flytekit.extend.backend.base_connector import (
+    AsyncConnectorBase,
+    ConnectorRegistry,
+    Resource,
+    ResourceMeta,
+)
+from flytekit.models.literals import LiteralMap
+from flytekit.models.task import Resources, TaskExecutionMetadata, TaskTemplate
+
+from flyte_jobset import constants as c
+from flyte_jobset import local_run
+from jobset_core import (
+    Coordinator,
+    Diagnosis,
+    FailureKind,
+    Handle,
+    JobSetRun,
+    JobSetSpec,
+    ReplicatedJob,
+    RetryPolicy,
+    RunEvent,
+    RunResult,
+    SpecError,
+    State,
+    make_run_key,
+)
+from jobset_core import evidence as ev
+from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
+from jobset_core.run import handle_of
+from jobset_core.runtime import Runtime
+from jobset_core.timeline import AttemptTimeline, render_timeline
+
+log = logging.getLogger(__name__)
+
+# flytekit's container arg placeholders (extend/backend/utils.py render_task_template), relative to the prefix.
+_PLACEHOLDERS = {
+    "{{.input}}": f"/{c.INPUTS_FILE}",
+    "{{.outputPrefix}}": "",
+    "{{.rawOutputDataPrefix}}": "/raw_output",
+    "{{.checkpointOutputPrefix}}": "/checkpoint_output",
+    "{{.prevCheckpointPrefix}}": "/prev_checkpoint",
+}
+_RESOURCE_NAMES = {
+    Resources.ResourceName.CPU: "cpu",
+    Resources.ResourceName.GPU: "nvidia.com/gpu",
+    Resources.ResourceName.MEMORY: "memory",
+    Resources.ResourceName.EPHEMERAL_STORAGE: "ephemeral-storage",
+}
+_GANGS = {cls.__name__: cls for cls in (Kueue, Coscheduling, Volcano, WorkloadAPI)}
+_EXCERPT = re.compile(r"(exited \d+[^:;]* at \S+?): [^;]*")
+_PHASE_OF_STATE = {
+    State.SUSPENDED: TaskExecution.QUEUED,  # Kueue holds it
+    State.PENDING: TaskExecution.INITIALIZING,  # pods scheduling or pulling images
+    State.RUNNING: TaskExecution.RUNNING,
+}
+
+
+@dataclass
+class JobSetMeta(ResourceMeta):
+    """Everything `get` and `delete` need, JSON-safe: they receive nothing else."""
+
+    handle: dict[str, Any]
+    engine_attempt: int | None = None
+    output_prefix: str = ""
+    runtime: str = c.RUNTIME_KUBERNETES
+    local_faults: str | None = None
+    leader: str = "leader"
+
+
+# ----- runtimes: one per process and kind, so local create/get/delete see the same in-memory state -----------
+
+_SHARED: dict[tuple[str, str | None], Runtime] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
+    """The process-wide runtime of a kind: the LocalRuntime keeps its JobSets in memory, so a second instance
+    would not see the first one's runs."""
+    if name not in c.RUNTIMES:
+        raise SpecError(c.RUNTIME_ENV, f"{name!r} is not one of {c.RUNTIMES}", None)
+    key = (name, local_faults if name == c.RUNTIME_LOCAL else None)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            if name == c.RUNTIME_LOCAL:
+                from jobset_core.local import LocalRuntime
+                from jobset_core.local.faults import faults_from_env, parse_faults
+
+                faults = parse_faults(local_faults) if local_faults else faults_from_env()
+                _SHARED[key] = LocalRuntime(faults=faults, grace_seconds=2)
+            else:
+                from jobset_core.kube import KubernetesRuntime
+
+                _SHARED[key] = KubernetesRuntime()
+        return _SHARED[key]
+
+
+# ----- template -> spec -----------------------------------------------------------------------------------------
+
+
+def render_args(args: Sequence[str], output_prefix: str) -> list[str]:
+    """Substitute flytekit's path placeholders: for connector tasks nobody else does."""
+    out = []
+    for arg in args:
+        for placeholder, tail in _PLACEHOLDERS.items():
+            arg = arg.replace(placeholder, f"{output_prefix}{tail}")
+        out.append(arg)
+    return out
+
+
+def _resources(res: Resources | None) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for section, entries in (("requests", getattr(res, "requests", None)), ("limits", getattr(res, "limits", None))):
+        for entry in entries or []:
+            name = _RESOURCE_NAMES.get(entry.name)
+            if name and entry.value:
+                out.setdefault(section, {})[name] = str(entry.value)
+    return out
+
+
+def _replica_args(argv: list[str], output_prefix: str, leader: bool) -> list[str]:
+    """Only the leader writes to the task's output prefix; the others get their own, so their `outputs.pb`
+    never replaces the leader's and their error files are still found under the task's prefix."""
+    if leader or c.OUTPUT_PREFIX_FLAG not in argv:
+        return argv
+    i = argv.index(c.OUTPUT_PREFIX_FLAG) + 1
+    argv = list(argv)
+    argv[i] = f"{output_prefix.rstrip('/')}/{c.REPLICAS_DIR}/$({c.POD_NAME_ENV})"
+    return argv
+
+
+def _module_roots(argv: Sequence[str]) -> list[str]:
+    """Where this process imported the task's module from (`task-module <name>` in the resolver's args)."""
+    if "task-module" not in argv:
+        return []
+    name = argv[argv.index("task-module") + 1]
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return []
+    return [str(Path(path).resolve().parents[name.count(".")])]
+
+
+def _replica_env(local: bool, argv: Sequence[str] = ()) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": c.POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": c.POD_NAME_FIELD}}},
+        {"name": c.WORKER_NAME_ENV, "value": f"$({c.POD_NAME_ENV})"},
+        {"name": c.DIST_ERROR_STRATEGY_ENV, "value": c.DIST_ERROR_STRATEGY},
+        {"name": c.FAIL_ON_ERROR_ENV, "value": "true"},
+    ]
+    if local:  # a local replica imports the task's module the way this process did
+        paths = [*_module_roots(argv), *(p for p in sys.path if p and Path(p).is_dir())]
+        env.append({"name": "PYTHONPATH", "value": os.pathsep.join(dict.fromkeys(paths))})
+    return env
+
+
+def _local_argv(argv: list[str]) -> list[str]:
+    """Locally the replica runs this interpreter's `pyflyte-execute`, whatever PATH holds."""
+    if argv and argv[0] == "pyflyte-execute":
+        beside = Path(sys.executable).with_name("pyflyte-execute")
+        if beside.exists():
+            return [str(beside), *argv[1:]]
+    return argv
+
+
+def _interruptible_selector() -> dict[str, str]:
+    raw = os.environ.get(c.INTERRUPTIBLE_SELECTOR_ENV, "")
+    pairs = [p.split("=", 1) for p in raw.split(",") if "=" in p]
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def _name_of(template: TaskTemplate) -> str:
+    """A DNS-1035 name from the task's name (its last dotted part): the JobSet name prefix."""
+    last = str(template.id.name or "task").split(".")[-1]
+    name = re.sub(r"[^a-z0-9-]+", "-", last.lower()).strip("-") or "task"
+    return name if name[0].isalpha() else f"t-{name}"
+
+
+def _base_template(template: TaskTemplate, output_prefix: str) -> tuple[dict[str, Any], str, list[str]]:
+    """The pod template every replica starts from, its main container's name, and the rendered argv."""
+    if template.k8s_pod is not None:
+        pod_spec = copy.deepcopy(template.k8s_pod.pod_spec or {})
+        name = (template.config or {}).get(c.PRIMARY_CONTAINER_KEY) or "primary"
+        metadata = template.k8s_pod.metadata
+        meta = {"labels": dict(metadata.labels or {}), "annotations": dict(metadata.annotations or {})} if metadata else {}
+        pod = {"metadata": meta, "spec": pod_spec}
+        container = next((ct for ct in pod_spec.get("containers", []) if ct.get("name") == name), None)
+        if container is None:
+            raise SpecError("k8s_pod", f"has no container named {name!r}", "name the primary container in the PodTemplate")
+    elif template.container is not None:
+        tc = template.container
+        name = "main"
+        container = {"name": name, "image": tc.image, "args": list(tc.args or []), "command": list(tc.command or [])}
+        if tc.env:
+            container["env"] = [{"name": k, "value": v} for k, v in tc.env.items()]
+        resources = _resources(tc.resources)
+        if resources:
+            container["resources"] = resources
+        pod = {"metadata": {}, "spec": {"containers": [container]}}
+    else:
+        raise SpecError("task_template", "has neither a container nor a k8s_pod", "serialize the task with flytekit")
+    argv = render_args([*(container.pop("command", None) or []), *(container.pop("args", None) or [])], output_prefix)
+    return pod, name, argv
+
+
+def spec_from_template(
+    template: TaskTemplate,
+    output_prefix: str,
+    *,
+    namespace: str,
+    local: bool,
+    interruptible: bool = False,
+    service_account: str | None = None,
+) -> JobSetSpec:
+    """The JobSet the task's config describes, every replica running the task's `pyflyte-execute` command."""
+    custom = template.custom or {}
+    jobs = custom.get("replicatedJobs") or [{"name": "leader"}]
+    leader = custom.get("leader") or jobs[0]["name"]
+    pod, container_name, argv = _base_template(template, output_prefix)
+    if local:
+        argv = _local_argv(argv)
+    if service_account:
+        pod["spec"].setdefault("serviceAccountName", service_account)
+    selector = _interruptible_selector() if interruptible else {}
+    replicated = []
+    for job in jobs:
+        replicated.append(
+            ReplicatedJob(
+                name=job["name"],
+                image=job.get("image"),
+                command=_replica_args(argv, output_prefix, job["name"] == leader),
+                replicas=int(job.get("replicas", 1)),
+                parallelism=job.get("parallelism"),
+                completions=job.get("completions"),
+                env=[*_replica_env(local, argv), *_env_items(job.get("env"))],
+                resources=job.get("resources"),
+                node_selector={**selector, **(job.get("nodeSelector") or {})} or None,
+                tolerations=job.get("tolerations"),
+                pod_template=copy.deepcopy(pod),
+                depends_on=job.get("dependsOn"),
+                container_name=container_name,
+                labels=job.get("labels"),
+                annotations=job.get("annotations"),
+            )
+        )
+    gang_data = dict(custom.get("gang") or {})
+    backend = _GANGS[gang_data.pop("type")](**gang_data) if gang_data else None
+    retries = template.metadata.retries.retries if template.metadata and template.metadata.retries else 0
+    policy = RetryPolicy.from_annotation({**(custom.get("retry") or {}), "retries": retries, "source": "Flyte task retries"})
+    return JobSetSpec(
+        name=_name_of(template),
+        namespace=namespace,
+        replicated_jobs=replicated,
+        coordinator=Coordinator(leader),
+        gang=backend,
+        retry=policy,
+    )
+
+
+def _env_items(env: Any) -> list[dict[str, Any]]:
+    if not env:
+        return []
+    if isinstance(env, Mapping):
+        return [{"name": k, "value": str(v)} for k, v in env.items()]
+    return [dict(e) for e in env]
+
+
+# ----- the user's exception, from flytekit's per-worker error files --------------------------------------------
+
+
+@dataclass(frozen=True)
+class UserError:
+    worker: str
+    recoverable: bool
+    message: str
+    code: str
+    timestamp: float
+
+    @property
+    def line(self) -> str:
+        """The exception line of the traceback flytekit wrote."""
+        lines = [ln.strip() for ln in self.message.strip().splitlines() if ln.strip()]
+        return (lines[-1] if lines else self.code)[:300]
+
+
+def read_user_errors(output_prefix: str) -> list[UserError]:
+    """Every replica's `error-<uuid>.pb` under the output prefix (the leader's at the prefix, the others' in
+    their own folder), earliest first."""
+    if not output_prefix:
+        return []
+    fs = FlyteContextManager.current_context().file_access.get_filesystem_for_path(output_prefix)
+    try:
+        paths = fs.find(output_prefix)
+    except (FileNotFoundError, OSError):
+        return []
+    found = []
+    for path in paths:
+        base = str(path).rsplit("/", 1)[-1]
+        if not (base.startswith(c.ERROR_FILE_PREFIX) and base.endswith(c.ERROR_FILE_SUFFIX)):
+            continue
+        doc = errors_pb2.ErrorDocument.FromString(fs.cat_file(path))
+        err = doc.error
+        found.append(
+            UserError(
+                worker=err.worker,
+                recoverable=err.kind == errors_pb2.ContainerError.RECOVERABLE,
+                message=err.message,
+                code=err.code,
+                timestamp=err.timestamp.seconds + err.timestamp.nanos / 1e9,
+            )
+        )
+    return sorted(found, key=lambda e: e.timestamp)
+
+
+def with_user_error(result: RunResult, policy: RetryPolicy, errors: Sequence[UserError]) -> RunResult:
+    """An application error becomes the user's exception: quoted, and retryable when it is recoverable.
+
+    The cluster only saw exit 1 (FLYTE_FAIL_ON_ERROR), which is never retryable; flytekit's error file says
+    whether the user raised `FlyteRecoverableException`. The decision stays the core's: the same policy with
+    that exit code made retryable, over the same ledger, so the budget is spent and checked the one way.
+    """
+    d = result.diagnosis
+    if d is None or d.kind is not FailureKind.APPLICATION_ERROR or not errors:
+        return result
+    named = [e for e in errors if d.pod and (e.worker == d.pod or e.worker.startswith(f"{d.pod}-"))]
+    error = (named or errors)[0]
+    kind = "recoverable" if error.recoverable else "non-recoverable"
+    # The log tail the kubelet kept ends with flytekit's framing lines: quote the exception itself instead.
+    summary = _EXCERPT.sub(lambda m: f"{m.group(1)}: {error.line}", d.summary, count=1)
+    if error.line not in summary:
+        summary = f"{summary}; {error.line}"
+    summary = f"{summary} ({kind} user exception)"
+    evidence = [*d.evidence, f"flytekit error file of {error.worker or 'a replica'}: {error.code} ({kind})"]
+    diagnosis = replace(d, summary=summary, retryable=error.recoverable, evidence=evidence)
+    decision = result.decision
+    if error.recoverable and d.exit_code is not None:
+        retrying = replace(policy, retryable_exit_codes=(*policy.retryable_exit_codes, d.exit_code))
+        decision = retrying.decide(diagnosis, result.ledger)
+    return replace(result, diagnosis=diagnosis, decision=decision)
+
+
+# ----- the connector --------------------------------------------------------------------------------------------
+
+
+class JobSetConnector(AsyncConnectorBase):
+    """Task type `jobset`. `runtimes` maps "local"/"kubernetes" to a runtime (tests; otherwise one per process)."""
+
+    name = "JobSet Connector"
+
+    def __init__(self, runtimes: Mapping[str, Runtime] | None = None) -> None:
+        super().__init__(task_type_name=c.TASK_TYPE, metadata_type=JobSetMeta)
+        self._runtimes = dict(runtimes or {})
+
+    def runtime(self, name: str, local_faults: str | None = None) -> Runtime:
+        return self._runtimes.get(name) or shared_runtime(name, local_faults)
+
+    # --- create -------------------------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        task_template: TaskTemplate,
+        output_prefix: str,
+        inputs: LiteralMap | None = None,
+        task_execution_metadata: TaskExecutionMetadata | None = None,
+        **kwargs: Any,
+    ) -> JobSetMeta:
+        return await asyncio.to_thread(self._create, task_template, output_prefix, inputs, task_execution_metadata)
+
+    def _create(
+        self,
+        template: TaskTemplate,
+        output_prefix: str,
+        inputs: LiteralMap | None,
+        metadata: TaskExecutionMetadata | None,
+    ) -> JobSetMeta:
+        custom = template.custom or {}
+        local = local_run.CURRENT.get()
+        if metadata is not None and metadata.task_execution_id is not None:
+            tid = metadata.task_execution_id
+            execution = tid.node_execution_id.execution_id
+            run_key = make_run_key(execution.project, execution.domain, execution.name, tid.node_execution_id.node_id)
+            attempt = int(tid.retry_attempt or 0)
+            default_runtime, default_namespace = c.RUNTIME_KUBERNETES, metadata.namespace
+        else:  # a local run: the task's local loop says which attempt this is
+            run_key = make_run_key(local.run_id if local else uuid.uuid4().hex[:10], template.id.name)
+            attempt = local.attempt if local else 0
+            default_runtime, default_namespace = c.RUNTIME_LOCAL, None
+        runtime_name = custom.get("runtime") or os.environ.get(c.RUNTIME_ENV) or default_runtime
+        namespace = custom.get("namespace") or default_namespace or "default"
+        interruptible = bool(template.metadata and template.metadata.interruptible)
+        if runtime_name == c.RUNTIME_KUBERNETES and "://" not in output_prefix:
+            raise SpecError(
+                "output_prefix",
+                f"{output_prefix!r} is on this machine, where pods on a cluster cannot read inputs or write outputs",
+                "run with `pyflyte run --raw-output-data-prefix s3://<bucket>/<path>` (or gs://, abfs://)",
+            )
+        if inputs is not None:
+            self._write_inputs(inputs, output_prefix)
+        spec = spec_from_template(
+            template,
+            output_prefix,
+            namespace=namespace,
+            local=runtime_name == c.RUNTIME_LOCAL,
+            interruptible=interruptible,
+            service_account=metadata.k8s_service_account if metadata is not None else None,
+        )
+        faults = custom.get("localFaults")
+        runtime = self.runtime(runtime_name, faults)
+        run = JobSetRun(spec, runtime, run_key=run_key, engine_attempt=attempt, resubmit=False, on_event=_echo())
+        handle = run.start()
+        return JobSetMeta(handle.to_dict(), attempt, output_prefix, runtime_name, faults, custom.get("leader") or "leader")
+
+    @staticmethod
+    def _write_inputs(inputs: LiteralMap, output_prefix: str) -> None:
+        """Replicas read `<prefix>/inputs.pb` (flytekit's local loop writes it too; propeller does not)."""
+        from flytekit.core import utils
+
+        ctx = FlyteContextManager.current_context()
+        path = ctx.file_access.get_random_local_path()
+        utils.write_proto_to_file(inputs.to_flyte_idl(), path)
+        ctx.file_access.put_data(path, f"{output_prefix}/{c.INPUTS_FILE}")
+
+    # --- get ----------------------------------------------------------------------------------------------------
+
+    async def get(self, resource_meta: JobSetMeta, **kwargs: Any) -> Resource:
+        return await asyncio.to_thread(self._get, resource_meta)
+
+    def _get(self, meta: JobSetMeta) -> Resource:
+        runtime = self.runtime(meta.runtime, meta.local_faults)
+        run = JobSetRun.resume(meta.handle, runtime, engine_attempt=meta.engine_attempt)
+        result = run.step()
+        if result.done and not result.succeeded and not result.cancelled:
+            result = with_user_error(result, run.policy, read_user_errors(meta.output_prefix))
+        phase = self.phase(result)
+        observation = runtime.observe(result.handle) if result.handle else None
+        info = result.to_dict()
+        info.update({"budget": result.ledger.describe(), "policy": run.policy.describe(), "fly_attempt": meta.engine_attempt})
+        if result.done:
+            attempts = self._timeline(run, runtime, meta, result)
+            info["history"] = _history_lines(attempts)
+            html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=info["budget"], summary=result.message)
+            self._publish(html, meta)
+        local = local_run.CURRENT.get()
+        if local is not None:
+            local.phase, local.message, local.custom_info = phase, result.message, info
+        return Resource(
+            phase=phase,
+            message=result.message,
+            log_links=self.log_links(meta, runtime, observation, result.diagnosis),
+            custom_info=info,
+        )
+
+    @staticmethod
+    def phase(result: RunResult) -> int:
+        if not result.done:
+            progress = result.progress
+            if progress is not None and progress.state is State.RUNNING and progress.total and not progress.ready:
+                return TaskExecution.INITIALIZING  # pods exist but none is ready yet: pulling, starting
+            return _PHASE_OF_STATE.get(result.state, TaskExecution.RUNNING)  # type: ignore[arg-type]
+        if result.succeeded:
+            return TaskExecution.SUCCEEDED
+        if result.cancelled:
+            return TaskExecution.ABORTED
+        if result.decision is not None and result.decision.retry:
+            return TaskExecution.RETRYABLE_FAILED
+        return TaskExecution.FAILED
+
+    @staticmethod
+    def _timeline(run: JobSetRun, runtime: Runtime, meta: JobSetMeta, result: RunResult) -> list[AttemptTimeline]:
+        """Every attempt of the run (earlier Flyte attempts included), with its pods and its diagnosis; this
+        attempt's diagnosis is the result's (it may quote the user's exception, and an attempt the run ended
+        itself is already deleted)."""
+        handle = Handle.from_dict(meta.handle)
+        attempts = []
+        for obj in sorted(runtime.find(handle.run_key, handle.namespace), key=lambda o: handle_of(o, handle.run_key, handle.namespace).attempt):
+            if ev.name_of(obj) == handle.name:
+                continue
+            observation = runtime.observe(handle_of(obj, handle.run_key, handle.namespace))
+            state = observation.state
+            restarted = int(((observation.main or {}).get("status") or {}).get("restarts") or 0)
+            diagnosis = run.diagnose(observation) if state is State.FAILED or restarted else None
+            attempts.append(AttemptTimeline(ev.name_of(obj), observation.pods, diagnosis, str(state)))
+        current = runtime.observe(handle)
+        diagnosis = result.diagnosis
+        if diagnosis is None and current.main is not None and (current.main.get("status") or {}).get("restarts"):
+            diagnosis = run.diagnose(current)
+        attempts.append(AttemptTimeline(handle.name, current.pods, diagnosis, result.message))
+        return attempts
+
+    @staticmethod
+    def _publish(html: str, meta: JobSetMeta) -> None:
+        """The timeline goes where Flyte looks for a task's deck, and to the local run's Deck."""
+        local = local_run.CURRENT.get()
+        if local is not None:
+            local.timeline_html = html
+        if not meta.output_prefix:
+            return
+        try:
+            ctx = FlyteContextManager.current_context()
+            path = ctx.file_access.get_random_local_path()
+            Path(path).write_text(html)
+            ctx.file_access.put_data(path, f"{meta.output_prefix}/{c.DECK_FILE}")
+        except Exception as exc:  # noqa: BLE001 - a deck that cannot be written must not fail the task
+            log.warning("could not write the JobSet timeline deck: %s", exc)
+
+    @staticmethod
+    def log_links(meta: JobSetMeta, runtime: Runtime, observation: Any, diagnosis: Diagnosis | None) -> list[TaskLog]:
+        """Links to the leader's log and, when it failed, the culprit's."""
+        if observation is None:
+            return []
+        pods = list(observation.pods)
+        leaders = [p for p in pods if ev.labels_of(p).get(ev.REPLICATED_JOB_LABEL) == meta.leader]
+        wanted = []
+        if leaders:
+            wanted.append(("leader", max(leaders, key=lambda p: ev.restart_attempt(p) or 0)))
+        if diagnosis is not None and diagnosis.pod:
+            culprit = next((p for p in pods if ev.name_of(p) == diagnosis.pod), None)
+            if culprit is not None:
+                wanted.append(("culprit", culprit))
+        links = []
+        for role, pod in wanted:
+            uri = _log_uri(meta, runtime, pod)
+            if uri:
+                links.append(TaskLog(uri=uri, name=f"{role} {ev.name_of(pod)}"))
+        return links
+
+    # --- delete -------------------------------------------------------------------------------------------------
+
+    def delete(self, resource_meta: JobSetMeta, **kwargs: Any) -> None:
+        """Cancel every attempt of the run; nothing left to delete is success (idempotent).
+
+        Synchronous on purpose: flytekit's local Ctrl-C handler calls it from inside the running local event
+        loop, where a coroutine could not be run (the connector service runs it in an executor).
+        """
+        meta = resource_meta
+        runtime = self.runtime(meta.runtime, meta.local_faults)
+        JobSetRun.resume(meta.handle, runtime, engine_attempt=meta.engine_attempt, on_event=_echo()).cancel()
+
+
+def _echo() -> Callable[[RunEvent], None]:
+    """Run events go to the terminal of a local run, and to the connector's log otherwise."""
+    out = print if local_run.CURRENT.get() is not None else log.info
+    return lambda event: out(f"[jobset] {event.message}")
+
+
+def _history_lines(attempts: Sequence[AttemptTimeline]) -> list[str]:
+    """Each attempt's in-cluster restarts and final cause, one line each, for logs and `custom_info`."""
+    lines = []
+    for a in attempts:
+        d = a.diagnosis
+        if d is None:
+            continue
+        for h in d.history:
+            label = f"restart {h.restart}" if h.restart is not None else "final"
+            lines.append(f"{a.name} {label}: {h.kind}: {h.summary}")
+        if not d.history and d.failed:
+            lines.append(f"{a.name} final: {d.summary}")
+    return lines
+
+
+def _log_uri(meta: JobSetMeta, runtime: Runtime, pod: Mapping[str, Any]) -> str | None:
+    name = ev.name_of(pod)
+    namespace = ev.meta(pod).get("namespace") or meta.handle.get("namespace") or "default"
+    if meta.runtime == c.RUNTIME_LOCAL:
+        workdir = getattr(runtime, "workdir", None)
+        hostname = (pod.get("spec") or {}).get("hostname") or name
+        logs = sorted(Path(workdir).glob(f"**/{hostname}.log")) if workdir else []
+        return logs[-1].as_uri() if logs else None
+    template = os.environ.get(c.LOG_TEMPLATE_ENV) or c.DEFAULT_LOG_TEMPLATE
+    return template.replace("{{.namespace}}", namespace).replace("{{.podName}}", name)
+
+
+ConnectorRegistry.register(JobSetConnector(), override=True)

@@ -1,0 +1,45 @@
+"""Upstream vocabulary the plugin must spell exactly as flytekit, flytepropeller and Kubernetes do."""
+
+from __future__ import annotations
+
+# The task type propeller routes to this connector (connector-service `supportedTaskTypes`).
+TASK_TYPE = "jobset"
+
+# flytekit's entrypoint (bin/entrypoint.py): without FLYTE_FAIL_ON_ERROR=true, `pyflyte-execute` writes the error
+# file and exits 0, so the cluster would see a user exception as success.
+FAIL_ON_ERROR_ENV = "FLYTE_FAIL_ON_ERROR"
+# Distributed error strategy (`_F_DES`) and worker name (`_F_WN`): each replica writes `error-<uuid>.pb` naming
+# itself instead of racing for one `error.pb`. Same short names propeller's kfpytorch plugin sets.
+DIST_ERROR_STRATEGY_ENV = "_F_DES"
+WORKER_NAME_ENV = "_F_WN"
+DIST_ERROR_STRATEGY = "Earliest"
+ERROR_FILE_PREFIX = "error"
+ERROR_FILE_SUFFIX = ".pb"
+OUTPUTS_FILE = "outputs.pb"
+INPUTS_FILE = "inputs.pb"
+DECK_FILE = "deck.html"
+
+# The pod's own name through the downward API, for `_F_WN` and the replicas' output prefix.
+POD_NAME_ENV = "JOBSET_POD_NAME"
+POD_NAME_FIELD = "metadata.name"
+
+# Where the non-leader replicas write their outputs and error files, under the task's output prefix: only the
+# leader's `outputs.pb` (at the prefix itself) becomes the task's outputs.
+REPLICAS_DIR = "replicas"
+OUTPUT_PREFIX_FLAG = "--output-prefix"
+
+# The key of the primary container's name in a serialized task's `config` (flytekit `_PRIMARY_CONTAINER_NAME_FIELD`).
+PRIMARY_CONTAINER_KEY = "primary_container_name"
+
+# Which runtime runs the JobSet: the embedded local one, or the cluster of the kubeconfig / in-cluster config.
+RUNTIME_ENV = "JOBSET_RUNTIME"
+RUNTIME_LOCAL = "local"
+RUNTIME_KUBERNETES = "kubernetes"
+RUNTIMES = (RUNTIME_LOCAL, RUNTIME_KUBERNETES)
+
+# Log link template, with Flyte's own placeholders, e.g.
+# "https://console.example.com/logs/{{.namespace}}/{{.podName}}".
+LOG_TEMPLATE_ENV = "JOBSET_LOG_TEMPLATE"
+DEFAULT_LOG_TEMPLATE = "http://localhost:30080/kubernetes-dashboard/#/log/{{.namespace}}/{{.podName}}/pod?namespace={{.namespace}}"
+# Node selector for `interruptible` tasks ("key=value,key2=value2"), as propeller's interruptible-node-selector.
+INTERRUPTIBLE_SELECTOR_ENV = "JOBSET_INTERRUPTIBLE_NODE_SELECTOR"

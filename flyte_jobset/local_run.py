@@ -1,0 +1,72 @@
+"""What a local `pyflyte run` keeps between the Flyte attempts it plays itself.
+
+flytekit's local connector loop calls `create`, then `get` until a terminal phase, in this process and with no
+task execution metadata. Propeller would start the next attempt after RETRYABLE_FAILED; locally nobody does, so
+the task's local path loops and this object carries the run id and attempt number to the connector (a context
+variable: `asyncio.to_thread` copies it into the connector's worker threads) and the last answer back.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from flyteidl.core.execution_pb2 import TaskExecution
+
+from flyte_jobset.constants import RUNTIME_LOCAL
+
+
+@dataclass
+class LocalRun:
+    task: str
+    run_id: str = field(default_factory=lambda: f"local-{uuid.uuid4().hex[:10]}")
+    attempt: int = 0
+    phase: int | None = None
+    message: str = ""
+    custom_info: dict[str, Any] = field(default_factory=dict)
+    timeline_html: str | None = None
+    runtime: str = RUNTIME_LOCAL
+
+    @property
+    def retryable(self) -> bool:
+        return self.phase == TaskExecution.RETRYABLE_FAILED
+
+    @property
+    def delay_seconds(self) -> float:
+        decision = self.custom_info.get("decision") or {}
+        return float(decision.get("delay_seconds") or 0.0)
+
+    def next_attempt(self) -> None:
+        self.attempt += 1
+        self.phase, self.message, self.custom_info = None, "", {}
+
+    def lines(self) -> list[str]:
+        """What a local run prints when an attempt ends: phase, cause, decision, restarts and budget."""
+        if self.phase is None:
+            return []
+        phase = TaskExecution.Phase.Name(self.phase)
+        out = [f"[jobset] Flyte attempt {self.attempt}: {phase}: {self.message}"]
+        for line in self.custom_info.get("history") or []:
+            out.append(f"[jobset]   {line}")
+        if self.custom_info.get("budget"):
+            out.append(f"[jobset]   budget: {self.custom_info['budget']}")
+        if self.retryable:
+            out.append(f"[jobset] retrying as Flyte attempt {self.attempt + 1} of the same run (one retry count)")
+        return out
+
+    def report(self, stream: TextIO) -> None:
+        for line in self.lines():
+            print(line, file=stream, flush=True)
+
+    def add_deck(self) -> None:
+        """The timeline as a Flyte Deck of this local execution."""
+        if not self.timeline_html:
+            return
+        from flytekit import Deck
+
+        Deck("JobSet timeline", self.timeline_html)
+
+
+CURRENT: contextvars.ContextVar[LocalRun | None] = contextvars.ContextVar("jobset_local_run", default=None)

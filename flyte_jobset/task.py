@@ -1,0 +1,242 @@
+"""`@jobset_task` and `@task(task_config=JobSet(...))`: a Python function run on every replica of a JobSet.
+
+The shape follows flytekit's kfpytorch plugin (a plain config dataclass, one task class, one registration) and
+the routing follows flytekit's Slurm function task: a local `pyflyte run` goes through the connector (which
+submits the JobSet), while inside a launched pod `pyflyte-execute` calls the function body directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flytekit import PythonFunctionTask
+from flytekit.configuration import ImageConfig, SerializationSettings
+from flytekit.core.context_manager import FlyteContextManager
+from flytekit.exceptions.user import FlyteUserException
+from flytekit.extend import TaskPlugins
+from flytekit.extend.backend.base_connector import AsyncConnectorExecutorMixin
+
+from flyte_jobset import local_run
+from flyte_jobset.constants import RUNTIMES, TASK_TYPE
+from jobset_core import ReplicatedJob, RetryPolicy, SpecError
+from jobset_core.budget import platform_default_retries
+
+LEADER = "leader"
+WORKERS = "workers"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass
+class JobSet:
+    """How the function is spread over a JobSet, and the one retry count it may spend.
+
+    `workers=4, gpus_per_worker=8` is a leader plus 4 workers; `replicated_jobs=[ReplicatedJob(...)]` is any
+    shape (the first one, or `leader=`, is the leader whose outputs become the task's). Every replica runs the
+    task's container (its image, requests and limits, or its `pod_template`); a replicated job may set its own
+    `image`, `resources`, `env`, node selector and tolerations, but never a command: it runs the function.
+    `retries` is the one count for every retryable cause (default: the task's `retries`, else the platform
+    default), `retry` the rest of the policy. `runtime` is "local" (no cluster) or "kubernetes"; default: env
+    `JOBSET_RUNTIME`, then local for a local run and the cluster for a remote one. `local_faults` injects faults
+    on the local runtime (`"preempt:workers-0-0@2s"`, the syntax of `JOBSET_LOCAL_FAULTS`).
+    """
+
+    workers: int = 0
+    gpus_per_worker: int | None = None
+    replicated_jobs: Sequence[ReplicatedJob] | None = None
+    leader: str | None = None
+    gang: Any = None
+    retries: int | None = None
+    retry: RetryPolicy | None = None
+    interruptible: bool | None = None
+    namespace: str | None = None
+    runtime: str | None = None
+    local_faults: str | None = None
+
+    def shape(self) -> list[ReplicatedJob]:
+        if self.replicated_jobs:
+            if self.workers or self.gpus_per_worker:
+                raise SpecError("workers", "is given with replicated_jobs", "use one form: workers=N or replicated_jobs=[...]")
+            for i, rj in enumerate(self.replicated_jobs):
+                if not isinstance(rj, ReplicatedJob):
+                    raise SpecError(f"replicated_jobs[{i}]", f"{rj!r} is not a ReplicatedJob", None)
+                if rj.command or rj.args:
+                    raise SpecError(f"replicated_jobs[{i}].command", "is set", "leave it unset: every replica runs the task's function")
+            return list(self.replicated_jobs)
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise SpecError("workers", f"must be an integer >= 0, got {self.workers!r}", None)
+        jobs = [ReplicatedJob(LEADER)]
+        if self.workers:
+            gpus = {GPU_RESOURCE: self.gpus_per_worker} if self.gpus_per_worker else None
+            jobs.append(ReplicatedJob(WORKERS, replicas=self.workers, resources=gpus))
+        return jobs
+
+    def leader_name(self) -> str:
+        names = [rj.name for rj in self.shape()]
+        leader = self.leader or names[0]
+        if leader not in names:
+            raise SpecError("leader", f"{leader!r} is not one of the replicated jobs {names}", None)
+        return leader
+
+
+def _gang_to_dict(gang: Any) -> dict[str, Any] | None:
+    if gang is None:
+        return None
+    if not dataclasses.is_dataclass(gang):
+        raise SpecError("gang", f"{gang!r} is not a gang backend", "use Kueue(...), Coscheduling(...), Volcano(...) or WorkloadAPI(...)")
+    return {"type": type(gang).__name__, **dataclasses.asdict(gang)}
+
+
+def _replicated_job_to_dict(rj: ReplicatedJob) -> dict[str, Any]:
+    data = {
+        "name": rj.name,
+        "replicas": rj.replicas,
+        "parallelism": rj.parallelism,
+        "completions": rj.completions,
+        "image": rj.image,
+        "env": rj.env if rj.env is None or isinstance(rj.env, Mapping) else list(rj.env),
+        "resources": rj.resources,
+        "nodeSelector": rj.node_selector,
+        "tolerations": list(rj.tolerations) if rj.tolerations else None,
+        "dependsOn": [d if isinstance(d, str) else dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d) for d in rj.depends_on or ()],
+        "labels": rj.labels,
+        "annotations": rj.annotations,
+    }
+    return {k: v for k, v in data.items() if v not in (None, [], {})}
+
+
+def resolve_retries(config: JobSet, task_retries: int) -> int:
+    """The one count: the config's, else the policy's, else the task's `retries`, else the platform default."""
+    if config.retries is not None:
+        return config.retries
+    if config.retry is not None and config.retry.retries is not None and config.retry.retries_source == "task":
+        return config.retry.retries
+    if task_retries:
+        return task_retries
+    return platform_default_retries()[0]
+
+
+class JobSetFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[JobSet]):
+    """Task type `jobset`: the connector submits a JobSet whose every replica runs this function."""
+
+    _TASK_TYPE = TASK_TYPE
+
+    def __init__(self, task_config: JobSet, task_function: Callable, **kwargs: Any) -> None:
+        if not isinstance(task_config, JobSet):
+            raise SpecError("task_config", f"{task_config!r} is not a JobSet", "use task_config=JobSet(workers=...)")
+        if task_config.runtime is not None and task_config.runtime not in RUNTIMES:
+            raise SpecError("runtime", f"{task_config.runtime!r} is not one of {RUNTIMES}", None)
+        task_config.shape()
+        task_config.leader_name()
+        super().__init__(task_config=task_config, task_function=task_function, task_type=self._TASK_TYPE, **kwargs)
+        # One count, known to Flyte too: propeller spends `metadata.retries` on RETRYABLE_FAILED, so it must be
+        # the count the JobSet's maxRestarts and the ledger draw on.
+        self.metadata.retries = resolve_retries(task_config, self.metadata.retries)
+        if task_config.interruptible is not None:
+            self.metadata.interruptible = task_config.interruptible
+        policy = task_config.retry or RetryPolicy()
+        self._policy = dataclasses.replace(policy, retries=self.metadata.retries, retries_source="task")
+
+    def get_custom(self, settings: SerializationSettings) -> dict[str, Any]:
+        config = self.task_config
+        return {
+            "replicatedJobs": [_replicated_job_to_dict(rj) for rj in config.shape()],
+            "leader": config.leader_name(),
+            "gang": _gang_to_dict(config.gang),
+            "retry": self._policy.to_annotation(),
+            "namespace": config.namespace,
+            "runtime": config.runtime,
+            "localFaults": config.local_faults,
+        }
+
+    def execute(self, **kwargs: Any) -> Any:
+        """Locally: through the connector, retrying from the same count; in a replica's pod: the function."""
+        ctx = FlyteContextManager.current_context()
+        if ctx.execution_state and ctx.execution_state.is_local_execution():
+            return self._execute_locally(**kwargs)
+        return PythonFunctionTask.execute(self, **kwargs)
+
+    def _execute_locally(self, **kwargs: Any) -> Any:
+        """flytekit's local loop stops at RETRYABLE_FAILED (`is_terminal_phase`), so a local run plays
+        propeller: it starts the next Flyte attempt of the same run, which the ledger counts like a remote one."""
+        state = local_run.LocalRun(task=self.name)
+        token = local_run.CURRENT.set(state)
+        ctx = FlyteContextManager.current_context()
+        builder = ctx.new_builder()
+        if ctx.serialization_settings is None:  # a local run has no image config: flytekit's default image
+            builder = ctx.with_serialization_settings(SerializationSettings(ImageConfig.auto_default_image()))
+        try:
+            with FlyteContextManager.with_context(builder):
+                return self._attempts(state, **kwargs)
+        finally:
+            local_run.CURRENT.reset(token)
+
+    def _attempts(self, state: local_run.LocalRun, **kwargs: Any) -> Any:
+        while True:
+            try:
+                outputs = AsyncConnectorExecutorMixin.execute(self, **kwargs)
+                state.report(sys.stdout)
+                return outputs
+            except FlyteUserException:
+                state.report(sys.stdout)
+                if not state.retryable:
+                    raise
+                time.sleep(state.delay_seconds)
+                state.next_attempt()
+            finally:
+                state.add_deck()
+
+
+TaskPlugins.register_pythontask_plugin(JobSet, JobSetFunctionTask)
+
+
+def jobset_task(
+    _fn: Callable | None = None,
+    *,
+    workers: int = 0,
+    gpus_per_worker: int | None = None,
+    replicated_jobs: Sequence[ReplicatedJob] | None = None,
+    leader: str | None = None,
+    gang: Any = None,
+    retries: int | None = None,
+    retry: RetryPolicy | None = None,
+    interruptible: bool | None = None,
+    namespace: str | None = None,
+    runtime: str | None = None,
+    local_faults: str | None = None,
+    requests: Any = None,
+    limits: Any = None,
+    pod_template: Any = None,
+    image: Any = None,
+    **task_kwargs: Any,
+) -> Any:
+    """`@jobset_task(workers=4, gpus_per_worker=8, retries=3)`: `@task(task_config=JobSet(...))` in one line.
+
+    `requests`, `limits`, `pod_template` and `image` are flytekit's (`Resources`, `PodTemplate`, an image name
+    or ImageSpec) and apply to every replica; any other flytekit `@task` argument passes through.
+    """
+    from flytekit import task
+
+    config = JobSet(
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        replicated_jobs=replicated_jobs,
+        leader=leader,
+        gang=gang,
+        retries=retries,
+        retry=retry,
+        interruptible=interruptible,
+        namespace=namespace,
+        runtime=runtime,
+        local_faults=local_faults,
+    )
+    extra = {k: v for k, v in (("requests", requests), ("limits", limits), ("pod_template", pod_template), ("container_image", image)) if v is not None}
+
+    def wrap(fn: Callable) -> Any:
+        return task(fn, task_config=config, **extra, **task_kwargs)
+
+    return wrap(_fn) if _fn is not None else wrap

@@ -1,0 +1,231 @@
+"""The run's timeline as one self-contained HTML page: every pod of every attempt as a bar on a time axis.
+
+A gang failure is a picture before it is a sentence: one pod dies, its peers are torn down a second later,
+the JobSet restarts, and the next attempt starts. The Flyte Deck and `jobset explain --html` show that
+picture from the same plain objects `diagnose` reads (pod JSON, live or kept as evidence), with the root
+cause ("culprit") and the peers that died because of it ("cascade") marked, the restarts and their causes
+listed, and the budget spent. Pure: objects in, an HTML string out, no I/O and no engine import.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobset_core import evidence as ev
+from jobset_core.failures import Diagnosis
+
+# CSS classes a reader (and a test) can rely on.
+CULPRIT = "culprit"
+CASCADE = "cascade"
+RESTART_CAUSE = "restart-cause"
+TORN_DOWN = "torn-down"
+OUTCOMES = ("succeeded", "failed", "disrupted", TORN_DOWN, "running", "pending")
+
+
+@dataclass(frozen=True)
+class AttemptTimeline:
+    """One submission (a JobSet or gang Job) of a run: its pods and, when it failed, why."""
+
+    name: str
+    pods: Sequence[Mapping[str, Any]] = ()
+    diagnosis: Diagnosis | None = None
+    outcome: str = ""
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One pod's life on the time axis."""
+
+    attempt: str
+    restart: int
+    pod: str
+    start: datetime
+    end: datetime | None
+    outcome: str
+    exit_code: int | None = None
+    reason: str | None = None
+    marks: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def label(self) -> str:
+        detail = f" exit {self.exit_code}" if self.exit_code is not None else ""
+        why = f" ({self.reason})" if self.reason else ""
+        return f"{self.pod}: {self.outcome}{detail}{why}"
+
+
+def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The main (first terminated, non-zero first) container's terminated state."""
+    states = [
+        (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []
+    ]
+    states = [s for s in states if s]
+    failed = [s for s in states if s.get("exitCode")]
+    return (failed or states or [None])[0]
+
+
+def _outcome(pod: Mapping[str, Any]) -> tuple[str, int | None, str | None]:
+    status = pod.get("status") or {}
+    term = _terminated(pod)
+    disruption = ev.condition(pod, "DisruptionTarget")
+    code = term.get("exitCode") if term else None
+    if disruption is not None:
+        return "disrupted", code, str(disruption.get("reason") or "DisruptionTarget")
+    phase = status.get("phase")
+    if phase == "Succeeded" or (term is not None and code == 0):
+        return "succeeded", code, None
+    if phase == "Failed" or term is not None:
+        return "failed", code, (term or {}).get("reason") or status.get("reason")
+    if ev.meta(pod).get("deletionTimestamp"):  # being deleted while it ran: torn down with its gang
+        return TORN_DOWN, None, "deleted"
+    if phase == "Running":
+        return "running", None, None
+    return "pending", None, None
+
+
+def _span(pod: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    meta = ev.meta(pod)
+    status = pod.get("status") or {}
+    term = _terminated(pod) or {}
+    start = ev.parse_time(term.get("startedAt")) or ev.parse_time(status.get("startTime"))
+    start = start or ev.parse_time(meta.get("creationTimestamp"))
+    end = ev.parse_time(term.get("finishedAt"))
+    if end is None:
+        disruption = ev.condition(pod, "DisruptionTarget")
+        end = ev.parse_time((disruption or {}).get("lastTransitionTime")) or ev.parse_time(meta.get("deletionTimestamp"))
+    return start, end
+
+
+def _culprits(attempt: AttemptTimeline) -> dict[str, str]:
+    """Pods named as a cause: the final one and each in-cluster restart's."""
+    found: dict[str, str] = {}
+    d = attempt.diagnosis
+    if d is None:
+        return found
+    for entry in d.history:
+        if entry.pod:
+            found.setdefault(entry.pod, CULPRIT if entry.restart is None else RESTART_CAUSE)
+    if d.pod:
+        found[d.pod] = CULPRIT
+    return found
+
+
+def _same_pod(name: str, named: str) -> bool:
+    """A diagnosis may name a pod by its name or by its hostname (the name minus the random suffix)."""
+    return name == named or name.rsplit("-", 1)[0] == named
+
+
+def bars(attempts: Iterable[AttemptTimeline]) -> list[Bar]:
+    """Every pod of every attempt as a bar, with the culprit and the cascade after it marked."""
+    out: list[Bar] = []
+    for attempt in attempts:
+        culprits = _culprits(attempt)
+        rows: list[Bar] = []
+        for pod in attempt.pods:
+            start, end = _span(pod)
+            if start is None:
+                continue
+            outcome, code, reason = _outcome(pod)
+            name = ev.name_of(pod)
+            marks = tuple(sorted({mark for named, mark in culprits.items() if _same_pod(name, named)}))
+            rows.append(Bar(attempt.name, ev.restart_attempt(pod) or 0, name, start, end, outcome, code, reason, marks))
+        causes = [b for b in rows if b.marks]
+        for i, bar in enumerate(rows):
+            if bar.marks or bar.outcome not in ("failed", "disrupted", TORN_DOWN) or bar.end is None:
+                continue
+            before = [c for c in causes if c.restart == bar.restart and c.end is not None and c.end <= bar.end]
+            if before:
+                rows[i] = Bar(**{**bar.__dict__, "marks": (CASCADE,)})
+        out.extend(sorted(rows, key=lambda b: (b.restart, b.start, b.pod)))
+    return out
+
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;font-size:13px;color:#222;margin:12px}
+h2{font-size:16px;margin:4px 0}.facts{margin:6px 0 12px 0}.facts li{margin:2px 0}
+.axis{display:flex;justify-content:space-between;color:#666;font-size:11px;margin-left:260px}
+.row{display:flex;align-items:center;height:20px}.name{width:260px;overflow:hidden;text-overflow:ellipsis;
+white-space:nowrap;font-family:monospace;font-size:11px}.lane{position:relative;flex:1;height:14px;
+background:#f4f4f4}.bar{position:absolute;top:0;height:14px;border-radius:2px;min-width:2px}
+.succeeded{background:#3a9d5d}.running{background:#4a7bd0}.pending{background:#bbb}.failed{background:#c9a227}
+.disrupted{background:#8e6bbf}.torn-down{background:#999}.cascade{background:#e0a060;opacity:.7}.culprit{background:#d0312d;
+outline:2px solid #700}.restart-cause{outline:2px dashed #700}.group{margin-top:8px;font-weight:600}
+.legend span{display:inline-block;padding:1px 6px;margin-right:6px;color:#fff;border-radius:2px}
+"""
+
+
+def _pct(t: datetime, t0: datetime, span: float) -> float:
+    return max(0.0, min(100.0, (t - t0).total_seconds() / span * 100.0))
+
+
+def render_timeline(
+    attempts: Sequence[AttemptTimeline],
+    *,
+    title: str = "JobSet run",
+    budget: str | None = None,
+    summary: str | None = None,
+    now: datetime | None = None,
+) -> str:
+    """The whole page: header facts (outcome, cause, restarts, budget), a legend, and one lane per pod."""
+    now = now or datetime.now(UTC)
+    rows = bars(attempts)
+    t0 = min((b.start for b in rows), default=now)
+    t1 = max([*(b.end or now for b in rows), t0])
+    span = max((t1 - t0).total_seconds(), 1e-3)
+    esc = html.escape
+    facts: list[str] = []
+    if summary:
+        facts.append(f"<li class='summary'><b>{esc(summary)}</b></li>")
+    for attempt in attempts:
+        line = f"{attempt.name}: {attempt.outcome or 'no outcome yet'}"
+        facts.append(f"<li class='attempt'>{esc(line)}</li>")
+        d = attempt.diagnosis
+        if d is not None:
+            for entry in d.history:
+                label = f"restart {entry.restart}" if entry.restart is not None else "final"
+                facts.append(f"<li class='cause'>{esc(f'{label}: {entry.kind} - {entry.summary}')}</li>")
+            if not d.history and d.failed:
+                facts.append(f"<li class='cause'>{esc(f'cause: {d.summary}')}</li>")
+    if budget:
+        facts.append(f"<li class='budget'>budget: {esc(budget)}</li>")
+    legend = "".join(
+        f"<span class='{cls}'>{label}</span>"
+        for cls, label in (
+            (CULPRIT, "culprit"),
+            (CASCADE, "cascade"),
+            ("disrupted", "disrupted"),
+            ("failed", "failed"),
+            (TORN_DOWN, "torn down"),
+            ("succeeded", "succeeded"),
+            ("running", "running"),
+        )
+    )
+    lanes: list[str] = []
+    group = None
+    for bar in rows:
+        if (bar.attempt, bar.restart) != group:
+            group = (bar.attempt, bar.restart)
+            lanes.append(f"<div class='group'>{esc(bar.attempt)} &middot; restart {bar.restart}</div>")
+        left = _pct(bar.start, t0, span)
+        width = max(0.3, _pct(bar.end or now, t0, span) - left)
+        classes = " ".join(("bar", bar.outcome, *bar.marks))
+        lanes.append(
+            f"<div class='row'><div class='name' title='{esc(bar.pod)}'>{esc(bar.pod)}</div><div class='lane'>"
+            f"<div class='{classes}' data-pod='{esc(bar.pod)}' style='left:{left:.2f}%;width:{width:.2f}%'"
+            f" title='{esc(bar.label)}'></div></div></div>"
+        )
+    if not rows:
+        lanes.append("<p class='empty'>no pod has started yet</p>")
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h2>{esc(title)}</h2><ul class='facts'>{''.join(facts)}</ul>"
+        f"<div class='legend'>{legend}</div>"
+        f"<div class='axis'><span>{esc(ev.format_time(t0))}</span><span>{span:.1f}s</span>"
+        f"<span>{esc(ev.format_time(t1))}</span></div>"
+        f"{''.join(lanes)}</body></html>"
+    )

@@ -1,0 +1,321 @@
+"""JobSetConnector against a cluster: the real kubernetes client over HTTP to LocalApiServer, with
+`tests/kube_driver.py` playing the JobSet/Job controllers and kubelet. Each Flyte attempt is a `create` with
+that attempt's `retry_attempt`, then `get` until a terminal phase, as propeller calls them; the user's
+exception reaches the connector the way flytekit writes it, as an `error-<uuid>.pb` under the output prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from collections import OrderedDict
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flyteidl.core import errors_pb2
+from flyteidl.core.execution_pb2 import TaskExecution
+from flytekit.configuration import ImageConfig, SerializationSettings
+from flytekit.extend.backend.base_connector import Resource
+from flytekit.extend.backend.utils import is_terminal_phase
+from flytekit.models.core import identifier as idl
+from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
+from flytekit.tools.translator import get_serializable
+
+from flyte_jobset import JobSetConnector, JobSetMeta, jobset_task
+from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR
+from jobset_core import Kueue, RetryPolicy, SpecError
+from jobset_core.testing import LocalApiServer
+from tests.kube_driver import ClusterDriver
+from tests.test_kube_runtime import NS, condition, driver, jobsets, leftovers, make_runtime, server  # noqa: F401
+
+PHASE_TIMEOUT = 25.0
+SETTINGS = SerializationSettings(ImageConfig.auto(img_name="ghcr.io/acme/train:1"))
+
+
+@jobset_task(workers=2, retries=3)
+def train(steps: int) -> int:
+    return steps
+
+
+@jobset_task(workers=2, retries=2, retry=RetryPolicy(in_cluster_restarts=False))
+def train_no_restarts(steps: int) -> int:
+    return steps
+
+
+@jobset_task(workers=1, retries=0)
+def train_once(steps: int) -> int:
+    return steps
+
+
+@jobset_task(workers=1, retries=1, gang=Kueue(queue="gpu"))
+def train_queued(steps: int) -> int:
+    return steps
+
+
+@pytest.fixture(autouse=True)
+def no_runtime_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JOBSET_RUNTIME", raising=False)
+
+
+def template_of(task: Any, unschedulable_timeout: float | None = None) -> TaskTemplate:
+    template = get_serializable(OrderedDict(), SETTINGS, task).template
+    if unschedulable_timeout is not None:
+        template.custom["retry"]["unschedulableTimeoutSeconds"] = unschedulable_timeout
+    return template
+
+
+def metadata(execution: str, attempt: int) -> TaskExecutionMetadata:
+    task_id = idl.Identifier(idl.ResourceType.TASK, "proj", "dev", "train", "v1")
+    node = idl.NodeExecutionIdentifier("n0", idl.WorkflowExecutionIdentifier("proj", "dev", execution))
+    return TaskExecutionMetadata(idl.TaskExecutionIdentifier(task_id, node, attempt), NS, {}, {}, "default", {}, None)
+
+
+class Flyte:
+    """Plays propeller: one connector process per call unless told otherwise."""
+
+    def __init__(self, api: LocalApiServer, tmp_path: Path) -> None:
+        self.server = api
+        self.execution = f"exec-{uuid.uuid4().hex[:6]}"
+        self.tmp_path = tmp_path
+
+    def connector(self) -> JobSetConnector:
+        return JobSetConnector(runtimes={"kubernetes": make_runtime(self.server)})
+
+    def prefix(self, attempt: int) -> str:
+        """A blob-store URI, as on a cluster (a plain local path is refused for the Kubernetes runtime)."""
+        path = self.tmp_path / f"attempt-{attempt}"
+        path.mkdir(exist_ok=True)
+        return path.as_uri()
+
+    def create(self, task: Any, attempt: int, **template: Any) -> JobSetMeta:
+        meta = asyncio.run(
+            self.connector().create(template_of(task, **template), self.prefix(attempt), None, metadata(self.execution, attempt))
+        )
+        return JobSetMeta.decode(meta.encode())  # only what propeller keeps
+
+    def get(self, meta: JobSetMeta) -> Resource:
+        return asyncio.run(self.connector().get(JobSetMeta.decode(meta.encode())))
+
+    def until_terminal(self, meta: JobSetMeta) -> Resource:
+        deadline = time.monotonic() + PHASE_TIMEOUT
+        while True:
+            resource = self.get(meta)
+            if is_terminal_phase(resource.phase):
+                return resource
+            assert time.monotonic() < deadline, f"still {TaskExecution.Phase.Name(resource.phase)}: {resource.message}"
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def flyte(server: LocalApiServer, tmp_path: Path) -> Flyte:  # noqa: F811
+    return Flyte(server, tmp_path)
+
+
+def running(flyte: Flyte, cluster: ClusterDriver) -> JobSetMeta:
+    """Attempt 0 of `train`, once Flyte would show it RUNNING."""
+    meta = flyte.create(train, 0)
+    cluster.run_until(lambda: flyte.get(meta).phase == TaskExecution.RUNNING, what="RUNNING")
+    return meta
+
+
+def jobset_named(api: LocalApiServer, name: str) -> dict[str, Any]:
+    return next(js for js in jobsets(api) if js["metadata"]["name"] == name)
+
+
+def pod_name(api: LocalApiServer, hostname_suffix: str) -> str:
+    pods = [p for p in api.list("v1", "Pod", NS) if p["spec"].get("hostname", "").endswith(hostname_suffix)]
+    assert pods, f"no pod {hostname_suffix}"
+    return pods[0]["metadata"]["name"]
+
+
+def local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
+def write_user_error(prefix: str, worker: str, message: str, recoverable: bool) -> None:
+    """What flytekit's entrypoint writes for a replica with `_F_DES` and `_F_WN` set."""
+    kind = errors_pb2.ContainerError.RECOVERABLE if recoverable else errors_pb2.ContainerError.NON_RECOVERABLE
+    doc = errors_pb2.ErrorDocument(error=errors_pb2.ContainerError(code="USER", message=message, kind=kind, worker=worker))
+    doc.error.timestamp.GetCurrentTime()
+    folder = local(prefix) / REPLICAS_DIR / worker
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"error-{uuid.uuid4().hex}.pb").write_bytes(doc.SerializeToString())
+
+
+class Bars(HTMLParser):
+    """The timeline's bars: pod name -> CSS classes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.classes: dict[str, set[str]] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if found.get("data-pod"):
+            self.classes.setdefault(found["data-pod"], set()).update((found.get("class") or "").split())
+
+
+def bars_of(html: str) -> dict[str, set[str]]:
+    parser = Bars()
+    parser.feed(html)
+    return parser.classes
+
+
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_preemption_is_retryable_failed_and_the_next_attempt_succeeds(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    driver.preempt("workers-1-0", restart=0, after=0.3, jobset="train-*-0")
+    driver.succeed("*", times=None, after=0.3, jobset="train-*-1")
+
+    first = flyte.create(train_no_restarts, 0)
+    resource = flyte.until_terminal(first)
+
+    assert resource.phase == TaskExecution.RETRYABLE_FAILED
+    assert resource.message.startswith("Preempted") and "retrying" in resource.message
+    assert resource.custom_info["diagnosis"]["kind"] == "Preempted"
+    assert resource.custom_info["decision"]["retry"] is True
+
+    second = flyte.create(train_no_restarts, 1)
+    resource = flyte.until_terminal(second)
+    assert resource.phase == TaskExecution.SUCCEEDED, resource.message
+    assert resource.custom_info["budget"] == "0 in-cluster restarts + 1 resubmission used"
+    assert [a["attempt"] for a in resource.custom_info["attempts"]] == [0, 1]
+
+
+def test_next_attempt_gets_max_restarts_reduced_by_what_was_spent(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    # Attempt 0: a preemption spends one in-cluster restart, then the gang cannot be scheduled.
+    driver.preempt("workers-1-0", restart=0, after=0.3, jobset="train-*-0")
+    driver.unschedulable("workers-0-0", restart=1, jobset="train-*-0")
+    driver.succeed("*", times=None, after=0.3, jobset="train-*-1")
+
+    first = flyte.create(train, 0, unschedulable_timeout=0.5)
+    assert jobset_named(server, first.handle["name"])["spec"]["failurePolicy"]["maxRestarts"] == 3
+    resource = flyte.until_terminal(first)
+    assert resource.phase == TaskExecution.RETRYABLE_FAILED, resource.message
+    assert resource.message.startswith("Unschedulable")
+    assert any("restart 1: Preempted" in line for line in resource.custom_info["history"])
+
+    second = flyte.create(train, 1, unschedulable_timeout=0.5)
+    # 4 attempts, 2 spent (the submission and its restart), 1 taken by this submission: 1 left in the cluster.
+    assert jobset_named(server, second.handle["name"])["spec"]["failurePolicy"]["maxRestarts"] == 1
+    resource = flyte.until_terminal(second)
+    assert resource.phase == TaskExecution.SUCCEEDED, resource.message
+
+
+@pytest.mark.parametrize("recoverable", [False, True])
+def test_user_exception_names_the_pod_quotes_it_and_decides_by_its_kind(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+    recoverable: bool,
+) -> None:
+    meta = flyte.create(train, 0)
+    driver.run_until(lambda: any(p["spec"].get("hostname", "").endswith("workers-1-0") for p in server.list("v1", "Pod", NS)))
+    culprit = pod_name(server, "workers-1-0")
+    exception = "FlyteRecoverableException: USER:Recoverable: shard server busy" if recoverable else "ValueError: bad shard 7"
+    write_user_error(meta.output_prefix, culprit, f"Traceback (most recent call last):\n  ...\n{exception}", recoverable)
+    driver.exit("workers-1-0", 1, after=0.3, message="!! End Error Captured by Flyte !!")
+
+    resource = flyte.until_terminal(meta)
+
+    expected = TaskExecution.RETRYABLE_FAILED if recoverable else TaskExecution.FAILED
+    assert resource.phase == expected, resource.message
+    assert culprit in resource.message and exception in resource.message
+    assert "!! End Error" not in resource.message
+    assert resource.custom_info["diagnosis"]["pod"] == culprit
+    assert resource.custom_info["diagnosis"]["retryable"] is recoverable
+    assert {link.name for link in resource.log_links} >= {f"culprit {culprit}"}
+    js = jobset_named(server, meta.handle["name"])
+    assert condition(js, "Failed")["reason"] == "FailJobSetFailurePolicyAction"  # no restart spent on a bug
+    # The deck: the culprit is marked, the peers torn down after it are the cascade.
+    bars = bars_of((local(meta.output_prefix) / DECK_FILE).read_text())
+    assert "culprit" in bars[culprit]
+
+
+def test_budget_exhausted_is_failed(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    driver.preempt("workers-0-0", after=0.3)
+    meta = flyte.create(train_once, 0)
+    assert jobset_named(server, meta.handle["name"])["spec"]["failurePolicy"]["maxRestarts"] == 0
+
+    resource = flyte.until_terminal(meta)
+
+    assert resource.phase == TaskExecution.FAILED
+    assert resource.message.startswith("Preempted") and "budget is spent" in resource.message
+
+
+def test_get_from_a_fresh_connector_decides_the_same_and_delete_is_idempotent(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    meta = running(flyte, driver)
+    # The same meta twice: the second create adopts the live JobSet instead of submitting again.
+    again = flyte.create(train, 0)
+    assert again.handle["name"] == meta.handle["name"] and len(jobsets(server)) == 1
+
+    driver.exit("leader-0-0", 3, after=0.1)
+    ended = flyte.until_terminal(meta)
+    decisions = {(flyte.get(meta).phase, flyte.get(meta).message) for _ in range(2)}
+    assert decisions == {(ended.phase, ended.message)} and ended.phase == TaskExecution.FAILED
+
+    flyte.connector().delete(meta)
+    flyte.connector().delete(meta)  # nothing left: still fine
+    assert leftovers(server) == {}
+
+
+def test_waiting_phases_queued_while_kueue_holds_it_initializing_while_pods_start(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    queued = flyte.create(train_queued, 0)  # created suspended; no Kueue here to admit it
+    assert flyte.get(queued).phase == TaskExecution.QUEUED
+    flyte.connector().delete(queued)
+
+    driver.image_pull_backoff("leader-0-0", message="Back-off pulling image: rpc error: timeout")
+    starting = flyte.create(train, 0)
+    driver.run_until(lambda: flyte.get(starting).phase == TaskExecution.INITIALIZING, what="INITIALIZING")
+    flyte.connector().delete(starting)
+    assert leftovers(server) == {}
+
+
+def test_a_local_output_prefix_is_refused_for_a_cluster(flyte: Flyte, server: LocalApiServer) -> None:  # noqa: F811
+    with pytest.raises(SpecError, match="raw-output-data-prefix"):
+        asyncio.run(flyte.connector().create(template_of(train), "/tmp/outputs", None, metadata(flyte.execution, 0)))
+    assert jobsets(server) == []
+
+
+def test_ctrl_c_in_a_local_run_deletes_the_jobset(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    """flytekit's local Ctrl-C handler calls `delete` while its event loop is running."""
+    meta = running(flyte, driver)
+    train._connector = flyte.connector()
+
+    async def interrupted() -> None:
+        train.connector_signal_handler(meta, signal.SIGINT, None)
+
+    try:
+        asyncio.run(interrupted())
+    finally:
+        train._connector, train._clean_up_task = None, False
+    assert leftovers(server) == {}

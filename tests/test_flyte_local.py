@@ -1,0 +1,64 @@
+"""`pyflyte run examples/flyte_train.py ...` end to end on the local runtime: no cluster, real replicas.
+
+Both workflows run at once (two `pyflyte run` processes), as a user would type them: the clean one trains and
+returns the leader's weights; the preempted one shows the diagnosis, spends one retry of the same count at
+Flyte's level, and still returns the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PYFLYTE = Path(sys.executable).with_name("pyflyte")
+TIMEOUT = 150
+
+
+def weights(output: str) -> list[float]:
+    """The workflow's output: the last line that is a JSON list."""
+    for line in reversed(output.splitlines()):
+        if line.startswith("[") and line.endswith("]") and not line.startswith("[jobset"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    raise AssertionError(f"no output list in:\n{output[-3000:]}")
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_pyflyte_run_trains_and_a_preempted_run_is_retried_once(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBSET_RUNTIME", "JOBSET_LOCAL_FAULTS")}
+    env["FLYTE_LOCAL_CACHE_ENABLED"] = "false"
+    runs = {}
+    for wf in ("train_wf", "train_preempted_wf"):
+        log = (tmp_path / f"{wf}.log").open("w")
+        runs[wf] = (
+            subprocess.Popen([str(PYFLYTE), "run", "examples/flyte_train.py", wf], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT),
+            tmp_path / f"{wf}.log",
+        )
+    outputs = {}
+    for wf, (proc, path) in runs.items():
+        try:
+            code = proc.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        outputs[wf] = path.read_text()
+        assert code == 0, outputs[wf][-4000:]
+
+    clean, preempted = outputs["train_wf"], outputs["train_preempted_wf"]
+    assert "Flyte attempt 0: SUCCEEDED" in clean and "0 in-cluster restarts + 0 resubmissions used" in clean
+    assert "RETRYABLE_FAILED" not in clean
+    assert weights(clean) == pytest.approx([3.0, -2.0, 0.5], abs=0.01)
+
+    assert "Flyte attempt 0: RETRYABLE_FAILED: Preempted:" in preempted
+    assert "workers-1-0" in preempted.split("RETRYABLE_FAILED", 1)[1].splitlines()[0]
+    assert "retrying as Flyte attempt 1" in preempted
+    assert "Flyte attempt 1: SUCCEEDED" in preempted and "0 in-cluster restarts + 1 resubmission used" in preempted
+    assert weights(preempted) == pytest.approx([3.0, -2.0, 0.5], abs=0.01)

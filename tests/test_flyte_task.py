@@ -1,0 +1,152 @@
+"""The `jobset` task as flytekit serializes it, and the JobSet the connector builds from that template."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import pytest
+from flytekit import PodTemplate, Resources, task
+from flytekit.configuration import ImageConfig, SerializationSettings
+from flytekit.core.context_manager import ExecutionState, FlyteContextManager
+from flytekit.models.core import identifier as idl
+from flytekit.tools.translator import get_serializable
+from kubernetes.client import V1Container, V1PodSpec
+
+from flyte_jobset import JobSet, JobSetFunctionTask, jobset_task
+from flyte_jobset.connector import spec_from_template
+from jobset_core import Kueue, ReplicatedJob, RetryPolicy, SpecError
+from tests.schemas import validate_jobset
+
+SETTINGS = SerializationSettings(ImageConfig.auto(img_name="ghcr.io/acme/train:1"))
+PREFIX = "s3://bucket/metadata/exec/n0/data/0"
+
+
+def serialize(t: Any) -> Any:
+    return get_serializable(OrderedDict(), SETTINGS, t).template
+
+
+def container_of(rj: dict[str, Any]) -> dict[str, Any]:
+    return rj["template"]["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+@jobset_task(workers=4, gpus_per_worker=8, retries=3, gang=Kueue(queue="gpu"), interruptible=True,
+             requests=Resources(cpu="2", mem="4Gi"), namespace="ml")
+def train(steps: int) -> int:
+    return steps
+
+
+def test_decorator_serializes_the_jobset_task_type_custom_and_container() -> None:
+    template = serialize(train)
+
+    assert isinstance(train, JobSetFunctionTask) and template.type == "jobset"
+    assert template.metadata.retries.retries == 3 and template.metadata.interruptible is True
+    custom = template.custom
+    assert custom["leader"] == "leader" and custom["namespace"] == "ml"
+    assert custom["replicatedJobs"] == [
+        {"name": "leader", "replicas": 1},
+        {"name": "workers", "replicas": 4, "resources": {"nvidia.com/gpu": 8}},
+    ]
+    assert custom["gang"] == {"type": "Kueue", "queue": "gpu", "priority_class": None}
+    assert custom["retry"]["retries"] == 3
+    args = template.container.args
+    assert args[0] == "pyflyte-execute" and "{{.input}}" in args and "{{.outputPrefix}}" in args
+    assert args[args.index("task-module") + 1] == "tests.test_flyte_task" and args[-1] == "train"
+    assert template.container.image == "ghcr.io/acme/train:1"
+
+
+def test_the_built_jobset_runs_the_function_everywhere_and_only_the_leader_writes_outputs() -> None:
+    spec = spec_from_template(serialize(train), PREFIX, namespace="ml", local=False)
+    manifest = spec.to_manifest()
+    validate_jobset(manifest)
+
+    leader, workers = manifest["spec"]["replicatedJobs"]
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu"
+    assert manifest["spec"]["failurePolicy"]["maxRestarts"] == 3
+    for rj in (leader, workers):
+        c = container_of(rj)
+        assert c["image"] == "ghcr.io/acme/train:1" and c["command"][0] == "pyflyte-execute"
+        assert not any("{{" in a for a in c["command"]), "placeholders are rendered"
+        assert c["command"][c["command"].index("--inputs") + 1] == f"{PREFIX}/inputs.pb"
+        env = env_of(c)
+        assert env["FLYTE_FAIL_ON_ERROR"] == "true" and env["_F_DES"] and env["_F_WN"] == "$(JOBSET_POD_NAME)"
+        assert env["JOBSET_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+        assert c["resources"]["requests"]["cpu"] == "2" and c["resources"]["requests"]["memory"] == "4Gi"
+    out = lambda rj: container_of(rj)["command"][container_of(rj)["command"].index("--output-prefix") + 1]  # noqa: E731
+    assert out(leader) == PREFIX
+    assert out(workers) == f"{PREFIX}/replicas/$(JOBSET_POD_NAME)"
+    assert container_of(workers)["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert "nvidia.com/gpu" not in container_of(leader)["resources"].get("limits", {})
+
+
+def test_task_config_form_with_any_shape_and_a_pod_template() -> None:
+    template_pod = PodTemplate(
+        primary_container_name="trainer",
+        pod_spec=V1PodSpec(containers=[V1Container(name="trainer")], priority_class_name="high"),
+        labels={"team": "ml"},
+    )
+
+    @task(
+        task_config=JobSet(
+            replicated_jobs=[ReplicatedJob("chief"), ReplicatedJob("ps", replicas=2, env={"ROLE": "ps"})],
+            leader="chief",
+            retry=RetryPolicy(retries=1, retryable_exit_codes=[75]),
+        ),
+        pod_template=template_pod,
+    )
+    def shaped(x: int) -> int:
+        return x
+
+    template = serialize(shaped)
+    assert isinstance(shaped, JobSetFunctionTask) and template.container is None
+    assert template.k8s_pod is not None and template.metadata.retries.retries == 1
+
+    manifest = spec_from_template(template, PREFIX, namespace="ml", local=False).to_manifest()
+    validate_jobset(manifest)
+    chief, ps = manifest["spec"]["replicatedJobs"]
+    pod = ps["template"]["spec"]["template"]
+    assert pod["metadata"]["labels"]["team"] == "ml" and pod["spec"]["priorityClassName"] == "high"
+    c = pod["spec"]["containers"][0]
+    assert c["name"] == "trainer" and c["command"][0] == "pyflyte-execute" and "args" not in c
+    assert env_of(c)["ROLE"] == "ps" and "ROLE" not in env_of(container_of(chief))
+    assert 75 in manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["podFailurePolicy"]["rules"][1]["onExitCodes"]["values"]
+
+
+def test_retries_default_to_the_platform_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBSET_DEFAULT_RETRIES", "5")
+
+    @jobset_task(workers=1)
+    def defaulted(x: int) -> int:
+        return x
+
+    assert serialize(defaulted).metadata.retries.retries == 5
+
+
+def test_bad_shapes_fail_before_anything_runs() -> None:
+    with pytest.raises(SpecError, match="command"):
+        JobSet(replicated_jobs=[ReplicatedJob("a", command=["python", "x.py"])]).shape()
+    with pytest.raises(SpecError, match="workers"):
+        JobSet(workers=2, replicated_jobs=[ReplicatedJob("a")]).shape()
+    with pytest.raises(SpecError, match="leader"):
+        JobSet(workers=2, leader="boss").leader_name()
+
+
+def test_inside_a_replica_the_function_body_runs() -> None:
+    """pyflyte-execute runs the task in TASK_EXECUTION mode: the body, not the connector."""
+    ctx = FlyteContextManager.current_context()
+    state = ctx.new_execution_state().with_params(mode=ExecutionState.Mode.TASK_EXECUTION)
+    with FlyteContextManager.with_context(ctx.with_execution_state(state)):
+        assert train.execute(steps=7) == 7
+
+
+def test_the_connector_is_registered_for_the_task_type() -> None:
+    from flytekit.extend.backend.base_connector import ConnectorRegistry
+
+    from flyte_jobset import JobSetConnector
+
+    assert isinstance(ConnectorRegistry.get_connector("jobset"), JobSetConnector)
+    assert idl.ResourceType.TASK  # identifiers used by the connector tests exist in this flytekit

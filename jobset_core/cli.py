@@ -211,7 +211,24 @@ def explain(args: argparse.Namespace) -> int:
         raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
     result = diagnose(**objects)
     print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
+    if args.html:
+        write_timeline(args.html, objects, result)
     return outcome(objects, result)
+
+
+def write_timeline(path: str, objects: dict[str, Any], diagnosis: Diagnosis) -> None:
+    """The Flyte Deck's timeline page, for people who are not in Flyte: every pod as a bar, the culprit marked."""
+    from jobset_core.timeline import AttemptTimeline, render_timeline
+
+    main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None) or {}
+    name = (main.get("metadata") or {}).get("name") or "workload"
+    attempt = AttemptTimeline(name, list(objects.get("pods") or []), diagnosis if diagnosis.failed else None)
+    page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary)
+    try:
+        Path(path).write_text(page)
+    except OSError as exc:
+        raise DumpError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    print(f"timeline written to {path}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--from-file", metavar="FILE", help="`kubectl get jobsets,jobs,pods,events -o json` or `-o yaml` output; - for stdin"
     )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    p.add_argument("--html", metavar="FILE", help="also write the pods' timeline (culprit and cascade marked) as HTML")
     p.set_defaults(func=explain)
     return parser
 

@@ -204,3 +204,16 @@ def test_namespace_defaults_to_the_service_account_namespace_in_a_pod(tmp_path, 
     monkeypatch.setattr(kube_api, "SERVICE_ACCOUNT_NAMESPACE_FILE", str(tmp_path / "absent"))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     assert kube_api.kubeconfig_namespace() == "default"
+
+
+def test_html_writes_the_timeline_with_the_culprit_marked(tmp_path, capsys) -> None:
+    from tests.test_timeline import CULPRIT, parse
+
+    dump = Path(__file__).parent / "fixtures" / "real" / "A2-app-error-after-restart.json"
+    page_path = tmp_path / "timeline.html"
+    assert main(["explain", "--from-file", str(dump), "--html", str(page_path)]) == EXIT_FAILED
+    assert f"timeline written to {page_path}" in capsys.readouterr().out
+    page = parse(page_path.read_text())
+    assert CULPRIT in page.bars["a-workers-0-0-tfbrv"]["classes"]
+    assert main(["explain", "--from-file", str(dump), "--html", str(tmp_path / "no" / "such" / "dir.html")]) == EXIT_USAGE
+    assert "cannot write" in capsys.readouterr().err

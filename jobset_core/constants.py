@@ -66,6 +66,7 @@ CONDITION_FAILED = "Failed"
 CONDITION_FAILURE_TARGET = "FailureTarget"  # Job, since 1.31 written before Failed
 CONDITION_COMPLETED = "Completed"
 CONDITION_COMPLETE = "Complete"  # Job
+CONDITION_SUCCESS_CRITERIA_MET = "SuccessCriteriaMet"  # Job, since 1.31 written before Complete
 CONDITION_SUSPENDED = "Suspended"
 CONDITION_RESTARTING = "RestartingJobSet"
 CONDITION_DISRUPTION_TARGET = "DisruptionTarget"  # kubernetes pkg/apis/core/types.go
@@ -118,6 +119,7 @@ JOBSET_MESSAGE_FAILED = "jobset failed"
 JOBSET_REASON_COMPLETED = "AllJobsCompleted"
 JOBSET_MESSAGE_COMPLETED = "jobset completed successfully"
 JOBSET_REASON_SUSPENDED = "SuspendedJobs"
+JOBSET_MESSAGE_SUSPENDED = "jobset is suspended"
 JOBSET_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 # ----------------------------------------------------------------------------------------------------

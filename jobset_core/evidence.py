@@ -7,6 +7,7 @@ failure policies are parsed in `policy_contract.py`, next to the policies that c
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ def as_map(value: Any) -> Mapping[str, Any]:
     Captured objects can be truncated or hand-edited; reading them must degrade to "not recorded", never
     to an exception in the middle of a diagnosis.
     """
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def as_list(value: Any) -> list[Any]:
@@ -40,13 +41,15 @@ def as_list(value: Any) -> list[Any]:
 
 def as_str(value: Any) -> str:
     """A field that should be a string, or "" (numbers are spelled out: names and reasons are strings)."""
-    if isinstance(value, str):
+    if type(value) is str or isinstance(value, str):
         return value
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
 
 
 def as_int(value: Any) -> int | None:
     """An integer field (exit codes, restarts), or None when it cannot be read as one."""
+    if type(value) is int:
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -60,6 +63,12 @@ def parse_time(value: Any) -> datetime | None:
     """RFC 3339 as the API server writes it (with or without fractional seconds)."""
     if not value or not isinstance(value, str):
         return None
+    return _parse_time(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_time(value: str) -> datetime | None:
+    """Cached: the pods of a gang share a handful of second-resolution timestamps."""
     text = value.strip().replace("Z", "+00:00")
     try:
         parsed = datetime.fromisoformat(text)
@@ -68,18 +77,31 @@ def parse_time(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+@functools.lru_cache(maxsize=4096)
 def format_time(value: datetime | None) -> str:
     if value is None:
         return "unknown time"
     return value.astimezone(UTC).strftime("%H:%M:%SZ")
 
 
+def field_map(obj: Any, key: str) -> Mapping[str, Any]:
+    """obj[key] when both are mappings, else {}. Runs for every field of every pod of a gang: kept cheap."""
+    try:
+        value = obj[key]
+    except (KeyError, TypeError, IndexError):
+        return {}
+    if type(value) is dict or (isinstance(value, Mapping) and isinstance(obj, Mapping)):
+        return value
+    return {}
+
+
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return as_map(as_map(obj).get("metadata"))
+    return field_map(obj, "metadata")
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
-    return as_str(meta(obj).get("name"))
+    name = field_map(obj, "metadata").get("name")
+    return name if type(name) is str else as_str(name)
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:
@@ -87,19 +109,19 @@ def uid_of(obj: Mapping[str, Any]) -> str:
 
 
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return as_map(meta(obj).get("labels"))
+    return field_map(meta(obj), "labels")
 
 
 def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return as_map(as_map(obj).get("status"))
+    return field_map(obj, "status")
 
 
 def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return as_map(as_map(obj).get("spec"))
+    return field_map(obj, "spec")
 
 
 def conditions(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [cond for cond in as_list(status_of(obj).get("conditions")) if isinstance(cond, Mapping)]
+    return [cond for cond in as_list(status_of(obj).get("conditions")) if as_map(cond) is cond]
 
 
 def condition(obj: Mapping[str, Any], type_: str, status: str = "True") -> Mapping[str, Any] | None:

@@ -86,7 +86,7 @@ def _mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
         key = data.draw(st.sampled_from(keys))
         leaf = not isinstance(value[key], (dict, list)) or not value[key]
         if (depth > 0 or key != "metadata") and (leaf or data.draw(st.booleans())):
-            value[key] = data.draw(JUNK)
+            value[key] = copy.deepcopy(data.draw(JUNK))
             return value
         value[key] = _mutate(value[key], data, depth + 1)
         return value
@@ -94,7 +94,7 @@ def _mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
         index = data.draw(st.integers(0, len(value) - 1))
         value[index] = _mutate(value[index], data, depth + 1) if depth > 0 or isinstance(value[index], dict) else value[index]
         return value
-    return data.draw(JUNK)
+    return copy.deepcopy(data.draw(JUNK))
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,6 +112,7 @@ def test_damaged_objects_never_make_diagnose_raise(capture, data, mutations):
         case["jobset"]["kind"] = "JobSet"  # a wrong kind at the top is rejected on purpose
     d = run(case)
     assert isinstance(d.kind, FailureKind) and d.summary and "\n" not in d.summary
+    assert all(isinstance(line, str) for line in d.evidence)
 
 
 def test_an_unreadable_object_is_named_in_the_evidence():
@@ -121,6 +122,9 @@ def test_an_unreadable_object_is_named_in_the_evidence():
     culprit["spec"] = ["not", "a", "mapping"]
     d = run(case)
     assert d.kind is FailureKind.APPLICATION_ERROR and d.pod == "a-workers-0-0-tfbrv"
+    assert "Pod a-workers-0-0-tfbrv: spec is ['not', 'a', 'mapping'], not a mapping; read as not recorded" in d.evidence
+    finished = "status.containerStatuses[0].state.terminated.finishedAt is 1234, not a time"
+    assert any(finished in line for line in d.evidence), d.evidence
 
 
 def test_restarts_count_towards_max_absent_means_zero_counted():

@@ -7,6 +7,7 @@ A pure pipeline, one module per step, read top to bottom:
   containers and sidecars, pending states);
 - `jobs`: what Jobs and events say once the pods are gone;
 - `scope`: only this workload's objects, once each, of its current restart attempt;
+- `damage`: the fields that are there but cannot be read, named in the evidence;
 - `root`: the root-cause choice across a gang (earliest wins, teardown victims set aside);
 - `history`: the cause of each in-cluster restart;
 - `kueue`: preemption by suspension, deactivation;

@@ -19,6 +19,7 @@ from jobset_core import policy_contract as contract
 from jobset_core.diagnosis import history as hist
 from jobset_core.diagnosis import jobs as jobs_
 from jobset_core.diagnosis import summary as text
+from jobset_core.diagnosis.damage import damaged_fields
 from jobset_core.diagnosis.kueue import kueue_state, queued
 from jobset_core.diagnosis.model import Diagnosis, Finding, Grace, HistoryEntry, K, retryable, short
 from jobset_core.diagnosis.pods import classify_pod
@@ -54,6 +55,12 @@ def read_input(
     if jobset is None and not any(lists[:3]):
         raise ValueError("nothing to diagnose: pass a jobset, jobs, pods or events")
     return (dict(jobset) if jobset is not None else None, *lists)  # type: ignore[return-value]
+
+
+def _damage(scope: Scope) -> list[str]:
+    objects = [("JobSet", scope.jobset)] if scope.jobset else []
+    objects += [("Job", o) for o in scope.jobs] + [("Pod", o) for o in scope.pods] + [("Event", o) for o in scope.events]
+    return [line for kind, obj in objects for line in damaged_fields(kind, obj)]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -288,6 +295,7 @@ def diagnose(
     now = now or datetime.now(UTC)
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
     scope = build_scope(js, job_list, pod_list, event_list, workload_list)
+    scope.notes += _damage(scope)
     given = frozenset(retryable_exit_codes) if retryable_exit_codes is not None else None
     codes = given if given is not None else guarded(scope.notes, "the podFailurePolicy", lambda: contract.policy_exit_codes(scope.jobset, scope.jobs), None)
     found = collect(scope, now, grace or Grace(), codes)

@@ -50,6 +50,10 @@ PEER_LOSS = re.compile(
     r"ORTE has lost communication|lost connection to (?:the )?(?:coordinator|master|leader|peer)",
     re.IGNORECASE,
 )
+# Terminations that are findings whatever their exit code says (or when it is missing).
+TERMINATED_REASONS_WITHOUT_CODE = frozenset(
+    {c.REASON_OOM_KILLED, c.REASON_CONTAINER_STATUS_UNKNOWN, c.REASON_START_ERROR, c.REASON_CONTAINER_CANNOT_RUN}
+)
 IMAGE_PULL_REASONS = (c.REASON_ERR_IMAGE_PULL, c.REASON_IMAGE_PULL_BACKOFF, c.REASON_ERR_IMAGE_NEVER_PULL)
 DEFAULT_GRACE = Grace()
 
@@ -89,18 +93,30 @@ def last_line(message: str, limit: int = 200) -> str | None:
 # Containers: terminated (now or in lastState) and waiting
 
 
+def _failed(code: int | None, reason: str | None) -> bool:
+    return code not in (None, 0) or reason in TERMINATED_REASONS_WITHOUT_CODE
+
+
 def terminated_finding(
-    pod: Mapping[str, Any], container: str, term: Mapping[str, Any], codes: frozenset[int], restarted: bool
+    pod: Mapping[str, Any],
+    container: str,
+    term: Mapping[str, Any],
+    codes: frozenset[int],
+    restarted: bool,
+    job: str | None = None,
 ) -> Finding | None:
     """A terminated container state as a finding; None for a clean exit."""
-    reason = ev.as_str(term.get("reason")) or None
     code = ev.as_int(term.get("exitCode"))
+    reason = ev.as_str(term.get("reason")) or None
+    if not _failed(code, reason):
+        return None
     when = ev.parse_time(term.get("finishedAt"))
     message = ev.as_str(term.get("message")).strip()
-    where = f"container {container} in pod {ev.name_of(pod)}"
+    name = ev.name_of(pod)
+    where = f"container {container} in pod {name}"
     prior = " (previous run of a restarted container)" if restarted else ""
     at = f"{prior} at {ev.format_time(when)}"
-    base = dict(pod=ev.name_of(pod), container=container, exit_code=code, reason=reason, node=node_of(pod), time=when)
+    base = dict(pod=name, container=container, exit_code=code, reason=reason, node=node_of(pod), time=when, job=job)
     if reason == c.REASON_OOM_KILLED:
         limit = memory_limit(pod, container)
         text = f"{where} was OOMKilled (exit {code}){at}" + (f"; memory limit {limit}" if limit else "")
@@ -110,8 +126,6 @@ def terminated_finding(
         return Finding(K.SYSTEM_ERROR, evidence=f"{where}: ContainerStatusUnknown exit {code}: {detail}", **base)
     if reason in (c.REASON_START_ERROR, c.REASON_CONTAINER_CANNOT_RUN):
         return Finding(K.CONFIG_ERROR, evidence=f"{where} could not start ({reason}): {message}", **base)
-    if code in (None, 0):
-        return None
     signal = ev.as_int(term.get("signal"))
     if code == c.SIGTERM_EXIT_CODE or signal == 15:
         return Finding(K.INTERRUPTED, evidence=f"{where} exited 143 (SIGTERM){at}", **base)
@@ -146,7 +160,7 @@ def _waiting_kind(reason: str, message: str, waited: float, grace: Grace) -> Fai
 
 
 def waiting_finding(
-    pod: Mapping[str, Any], container: str, waiting: Mapping[str, Any], now: datetime, grace: Grace
+    pod: Mapping[str, Any], container: str, waiting: Mapping[str, Any], now: datetime, grace: Grace, job: str | None = None
 ) -> Finding | None:
     reason = ev.as_str(waiting.get("reason"))
     message = ev.as_str(waiting.get("message")).strip()
@@ -160,12 +174,12 @@ def waiting_finding(
     text = f"{where}: {reason} for {int(waited)}s: {message}" if timed else f"{where}: {reason}: {message}"
     return Finding(
         kind, evidence=text, pod=ev.name_of(pod), container=container, reason=reason, node=node_of(pod),
-        time=since, stuck=True,
+        time=since, stuck=True, job=job,
     )
 
 
 def container_finding(
-    pod: Mapping[str, Any], status: Mapping[str, Any], now: datetime, grace: Grace, codes: frozenset[int]
+    pod: Mapping[str, Any], status: Mapping[str, Any], now: datetime, grace: Grace, codes: frozenset[int], job: str | None
 ) -> Finding | None:
     """One container's finding from its current state, or from `lastState` when that says more.
 
@@ -174,19 +188,23 @@ def container_finding(
     """
     name = ev.as_str(status.get("name"))
     state, last = ev.as_map(status.get("state")), ev.as_map(status.get("lastState"))
-    previous = None
-    if isinstance(last.get("terminated"), Mapping):
-        previous = terminated_finding(pod, name, last["terminated"], codes, True)
-    if isinstance(state.get("terminated"), Mapping):
-        current = terminated_finding(pod, name, state["terminated"], codes, False)
+    previous = terminated_finding(pod, name, last["terminated"], codes, True, job) if _has(last, "terminated") else None
+    if _has(state, "terminated"):
+        current = terminated_finding(pod, name, state["terminated"], codes, False, job)
         if current is not None and current.kind in WEAK and previous is not None and previous.kind not in WEAK:
             return replace(previous, evidence=f"{previous.evidence}; then {current.evidence}")
         return current
-    if isinstance(state.get("waiting"), Mapping):
-        return waiting_finding(pod, name, state["waiting"], now, grace) or previous
-    if previous is not None and isinstance(state.get("running"), Mapping):
+    if _has(state, "waiting"):
+        return waiting_finding(pod, name, state["waiting"], now, grace, job) or previous
+    if previous is not None and _has(state, "running"):
         return replace(previous, recovering=True)
     return None
+
+
+def _has(state: Mapping[str, Any], key: str) -> bool:
+    """Whether a container state names `key` (terminated, waiting, running) with a readable body."""
+    value = state.get(key)
+    return value is not None and ev.as_map(value) is value
 
 
 def container_findings(
@@ -196,7 +214,7 @@ def container_findings(
     out: list[Finding] = []
     for key, is_init in (("containerStatuses", False), ("initContainerStatuses", True)):
         for cs in ev.as_list(status.get(key)):
-            found = container_finding(pod, ev.as_map(cs), now, grace, codes)
+            found = container_finding(pod, ev.as_map(cs), now, grace, codes, job)
             if found is None:
                 continue
             if found.container in side:
@@ -204,7 +222,7 @@ def container_findings(
                 found = replace(found, teardown=found.kind in WEAK)
             elif is_init and found.kind is K.APPLICATION_ERROR:
                 found = replace(found, evidence=found.evidence.replace("container", "init container", 1))
-            out.append(replace(found, job=job))
+            out.append(found)
     return out
 
 

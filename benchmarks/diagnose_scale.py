@@ -9,6 +9,7 @@ same process, so "no slower than before" is one ratio.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import subprocess
 import time
@@ -84,9 +85,8 @@ def measure(pods: int, repeats: int = 3, engine: Diagnose = diagnose) -> tuple[f
     objects = cascade(pods)
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = engine(**objects)
-        times.append(time.perf_counter() - start)
+        elapsed, result = timed(engine, objects)
+        times.append(elapsed)
     assert result.pod == "big-workers-3-5-abcde", result.summary
     tracemalloc.start()
     engine(**objects)
@@ -110,9 +110,20 @@ def main() -> None:
     except (OSError, subprocess.CalledProcessError) as exc:  # no git history (an sdist): skip the comparison
         print(f"baseline {BASELINE_REV} not available: {exc}")
         return
-    new_t, old_t = side_by_side(10_000, diagnose, baseline.diagnose)
-    print(f"10k pods, this engine / the engine at {BASELINE_REV}: time {new_t / old_t:.2f}x "
-          f"(medians of 5 interleaved runs: {new_t:.3f} s vs {old_t:.3f} s)")
+    new10, old10 = side_by_side(10_000, diagnose, baseline.diagnose)
+    new50, old50 = side_by_side(50_000, diagnose, baseline.diagnose, rounds=3)
+    print(f"this engine / the engine at {BASELINE_REV} (medians of interleaved runs): "
+          f"10k pods {new10 / old10:.2f}x ({new10:.3f} s vs {old10:.3f} s), "
+          f"50k pods {new50 / old50:.2f}x ({new50:.3f} s vs {old50:.3f} s)")
+    print(f"growth 10k -> 50k (linear = 5x): this engine {new50 / new10:.1f}x, the engine at {BASELINE_REV} {old50 / old10:.1f}x")
+
+
+def timed(engine: Diagnose, objects: dict[str, Any]) -> tuple[float, Any]:
+    """One run, after a full collection: the garbage of the previous run is not charged to this one."""
+    gc.collect()
+    start = time.perf_counter()
+    result = engine(**objects)
+    return time.perf_counter() - start, result
 
 
 def side_by_side(pods: int, new: Diagnose, old: Diagnose, rounds: int = 5) -> tuple[float, float]:
@@ -121,9 +132,8 @@ def side_by_side(pods: int, new: Diagnose, old: Diagnose, rounds: int = 5) -> tu
     times: dict[Diagnose, list[float]] = {new: [], old: []}
     for _ in range(rounds):
         for engine in (new, old):
-            start = time.perf_counter()
-            result = engine(**objects)
-            times[engine].append(time.perf_counter() - start)
+            elapsed, result = timed(engine, objects)
+            times[engine].append(elapsed)
             assert result.pod == "big-workers-3-5-abcde", result.summary
     return statistics.median(times[new]), statistics.median(times[old])
 

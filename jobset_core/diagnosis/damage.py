@@ -83,13 +83,20 @@ def _location(path: list[str | int]) -> str:
 def _whole(value: Any, shape: Shape) -> bool:
     """Whether every field below `value` has its shape: the quick pass, taken by almost every object."""
     expected, inside = shape
-    if not _readable(value, expected):
-        return False
-    if expected is LIST and "*" in inside:
-        return all(item is None or _whole(item, inside["*"]) for item in value)
     if expected is MAPPING:
-        return all(value.get(key) is None or _whole(value[key], sub) for key, sub in inside.items())
-    return True
+        if not (type(value) is dict or isinstance(value, Mapping)):
+            return False
+        for key, sub in inside.items():
+            child = value.get(key)
+            if child is not None and not _whole(child, sub):
+                return False
+        return True
+    if expected is LIST:
+        if type(value) is not list:
+            return False
+        item_shape = inside.get("*")
+        return item_shape is None or all(item is None or _whole(item, item_shape) for item in value)
+    return _readable(value, expected)
 
 
 def damaged_fields(kind: str, obj: Mapping[str, Any]) -> list[str]:

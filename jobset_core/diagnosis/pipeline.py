@@ -35,8 +35,12 @@ def guarded(notes: list[str], what: str, read: Callable[[], T], default: T) -> T
     try:
         return read()
     except UNREADABLE as exc:
-        notes.append(f"could not read {what} ({type(exc).__name__}: {exc}); skipped")
+        notes.append(unreadable(what, exc))
         return default
+
+
+def unreadable(what: str, exc: Exception) -> str:
+    return f"could not read {what} ({type(exc).__name__}: {exc}); skipped"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -58,9 +62,11 @@ def read_input(
 
 
 def _damage(scope: Scope) -> list[str]:
-    objects = [("JobSet", scope.jobset)] if scope.jobset else []
-    objects += [("Job", o) for o in scope.jobs] + [("Pod", o) for o in scope.pods] + [("Event", o) for o in scope.events]
-    return [line for kind, obj in objects for line in damaged_fields(kind, obj)]
+    lines = damaged_fields("JobSet", scope.jobset) if scope.jobset else []
+    for kind, objects in (("Job", scope.jobs), ("Pod", scope.pods), ("Event", scope.events)):
+        for obj in objects:
+            lines += damaged_fields(kind, obj)
+    return lines
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -74,6 +80,17 @@ class Evidence:
     codes: frozenset[int] | None  # the workload's retryable exit codes; None when it has no policy of ours
 
 
+def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int]) -> list[Finding]:
+    """Every current pod, each on its own: one unreadable pod is named and skipped, the others still count."""
+    findings: list[Finding] = []
+    for pod in scope.current_pods:
+        try:
+            findings += classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes)
+        except UNREADABLE as exc:
+            scope.notes.append(unreadable(f"pod {ev.name_of(pod) or '?'}", exc))
+    return findings
+
+
 def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None) -> Evidence:
     notes = scope.notes
     pods_by_name = {ev.name_of(p): p for p in scope.pods}
@@ -81,9 +98,7 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
     history, consumed = guarded(notes, "the restart history", lambda: hist.history(scope, job_events), ([], set()))
     old_end = guarded(notes, "the restart events", lambda: hist.earlier_attempts_end(scope), None)
     findings: list[Finding] = []
-    for pod in scope.current_pods:
-        read = lambda pod=pod: classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes or frozenset())  # noqa: E731
-        findings += guarded(notes, f"pod {ev.name_of(pod) or '?'}", read, [])
+    findings += _classify_pods(scope, now, grace, codes or frozenset())
     for job in scope.current_jobs:
         findings += guarded(notes, f"Job {ev.name_of(job) or '?'}", lambda job=job: jobs_.job_findings(job, scope.events, codes, pods_by_name), [])
 

@@ -80,15 +80,20 @@ def promote_deleted(pods: dict[str, Finding], podless: list[Finding], failed_at:
     The JobSet and Job controllers delete pods after a failure; a deletion that precedes every other
     failure (by more than the clock skew) did not come from them.
     """
-    others = [f.time for f in (*pods.values(), *podless) if not f.teardown and f.time]
-    first_other = min([*others, *([failed_at] if failed_at else [])], default=NEVER)
-    for name, f in list(pods.items()):
-        if f.teardown and f.deleted_at is not None and f.deleted_at + SKEW < first_other:
-            text = (
-                f"pod {name} was deleted at {ev.format_time(f.deleted_at)} with no DisruptionTarget, eviction or "
-                f"node problem, before anything else failed; {f.evidence}"
-            )
-            pods[name] = replace(f, teardown=False, time=min(f.deleted_at, f.time or NEVER), evidence=text, reason="Deleted")
+    others = (f.time for f in (*pods.values(), *podless) if not f.teardown and f.time)
+    first_other = min(others, default=NEVER)
+    if failed_at is not None:
+        first_other = min(first_other, failed_at)
+    deleted_first = {
+        name: f for name, f in pods.items() if f.teardown and f.deleted_at is not None and f.deleted_at + SKEW < first_other
+    }
+    for name, f in deleted_first.items():
+        text = (
+            f"pod {name} was deleted at {ev.format_time(f.deleted_at)} with no DisruptionTarget, eviction or "
+            f"node problem, before anything else failed; {f.evidence}"
+        )
+        deleted_at = f.deleted_at or NEVER
+        pods[name] = replace(f, teardown=False, time=min(deleted_at, f.time or NEVER), evidence=text, reason="Deleted")
 
 
 def _weak_suspect(f: Finding, first_strong: Finding, failed_at: datetime | None) -> bool:

@@ -4,8 +4,8 @@ Engine-neutral: nothing here imports flytekit or airflow. The names below are th
 """
 
 from jobset_core.budget import Interruptible, RetryDecision, RetryPolicy, strip_interruptible
+from jobset_core.diagnosis import Diagnosis, Grace, HistoryEntry, diagnose
 from jobset_core.errors import SpecError
-from jobset_core.failures import Diagnosis, Grace, HistoryEntry, diagnose
 from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import Ledger, Submission

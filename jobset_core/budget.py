@@ -20,10 +20,19 @@ from typing import Any
 
 import tenacity
 
+from jobset_core import policy_contract
+from jobset_core.diagnosis.model import Grace
 from jobset_core.errors import SpecError
-from jobset_core.failures import Grace
-from jobset_core.kinds import RETRYABLE_BY_DEFAULT, FailureKind
+from jobset_core.kinds import RETRYABLE_BY_DEFAULT, FailureKind, is_retryable
 from jobset_core.ledger import Ledger
+from jobset_core.policy_contract import (  # noqa: F401  (public names, kept importable from here)
+    DISRUPTION_MESSAGE_PATTERN,
+    MAX_EXIT_CODE_VALUES,
+    RULE_FAIL_FAST_ON_APP_ERROR,
+    RULE_FAIL_ON_DEADLINE,
+    RULE_RESTART_ON_DISRUPTION,
+    SIGTERM_EXIT_CODE,
+)
 from jobset_core.validation import INT32_MAX
 
 log = logging.getLogger(__name__)
@@ -34,14 +43,6 @@ RETRIES_ENV = "JOBSET_DEFAULT_RETRIES"
 CONFIG_ENV = "JOBSET_CONFIG"
 CONFIG_SECTION = "retry"
 CONFIG_KEYS = {CONFIG_SECTION: ("default_retries",)}
-SIGTERM_EXIT_CODE = 143
-# batch/v1 PodFailurePolicyOnExitCodesRequirement.values allows at most 255 entries; we always add 143.
-MAX_EXIT_CODE_VALUES = 255
-# JobSet failurePolicy rule names, as used in the captures from the real controller.
-RULE_RESTART_ON_DISRUPTION = "restartOnDisruption"
-RULE_FAIL_FAST_ON_APP_ERROR = "failFastOnAppError"
-RULE_FAIL_ON_DEADLINE = "failOnDeadline"
-DISRUPTION_MESSAGE_PATTERN = ".*DisruptionTarget.*"
 
 # Node labels and taint keys that mark interruptible (spot/preemptible) capacity on the common clouds.
 SPOT_KEYS = (
@@ -252,16 +253,6 @@ class RetryPolicy:
         """Free interruptions are never unlimited: a run must not loop forever on a flapping node pool."""
         return DEFAULT_MAX_INTERRUPTIONS if self.max_interruptions is None else self.max_interruptions
 
-    @property
-    def grace(self) -> Grace:
-        """The stuck-state grace periods in the form `diagnose` takes (one configuration, not a copy)."""
-        return Grace(
-            self.image_pull_grace_seconds,
-            self.config_error_grace_seconds,
-            self.create_container_grace_seconds,
-            self.unschedulable_timeout_seconds,
-        )
-
     def interruptions_free(self) -> bool:
         return not self.count_interruptions
 
@@ -273,9 +264,22 @@ class RetryPolicy:
         return f"retries={self.retries} ({self.retries_source}){free}"
 
     def is_retryable(self, kind: FailureKind, exit_code: int | None = None) -> bool:
-        if kind is FailureKind.APPLICATION_ERROR and exit_code in self.retryable_exit_codes:
-            return True
-        return kind in self.retry_on
+        return is_retryable(
+            kind,
+            exit_code,
+            retryable_exit_codes=self.retryable_exit_codes,
+            retry_on=self.retry_on,  # type: ignore[arg-type]
+        )
+
+    @property
+    def grace(self) -> Grace:
+        """The stuck-state grace periods as diagnosis takes them, so callers never copy the fields."""
+        return Grace(
+            image_pull_seconds=self.image_pull_grace_seconds,
+            config_error_seconds=self.config_error_grace_seconds,
+            create_container_seconds=self.create_container_grace_seconds,
+            unschedulable_seconds=self.unschedulable_timeout_seconds,
+        )
 
     def decide(self, diagnosis: Any, ledger: Ledger | None = None) -> RetryDecision:
         """Decide what happens after a terminal failure.
@@ -349,35 +353,16 @@ class RetryPolicy:
     # ----- translation into Kubernetes failure policies ---------------------------------------------
 
     def _exit_codes_counted(self) -> list[int]:
-        return sorted({SIGTERM_EXIT_CODE, *self.retryable_exit_codes})
+        return policy_contract.exit_codes_counted(self.retryable_exit_codes)
 
     def pod_failure_policy(self, *, gang_job: bool = False) -> dict[str, Any]:
-        """podFailurePolicy for a child Job (or a gang Job): disruptions and bugs are told apart here.
-
-        Rule 0 catches DisruptionTarget so the Job's failure message names it; rule 1 fails the Job at once
-        for any exit code that is not SIGTERM or a retryable code, so a bug is never retried by the cluster.
-        In a gang Job (no JobSet above it) free interruptions are `Ignore`d: the pod is recreated uncounted.
-        """
-        if gang_job:
-            disruption_action = "Ignore" if self.interruptions_free() else "Count"
-            if FailureKind.PREEMPTED not in self.retry_on:
-                disruption_action = "FailJob"
-        else:
-            disruption_action = "FailJob"
-        rules: list[dict[str, Any]] = [
-            {
-                "action": disruption_action,
-                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-            }
-        ]
-        if FailureKind.APPLICATION_ERROR not in self.retry_on:
-            rules.append(
-                {
-                    "action": "FailJob",
-                    "onExitCodes": {"operator": "NotIn", "values": self._exit_codes_counted()},
-                }
-            )
-        return {"rules": rules}
+        """podFailurePolicy for a child Job (or a gang Job); the rules live in `policy_contract`."""
+        return policy_contract.pod_failure_policy(
+            retry_on=self.retry_on,  # type: ignore[arg-type]
+            retryable_exit_codes=self.retryable_exit_codes,
+            interruptions_free=self.interruptions_free(),
+            gang_job=gang_job,
+        )
 
     def job_template_fields(self) -> dict[str, Any]:
         """The fields every child Job template needs for the JobSet failurePolicy to see our reasons."""
@@ -407,32 +392,12 @@ class RetryPolicy:
         remaining = self.retries if remaining is None else remaining
         if isinstance(remaining, bool) or not isinstance(remaining, int) or remaining < 0:
             raise SpecError("remaining", f"must be an integer >= 0, got {remaining!r}", None)
-        max_restarts = remaining if self.in_cluster_restarts else 0
-        if FailureKind.PREEMPTED not in self.retry_on or not self.in_cluster_restarts:
-            disruption_action = "FailJobSet"
-        elif self.interruptions_free():
-            disruption_action = "RestartJobSetAndIgnoreMaxRestarts"
-        else:
-            disruption_action = "RestartJobSet"
-        rules = [
-            {
-                "name": RULE_RESTART_ON_DISRUPTION,
-                "action": disruption_action,
-                "onJobFailureReasons": ["PodFailurePolicy"],
-                "onJobFailureMessagePatterns": [DISRUPTION_MESSAGE_PATTERN],
-            },
-            {
-                "name": RULE_FAIL_FAST_ON_APP_ERROR,
-                "action": "FailJobSet",
-                "onJobFailureReasons": ["PodFailurePolicy"],
-            },
-            {
-                "name": RULE_FAIL_ON_DEADLINE,
-                "action": "FailJobSet",
-                "onJobFailureReasons": ["DeadlineExceeded"],
-            },
-        ]
-        return {"maxRestarts": max_restarts, "restartStrategy": "Recreate", "rules": rules}
+        return policy_contract.jobset_failure_policy(
+            max_restarts=remaining if self.in_cluster_restarts else 0,
+            retry_on=self.retry_on,  # type: ignore[arg-type]
+            in_cluster_restarts=self.in_cluster_restarts,
+            interruptions_free=self.interruptions_free(),
+        )
 
     def to_annotation(self) -> dict[str, Any]:
         """A compact, JSON-safe form stored on submitted objects so any watcher can re-read the policy.

@@ -13,18 +13,37 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobset_core import constants as c
+from jobset_core.constants import (  # noqa: F401  (re-exported: the emulation and the test driver read them here)
+    COUNT,
+    FAIL_INDEX,
+    FAIL_JOB,
+    FAIL_JOBSET,
+    IGNORE,
+    JOB_MESSAGE_BACKOFF_LIMIT,
+    JOB_MESSAGE_COMPLETIONS_REACHED,
+    JOB_MESSAGE_FAILED_INDEXES,
+    JOB_REASON_BACKOFF_LIMIT,
+    JOB_REASON_COMPLETIONS_REACHED,
+    JOB_REASON_FAILED_INDEXES,
+    JOB_REASON_POD_FAILURE_POLICY,
+    JOBSET_MESSAGE_COMPLETED,
+    JOBSET_MESSAGE_FAILED,
+    JOBSET_MESSAGE_FAILED_JOBS,
+    JOBSET_MESSAGE_MAX_RESTARTS,
+    JOBSET_REASON_COMPLETED,
+    JOBSET_REASON_DEFAULT_POLICY,
+    JOBSET_REASON_FAIL_ACTION,
+    JOBSET_REASON_FAILED,
+    JOBSET_REASON_FAILED_JOBS,
+    JOBSET_REASON_MAX_RESTARTS,
+    REPLICATED_JOB_LABEL,
+    RESTART_JOBSET,
+    RESTART_JOBSET_IGNORE_MAX,
+)
+
 # ----------------------------------------------------------------------------------------------------
 # Job controller (kubernetes pkg/controller/job)
-
-FAIL_JOB, FAIL_INDEX, IGNORE, COUNT = "FailJob", "FailIndex", "Ignore", "Count"
-
-JOB_REASON_POD_FAILURE_POLICY = "PodFailurePolicy"
-JOB_REASON_BACKOFF_LIMIT = "BackoffLimitExceeded"
-JOB_MESSAGE_BACKOFF_LIMIT = "Job has reached the specified backoff limit"
-JOB_REASON_FAILED_INDEXES = "FailedIndexes"
-JOB_MESSAGE_FAILED_INDEXES = "Job has failed indexes"
-JOB_REASON_COMPLETIONS_REACHED = "CompletionsReached"
-JOB_MESSAGE_COMPLETIONS_REACHED = "Reached expected number of succeeded pods"
 
 
 @dataclass(frozen=True)
@@ -177,22 +196,8 @@ def job_is_ready(job: Mapping[str, Any]) -> bool:
 # ----------------------------------------------------------------------------------------------------
 # JobSet controller (jobset pkg/controllers/failure_policy.go, jobset_controller.go, success_policy.go)
 
-RESTART_JOBSET = "RestartJobSet"
-RESTART_JOBSET_IGNORE_MAX = "RestartJobSetAndIgnoreMaxRestarts"
-FAIL_JOBSET = "FailJobSet"
 DEFAULT_FAILURE_POLICY_ACTION = RESTART_JOBSET
 
-JOBSET_REASON_FAILED_JOBS = "FailedJobs"
-JOBSET_MESSAGE_FAILED_JOBS = "jobset failed due to one or more job failures"
-JOBSET_REASON_MAX_RESTARTS = "ReachedMaxRestarts"
-JOBSET_MESSAGE_MAX_RESTARTS = "jobset failed due to reaching max number of restarts"
-JOBSET_REASON_FAIL_ACTION = "FailJobSetFailurePolicyAction"
-JOBSET_REASON_DEFAULT_POLICY = "DefaultFailurePolicy"
-JOBSET_REASON_FAILED = "JobSetFailed"
-JOBSET_MESSAGE_FAILED = "jobset failed"
-JOBSET_REASON_COMPLETED = "AllJobsCompleted"
-JOBSET_MESSAGE_COMPLETED = "jobset completed successfully"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
 def with_first_failed_job(message: str, job: str) -> str:
@@ -207,7 +212,7 @@ def action_message(action: str, job: str) -> str:
 
 def rule_event_reason(rule_name: str | None) -> str:
     """The restart event that names the rule: `FailurePolicy_<rule>`, or `DefaultFailurePolicy`."""
-    return f"FailurePolicy_{rule_name}" if rule_name else JOBSET_REASON_DEFAULT_POLICY
+    return f"{c.JOBSET_REASON_RULE_PREFIX}{rule_name}" if rule_name else JOBSET_REASON_DEFAULT_POLICY
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,7 @@ def failed_job_from_object(job: Mapping[str, Any], order: Any = None) -> FailedJ
     `order` defaults to the Failed condition's lastTransitionTime (failure_policy.go findJobFailureTime).
     """
     for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Failed" and cond.get("status") == "True":
+        if cond.get("type") == c.CONDITION_FAILED and cond.get("status") == "True":
             meta = job.get("metadata") or {}
             rjob = (meta.get("labels") or {}).get(REPLICATED_JOB_LABEL)
             return FailedJob(
@@ -360,7 +365,7 @@ def jobset_failure_outcome(
     message = action_message(decision.action, decision.job)
     events = (
         JobSetEvent("Warning", rule_event_reason(decision.rule), message),
-        JobSetEvent("Warning", f"{decision.action}FailurePolicyAction", message),
+        JobSetEvent("Warning", f"{decision.action}{c.FAILURE_POLICY_ACTION_SUFFIX}", message),
     )
     return JobSetFailureOutcome(
         True,
@@ -417,7 +422,7 @@ def replicated_job_may_start(
         p = progress.get(dep)
         if p is None or not p.created:
             return False
-        if status == "Complete":
+        if status == c.CONDITION_COMPLETE:
             return p.succeeded >= p.replicas
         return p.ready + p.succeeded >= p.replicas
 

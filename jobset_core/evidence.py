@@ -1,42 +1,74 @@
 """Reading facts out of Kubernetes JSON: times, conditions, and the messages controllers write.
 
-Kept apart from the ranking in `failures.py` so that each upstream string we depend on is parsed in one
-place. The patterns mirror messages written by the Job controller (pkg/controller/job/pod_failure_policy.go,
-job_controller.go) and the JobSet controller (pkg/controllers/failure_policy.go, jobset_controller.go).
+Kept apart from the ranking in `diagnosis/` so that every accessor tolerates the objects real callers hand
+over: truncated dumps, nulls, hand-edited fields. The messages the controllers write in answer to our
+failure policies are parsed in `policy_contract.py`, next to the policies that cause them.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+from jobset_core import constants as c
 
-# Job controller, pod_failure_policy.go: FailJob messages for the exit-code and pod-condition rules.
-EXIT_CODE_RULE = re.compile(
-    r"Container (?P<container>\S+) for pod (?P<namespace>[^/\s]+)/(?P<pod>\S+) failed with exit code "
-    r"(?P<exit_code>\d+) matching (?P<action>\w+) rule at index (?P<index>\d+)"
-)
-CONDITION_RULE = re.compile(
-    r"Pod (?P<namespace>[^/\s]+)/(?P<pod>\S+) has condition (?P<condition>\w+) matching (?P<action>\w+) "
-    r"rule at index (?P<index>\d+)"
-)
-# JobSet controller: "... (first failed job: <job>)" on Failed conditions and restart events.
-FIRST_FAILED_JOB = re.compile(r"first failed job: (?P<job>[^)\s]+)\)")
-RESTART_ACTION = re.compile(r"applying (?P<action>RestartJobSet\w*) failure policy action")
+# Re-exported for callers that read them from here.
+JOBSET_NAME_LABEL = c.JOBSET_NAME_LABEL
+RESTART_ATTEMPT_LABEL = c.RESTART_ATTEMPT_LABEL
+REPLICATED_JOB_LABEL = c.REPLICATED_JOB_LABEL
+JOB_NAME_LABELS = c.JOB_NAME_LABELS
+
 # kube-scheduler preemption event: "Preempted by pod <uid> on node <node>" or "Preempted by <ns>/<pod> on node <node>".
 PREEMPTED_BY = re.compile(r"Preempted by (?:pod )?(?P<by>\S+) on node (?P<node>\S+)")
+
+
+def as_map(value: Any) -> Mapping[str, Any]:
+    """A field that should be an object, or {} when it is missing, null or of another type.
+
+    Captured objects can be truncated or hand-edited; reading them must degrade to "not recorded", never
+    to an exception in the middle of a diagnosis.
+    """
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """A field that should be a list, or [] when it is missing, null or of another type."""
+    return value if isinstance(value, list) else []
+
+
+def as_str(value: Any) -> str:
+    """A field that should be a string, or "" (numbers are spelled out: names and reasons are strings)."""
+    if type(value) is str or isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def as_int(value: Any) -> int | None:
+    """An integer field (exit codes, restarts), or None when it cannot be read as one."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
 
 
 def parse_time(value: Any) -> datetime | None:
     """RFC 3339 as the API server writes it (with or without fractional seconds)."""
     if not value or not isinstance(value, str):
         return None
+    return _parse_time(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_time(value: str) -> datetime | None:
+    """Cached: the pods of a gang share a handful of second-resolution timestamps."""
     text = value.strip().replace("Z", "+00:00")
     try:
         parsed = datetime.fromisoformat(text)
@@ -45,26 +77,51 @@ def parse_time(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+@functools.lru_cache(maxsize=4096)
 def format_time(value: datetime | None) -> str:
     if value is None:
         return "unknown time"
     return value.astimezone(UTC).strftime("%H:%M:%SZ")
 
 
+def field_map(obj: Any, key: str) -> Mapping[str, Any]:
+    """obj[key] when both are mappings, else {}. Runs for every field of every pod of a gang: kept cheap."""
+    try:
+        value = obj[key]
+    except (KeyError, TypeError, IndexError):
+        return {}
+    if type(value) is dict or (isinstance(value, Mapping) and isinstance(obj, Mapping)):
+        return value
+    return {}
+
+
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
+    return field_map(obj, "metadata")
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("name") or "")
+    name = field_map(obj, "metadata").get("name")
+    return name if type(name) is str else as_str(name)
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    return as_str(meta(obj).get("uid"))
 
 
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return meta(obj).get("labels") or {}
+    return field_map(meta(obj), "labels")
+
+
+def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return field_map(obj, "status")
+
+
+def spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return field_map(obj, "spec")
 
 
 def conditions(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((obj.get("status") or {}).get("conditions") or [])
+    return [cond for cond in as_list(status_of(obj).get("conditions")) if as_map(cond) is cond]
 
 
 def condition(obj: Mapping[str, Any], type_: str, status: str = "True") -> Mapping[str, Any] | None:
@@ -76,42 +133,42 @@ def condition(obj: Mapping[str, Any], type_: str, status: str = "True") -> Mappi
 
 def event_time(event: Mapping[str, Any]) -> datetime | None:
     """When an event first happened: the moment that matters for ordering causes."""
-    series = event.get("series") or {}
     return (
         parse_time(event.get("eventTime"))
         or parse_time(event.get("firstTimestamp"))
         or parse_time(event.get("lastTimestamp"))
-        or parse_time(series.get("lastObservedTime"))
+        or parse_time(as_map(event.get("series")).get("lastObservedTime"))
         or parse_time(meta(event).get("creationTimestamp"))
     )
 
 
+def involved_object(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object an event is about: `involvedObject` (core/v1) or `regarding` (events.k8s.io/v1)."""
+    return as_map(event.get("involvedObject")) or as_map(event.get("regarding"))
+
+
 def involved(event: Mapping[str, Any]) -> tuple[str, str]:
-    obj = event.get("involvedObject") or event.get("regarding") or {}
-    return str(obj.get("kind") or ""), str(obj.get("name") or "")
+    obj = involved_object(event)
+    return as_str(obj.get("kind")), as_str(obj.get("name"))
 
 
 def event_message(event: Mapping[str, Any]) -> str:
-    return str(event.get("message") or event.get("note") or "")
+    return as_str(event.get("message")) or as_str(event.get("note"))
 
 
 def pod_job_name(pod: Mapping[str, Any]) -> str | None:
     labels = labels_of(pod)
     for key in JOB_NAME_LABELS:
-        if labels.get(key):
+        if labels.get(key) and isinstance(labels[key], str):
             return labels[key]
-    for ref in meta(pod).get("ownerReferences") or []:
-        if ref.get("kind") == "Job":
-            return ref.get("name")
+    for ref in as_list(meta(pod).get("ownerReferences")):
+        if as_map(ref).get("kind") == "Job":
+            return as_str(ref.get("name")) or None
     return None
 
 
 def restart_attempt(obj: Mapping[str, Any]) -> int | None:
-    value = labels_of(obj).get(RESTART_ATTEMPT_LABEL)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+    return as_int(labels_of(obj).get(RESTART_ATTEMPT_LABEL))
 
 
 def ensure_objects(name: str, value: Any) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from jobset_core import constants as c
 from jobset_core.errors import SpecError
 from jobset_core.validation import check_dns1123, check_positive_int
 
@@ -67,16 +68,16 @@ class Kueue:
 
     def decorate(self, manifest: dict[str, Any], groups: list[PodGroupPlan], total_pods: int) -> None:
         labels = manifest["metadata"].setdefault("labels", {})
-        labels["kueue.x-k8s.io/queue-name"] = self.queue
+        labels[c.KUEUE_QUEUE_LABEL] = self.queue
         if self.priority_class:
-            labels["kueue.x-k8s.io/priority-class"] = self.priority_class
+            labels[c.KUEUE_PRIORITY_CLASS_LABEL] = self.priority_class
         manifest["spec"]["suspend"] = True
 
     def extra_objects(self, name: str, namespace: str, groups: list[PodGroupPlan], total_pods: int) -> list[dict]:
         return []
 
 
-WORKLOAD_API_VERSIONS = ("scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1alpha1")
+WORKLOAD_API_VERSIONS = c.WORKLOAD_API_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class WorkloadAPI:
     """
 
     min_count: int | None = None
-    api_version: str = "scheduling.k8s.io/v1alpha2"
+    api_version: str = c.WORKLOAD_API_VERSIONS[0]
 
     def validate(self, total_pods: int, suspend: bool | None) -> None:
         if self.api_version not in WORKLOAD_API_VERSIONS:
@@ -163,14 +164,14 @@ class Coscheduling:
     def decorate(self, manifest: dict[str, Any], groups: list[PodGroupPlan], total_pods: int) -> None:
         name = manifest["metadata"]["name"]
         for group in groups:
-            group.pod_metadata.setdefault("labels", {})["scheduling.x-k8s.io/pod-group"] = name
+            group.pod_metadata.setdefault("labels", {})[c.COSCHEDULING_POD_GROUP_LABEL] = name
             if self.scheduler_name:
                 group.pod_spec["schedulerName"] = self.scheduler_name
 
     def extra_objects(self, name: str, namespace: str, groups: list[PodGroupPlan], total_pods: int) -> list[dict]:
         return [
             {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "apiVersion": c.COSCHEDULING_API_VERSION,
                 "kind": "PodGroup",
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": {
@@ -196,7 +197,7 @@ class Volcano:
     def decorate(self, manifest: dict[str, Any], groups: list[PodGroupPlan], total_pods: int) -> None:
         name = manifest["metadata"]["name"]
         for group in groups:
-            group.pod_metadata.setdefault("annotations", {})["scheduling.k8s.io/group-name"] = name
+            group.pod_metadata.setdefault("annotations", {})[c.VOLCANO_GROUP_ANNOTATION] = name
             group.pod_spec["schedulerName"] = "volcano"
 
     def extra_objects(self, name: str, namespace: str, groups: list[PodGroupPlan], total_pods: int) -> list[dict]:
@@ -205,7 +206,7 @@ class Volcano:
             spec["queue"] = self.queue
         return [
             {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "apiVersion": c.VOLCANO_API_VERSION,
                 "kind": "PodGroup",
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": spec,

@@ -1,10 +1,12 @@
 """The failure vocabulary shared by diagnosis and the retry budget.
 
-It lives apart from `failures.py` so that the budget can name kinds without importing the diagnosis engine.
+It lives apart from `diagnosis/` so that the budget can name kinds without importing the diagnosis engine,
+and it holds the one answer to "is this retryable?" that both the diagnosis and the budget give.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from enum import StrEnum
 
 
@@ -58,3 +60,21 @@ RETRYABLE_BY_DEFAULT = frozenset(
 INTERRUPTIONS = frozenset(
     {FailureKind.PREEMPTED, FailureKind.NODE_FAILURE, FailureKind.EVICTED, FailureKind.INTERRUPTED}
 )
+
+
+def is_retryable(
+    kind: FailureKind,
+    exit_code: int | None = None,
+    *,
+    retryable_exit_codes: Container[int] = frozenset(),
+    retry_on: Container[FailureKind] = RETRYABLE_BY_DEFAULT,
+) -> bool:
+    """The one table of kinds -> retryable, with a policy's overrides.
+
+    An application error whose exit code the policy lists as retryable is retried like an interruption
+    (the cluster counts it instead of failing the Job at once); every other kind is retryable when the
+    policy's `retry_on` holds it, which by default is the DESIGN.md table.
+    """
+    if kind is FailureKind.APPLICATION_ERROR and exit_code is not None and exit_code in retryable_exit_codes:
+        return True
+    return kind in retry_on

@@ -23,6 +23,7 @@ import tenacity
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.errors import SpecError
 from jobset_core.kube_api import (
@@ -40,16 +41,11 @@ from jobset_core.runtime import Handle, Observation, state_of
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
-EVIDENCE_FINALIZER = "jobset-plugins.io/evidence"
+EVIDENCE_FINALIZER = c.EVIDENCE_FINALIZER
 EVIDENCE_SUFFIX = "-evidence"
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
 EVIDENCE_MAX_PODS = 64
-RUN_RECORD_PREFIX = "jobset-run-"
 RUN_RECORD_KEY = "record.json"
-KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # kueue pkg/controller/constants: JobUIDLabel
 PLURALS = {
     "JobSet": "jobsets",
     "Job": "jobs",
@@ -344,13 +340,13 @@ class KubernetesRuntime:
 
     def _kueue_workloads(self, main: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Kueue's Workload for a queued JobSet/Job: its Evicted condition says why it was suspended."""
-        if not ev.labels_of(main).get(KUEUE_QUEUE_LABEL):
+        if not ev.labels_of(main).get(c.KUEUE_QUEUE_LABEL):
             return []
-        selector = f"{KUEUE_JOB_UID_LABEL}={ev.meta(main).get('uid')}"
-        for version in KUEUE_VERSIONS:
+        selector = f"{c.KUEUE_JOB_UID_LABEL}={ev.meta(main).get('uid')}"
+        for version in c.KUEUE_API_VERSIONS:
             try:
                 listing = self.retry.call(
-                    self.custom.list_namespaced_custom_object, group=KUEUE_GROUP, version=version,
+                    self.custom.list_namespaced_custom_object, group=c.KUEUE_API_GROUP, version=version,
                     namespace=ev.meta(main).get("namespace"), plural="workloads", label_selector=selector,
                 )
             except ApiException as exc:
@@ -509,7 +505,7 @@ class KubernetesRuntime:
 
     @staticmethod
     def run_record_name(run_key: str) -> str:
-        return f"{RUN_RECORD_PREFIX}{run_key}"
+        return f"{c.RUN_RECORD_PREFIX}{run_key}"
 
     def read_run_record(self, run_key: str, namespace: str) -> dict[str, Any] | None:
         stored = self._get("v1", "ConfigMap", self.run_record_name(run_key), namespace)

@@ -16,13 +16,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-RUN_KEY_LABEL = "jobset-plugins.io/run-key"
-ATTEMPT_ANNOTATION = "jobset-plugins.io/attempt"
-FREE_ANNOTATION = "jobset-plugins.io/free-attempt"
-POLICY_ANNOTATION = "jobset-plugins.io/retry-policy"
-OUTCOME_ANNOTATION = "jobset-plugins.io/outcome"
-FREE_INTERRUPTIONS_ANNOTATION = "jobset-plugins.io/free-interruptions"
-CANCELLED_ANNOTATION = "jobset-plugins.io/cancelled"
+from jobset_core.constants import (  # noqa: F401  (importable from here, as the first release had them)
+    ATTEMPT_ANNOTATION,
+    CANCELLED_ANNOTATION,
+    FREE_ANNOTATION,
+    FREE_INTERRUPTIONS_ANNOTATION,
+    OUTCOME_ANNOTATION,
+    POLICY_ANNOTATION,
+    RUN_KEY_LABEL,
+)
 
 
 @dataclass(frozen=True)

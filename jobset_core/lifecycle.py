@@ -20,6 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.budget import RetryDecision, RetryPolicy
 from jobset_core.failures import Diagnosis, diagnose
@@ -38,15 +39,15 @@ from jobset_core.runtime import Handle, Observation, State
 # them stays active forever, so the watcher ends the attempt after the policy's grace period.
 STUCK_REASONS = frozenset(
     {
-        "InvalidImageName",
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "ErrImageNeverPull",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "RunContainerError",
-        "Unschedulable",
-        "Deactivated",  # Kueue: a deactivated Workload is never admitted again
+        c.REASON_INVALID_IMAGE_NAME,
+        c.REASON_ERR_IMAGE_PULL,
+        c.REASON_IMAGE_PULL_BACKOFF,
+        c.REASON_ERR_IMAGE_NEVER_PULL,
+        c.REASON_CREATE_CONTAINER_CONFIG_ERROR,
+        c.REASON_CREATE_CONTAINER_ERROR,
+        c.REASON_RUN_CONTAINER_ERROR,
+        c.POD_REASON_UNSCHEDULABLE,
+        c.KUEUE_REASON_DEACTIVATED,  # a deactivated Workload is never admitted again
     }
 )
 # The JobSet controller writes status.restarts about 50 ms before the event that names the failed Job: a
@@ -211,7 +212,7 @@ def _stuck(diagnosis: Diagnosis, observation: Observation) -> bool:
     if not diagnosis.failed or diagnosis.reason not in STUCK_REASONS:
         return False
     objects = [o for o in (observation.main, *observation.jobs) if o is not None]
-    return not any(ev.condition(o, "FailureTarget") or ev.condition(o, "Failed") for o in objects)
+    return not any(ev.condition(o, c.CONDITION_FAILURE_TARGET) or ev.condition(o, c.CONDITION_FAILED) for o in objects)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -89,7 +89,11 @@ def test_corpus(path):
     d = run(case, now)
     if expect.get("failed") is False:
         assert d.failed is False, d.summary
-    else:
+    if "in_flight" in expect:
+        assert d.in_flight is expect["in_flight"], d.summary
+    if "summary_prefix" in expect:
+        assert d.summary.startswith(expect["summary_prefix"]), d.summary
+    if "kind" in expect:
         assert d.kind.value == expect["kind"], f"{d.kind}: {d.summary}\n" + "\n".join(d.evidence)
         assert d.retryable == expect["retryable"]
         if "pod" in expect:

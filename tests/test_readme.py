@@ -9,8 +9,10 @@ must be lines of what `jobset explain --from-file FILE` prints.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,7 +76,25 @@ def in_repo_root() -> Iterator[None]:
     os.chdir(before)
 
 
-def test_python_examples_run(cluster: LocalApiServer, in_repo_root: None, capsys: pytest.CaptureFixture[str]) -> None:
+def import_block(body: str, number: int, folder: Path) -> dict[str, Any]:
+    """A block that defines Flyte tasks runs as a module: flytekit resolves a task by its module's name."""
+    name = f"readme_block_{number}"
+    path = folder / f"{name}.py"
+    path.write_text(body)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    return {k: v for k, v in vars(module).items() if not k.startswith("__")}
+
+
+def test_python_examples_run(
+    cluster: LocalApiServer, in_repo_root: None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     def runtime_on_the_test_cluster(api_client: Any = None, namespace: str | None = None, **kwargs: Any) -> KubernetesRuntime:
         return KubernetesRuntime(
             api_client or cluster.api_client(), namespace, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2),
@@ -87,6 +107,9 @@ def test_python_examples_run(cluster: LocalApiServer, in_repo_root: None, capsys
         if mark == "kube":
             body = body.replace("KubernetesRuntime(", "runtime_on_the_test_cluster(")
             namespace["runtime_on_the_test_cluster"] = runtime_on_the_test_cluster
+        if "flytekit" in body:
+            namespace.update(import_block(body, number, tmp_path))
+            continue
         exec(compile(body, f"README.md python block {number}", "exec"), namespace)
         if mark == "kube":
             kube_results.append(namespace["result"])

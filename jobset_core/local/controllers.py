@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from jobset_core import constants as c
 from jobset_core import controller_rules as rules
 from jobset_core import evidence as ev
 from jobset_core.local.kubelet import Node
@@ -31,11 +32,11 @@ from jobset_core.local.state import LocalJob, LocalPod, LocalSubmission
 
 JOB_CONTROLLER = "job-controller"
 JOBSET_CONTROLLER = "jobset"
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_QUEUE_LABEL = c.KUEUE_QUEUE_LABEL
 
 
 def job_done(job: LocalJob) -> bool:
-    return has_condition(job.record, "Complete") or has_condition(job.record, "Failed")
+    return has_condition(job.record, c.CONDITION_COMPLETE) or has_condition(job.record, c.CONDITION_FAILED)
 
 
 class Controllers:
@@ -118,10 +119,10 @@ class Controllers:
             if any(p.active for p in job.pods):
                 return False
             reason, message = job.failure
-            set_condition(job.record, "Failed", "True", reason, message, now, probe=True)
+            set_condition(job.record, c.CONDITION_FAILED, "True", reason, message, now, probe=True)
             return True
         if len(job.succeeded) >= job.completions:
-            for type_ in ("SuccessCriteriaMet", "Complete"):
+            for type_ in (c.CONDITION_SUCCESS_CRITERIA_MET, c.CONDITION_COMPLETE):
                 set_condition(
                     job.record,
                     type_,
@@ -150,7 +151,7 @@ class Controllers:
         now = time.time()
         sub.failure_seq += 1
         job.failure, job.failure_order = (reason, message), sub.failure_seq
-        set_condition(job.record, "FailureTarget", "True", reason, message, now, probe=True)
+        set_condition(job.record, c.CONDITION_FAILURE_TARGET, "True", reason, message, now, probe=True)
         sub.events.append(core_event(job.record, "Warning", reason, message, JOB_CONTROLLER, now))
         for pod in job.pods:
             if pod.active:
@@ -217,7 +218,7 @@ class Controllers:
             changed = True
         elif rules.success_policy_met(
             sub.main["spec"],
-            [j.replicated_job or "" for j in sub.jobs if has_condition(j.record, "Complete")],
+            [j.replicated_job or "" for j in sub.jobs if has_condition(j.record, c.CONDITION_COMPLETE)],
         ):
             self._complete(sub)
             changed = True
@@ -234,8 +235,8 @@ class Controllers:
                 f"{sub.handle.name}: Kueue queue {labels[KUEUE_QUEUE_LABEL]!r} is not emulated locally; admitted at once"
             )
             return False
-        if not has_condition(sub.main, "Suspended"):
-            set_condition(sub.main, "Suspended", "True", "SuspendedJobs", "jobset is suspended", time.time())
+        if not has_condition(sub.main, c.CONDITION_SUSPENDED):
+            set_condition(sub.main, c.CONDITION_SUSPENDED, "True", c.JOBSET_REASON_SUSPENDED, c.JOBSET_MESSAGE_SUSPENDED, time.time())
             self.notice(f"{sub.handle.name} is created suspended and nothing resumes it locally")
         return True
 
@@ -247,7 +248,7 @@ class Controllers:
                 created=bool(jobs),
                 replicas=int(rj.get("replicas", 1)),
                 ready=sum(1 for j in jobs if rules.job_is_ready(j.record) and not job_done(j)),
-                succeeded=sum(1 for j in jobs if has_condition(j.record, "Complete")),
+                succeeded=sum(1 for j in jobs if has_condition(j.record, c.CONDITION_COMPLETE)),
             )
         return progress
 
@@ -303,7 +304,7 @@ class Controllers:
         sub.old_jobs, sub.jobs, sub.pending_restart = sub.jobs, [], True
 
     def _fail(self, sub: LocalSubmission, outcome: rules.JobSetFailureOutcome, now: float) -> None:
-        set_condition(sub.main, "Failed", "True", outcome.failed_reason, outcome.failed_message, now)
+        set_condition(sub.main, c.CONDITION_FAILED, "True", outcome.failed_reason, outcome.failed_message, now)
         if any(c.get("type") == "RestartingJobSet" for c in sub.main["status"].get("conditions") or []):
             set_condition(
                 sub.main,
@@ -320,7 +321,7 @@ class Controllers:
     def _complete(self, sub: LocalSubmission) -> None:
         now = time.time()
         set_condition(
-            sub.main, "Completed", "True", rules.JOBSET_REASON_COMPLETED, rules.JOBSET_MESSAGE_COMPLETED, now
+            sub.main, c.CONDITION_COMPLETED, "True", rules.JOBSET_REASON_COMPLETED, rules.JOBSET_MESSAGE_COMPLETED, now
         )
         sub.main["status"]["terminalState"] = "Completed"
         sub.events.append(
@@ -356,9 +357,9 @@ class Controllers:
                     "active": sum(
                         1 for j in jobs if int(j.record["status"].get("active") or 0) > 0 and not job_done(j)
                     ),
-                    "failed": sum(1 for j in jobs if has_condition(j.record, "Failed")),
+                    "failed": sum(1 for j in jobs if has_condition(j.record, c.CONDITION_FAILED)),
                     "ready": sum(1 for j in jobs if rules.job_is_ready(j.record) and not job_done(j)),
-                    "succeeded": sum(1 for j in jobs if has_condition(j.record, "Complete")),
+                    "succeeded": sum(1 for j in jobs if has_condition(j.record, c.CONDITION_COMPLETE)),
                     "suspended": 0,
                 }
             )

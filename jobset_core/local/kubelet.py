@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.local.faults import Crash, Fault, NodeShutdown, Preempt
 from jobset_core.local.objects import (
     core_event,
@@ -29,11 +30,11 @@ from jobset_core.local.process import LocalProcess, container_argv, container_en
 from jobset_core.local.state import LocalPod, LocalSubmission
 
 LOCAL_IP = "127.0.0.1"
-NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+NODE_SHUTDOWN_MESSAGE = c.NODE_SHUTDOWN_MESSAGE
 DISRUPTION_MESSAGES = {
-    "PreemptionByScheduler": "default-scheduler: preempting to accommodate a higher priority pod",
-    "EvictionByEvictionAPI": "Eviction API: evicting",
-    "TerminationByKubelet": NODE_SHUTDOWN_MESSAGE,
+    c.DISRUPTION_PREEMPTION: "default-scheduler: preempting to accommodate a higher priority pod",
+    c.DISRUPTION_EVICTION_API: "Eviction API: evicting",
+    c.DISRUPTION_KUBELET: NODE_SHUTDOWN_MESSAGE,
 }
 # A pod's env may name the coordinator by its cluster DNS name; only 127.0.0.1 reaches it here.
 LOCAL_OVERRIDES = {"COORDINATOR_ADDRESS": LOCAL_IP}
@@ -178,7 +179,7 @@ class Node:
                 "state": {
                     "terminated": {
                         "exitCode": START_ERROR_EXIT_CODE,
-                        "reason": "StartError",
+                        "reason": c.REASON_START_ERROR,
                         "message": message,
                         "startedAt": when,
                         "finishedAt": when,
@@ -226,7 +227,7 @@ class Node:
         terminated: dict[str, Any] = {
             "containerID": cs["containerID"],
             "exitCode": exit_code,
-            "reason": "Completed" if exit_code == 0 else "Error",
+            "reason": c.REASON_COMPLETED if exit_code == 0 else c.REASON_ERROR,
             "startedAt": started,
             "finishedAt": rfc3339(now),
         }
@@ -279,14 +280,14 @@ class Node:
             return
         reason = fault.disruption_reason
         assert reason is not None
-        set_condition(pod.record, "DisruptionTarget", "True", reason, DISRUPTION_MESSAGES[reason], now)
+        set_condition(pod.record, c.CONDITION_DISRUPTION_TARGET, "True", reason, DISRUPTION_MESSAGES[reason], now)
         if isinstance(fault, Preempt):
             message = f"Preempted by pod {new_uid()} on node {self.name}"
             sub.events.append(
                 new_event(pod.record, "Normal", "Preempted", message, "default-scheduler", "Preempting", now)
             )
         if isinstance(fault, NodeShutdown):
-            pod.record["status"].update(reason="Terminated", message=NODE_SHUTDOWN_MESSAGE)
+            pod.record["status"].update(reason=c.POD_REASON_TERMINATED, message=NODE_SHUTDOWN_MESSAGE)
         self.stop(sub, pod, delete=fault.deletes_pod)
 
     # ----- teardown ---------------------------------------------------------------------------------

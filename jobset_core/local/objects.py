@@ -17,15 +17,16 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.evidence import owner_reference
 from jobset_core.ledger import RUN_KEY_LABEL
 
-JOBSET_PREFIX = "jobset.sigs.k8s.io/"
-COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-JOB_NAME_KEY = "batch.kubernetes.io/job-name"
-CONTROLLER_UID_KEY = "batch.kubernetes.io/controller-uid"
-RESTART_ATTEMPT_KEY = JOBSET_PREFIX + "restart-attempt"
-COORDINATOR_KEY = JOBSET_PREFIX + "coordinator"
+JOBSET_PREFIX = c.JOBSET_PREFIX
+COMPLETION_INDEX_KEY = c.JOB_COMPLETION_INDEX_KEY
+JOB_NAME_KEY = c.JOB_NAME_LABEL
+CONTROLLER_UID_KEY = c.CONTROLLER_UID_LABEL
+RESTART_ATTEMPT_KEY = c.RESTART_ATTEMPT_LABEL
+COORDINATOR_KEY = c.COORDINATOR_KEY
 # Alphabet of the API server's generateName suffix (no vowels, no look-alike digits).
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _rng = random.SystemRandom()
@@ -92,7 +93,7 @@ def mark_deleted(obj: dict[str, Any], ts: float, *, grace_seconds: int = 0, fore
     meta["deletionTimestamp"] = rfc3339(ts + grace_seconds)
     meta["deletionGracePeriodSeconds"] = grace_seconds
     if foreground:
-        meta["finalizers"] = [*meta.get("finalizers", []), "foregroundDeletion"]
+        meta["finalizers"] = [*meta.get("finalizers", []), c.FOREGROUND_DELETION_FINALIZER]
 
 
 def indexes_text(indexes: Iterable[int]) -> str:
@@ -227,7 +228,7 @@ def child_job_record(
     spec["selector"] = {"matchLabels": {CONTROLLER_UID_KEY: uid}}
     spec.setdefault("suspend", False)
     return {
-        "apiVersion": "batch/v1",
+        "apiVersion": c.BATCH_API_VERSION,
         "kind": "Job",
         "metadata": {
             "name": name,
@@ -239,7 +240,7 @@ def child_job_record(
             "annotations": annotations,
             "ownerReferences": [
                 owner_reference(
-                    {**jobset, "apiVersion": jobset.get("apiVersion", "jobset.x-k8s.io/v1alpha2"), "kind": "JobSet"},
+                    {**jobset, "apiVersion": jobset.get("apiVersion", c.JOBSET_API_VERSION), "kind": "JobSet"},
                     controller=True,
                 )
             ],
@@ -309,7 +310,7 @@ def pod_record(job: Mapping[str, Any], index: int, hostname: str, node: str, ts:
             "creationTimestamp": rfc3339(ts),
             "labels": labels,
             "annotations": annotations,
-            "ownerReferences": [owner_reference({**job, "apiVersion": "batch/v1", "kind": "Job"}, controller=True)],
+            "ownerReferences": [owner_reference({**job, "apiVersion": c.BATCH_API_VERSION, "kind": "Job"}, controller=True)],
         },
         "spec": spec,
         "status": {"phase": "Pending", "qosClass": "BestEffort"},

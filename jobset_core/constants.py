@@ -1,0 +1,194 @@
+"""The upstream vocabulary in one place: labels, annotations, condition types, reasons, messages, API groups.
+
+Diagnosis reads these strings and the runtimes write them; when each module spelled its own copy, a typo in
+one would silently stop a rule from matching. Like JobSet's pkg/constants/constants.go, every string sits
+here once, under a name, next to the upstream file that writes it (Kubernetes 1.31-1.36, JobSet v0.12).
+"""
+
+from __future__ import annotations
+
+# ----------------------------------------------------------------------------------------------------
+# API groups and versions
+
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"  # kubernetes-sigs/jobset api/jobset/v1alpha2
+BATCH_API_VERSION = "batch/v1"
+CORE_API_VERSION = "v1"
+KUEUE_API_GROUP = "kueue.x-k8s.io"
+WORKLOAD_API_VERSIONS = ("scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1alpha1")  # 1.36, 1.35
+COSCHEDULING_API_VERSION = "scheduling.x-k8s.io/v1alpha1"  # kubernetes-sigs/scheduler-plugins
+VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
+
+# ----------------------------------------------------------------------------------------------------
+# JobSet labels and annotations (jobset pkg/constants/constants.go, api/jobset/v1alpha2/jobset_types.go)
+
+JOBSET_PREFIX = "jobset.sigs.k8s.io/"
+JOBSET_NAME_LABEL = JOBSET_PREFIX + "jobset-name"
+JOBSET_UID_LABEL = JOBSET_PREFIX + "jobset-uid"
+REPLICATED_JOB_LABEL = JOBSET_PREFIX + "replicatedjob-name"
+REPLICATED_JOB_REPLICAS_LABEL = JOBSET_PREFIX + "replicatedjob-replicas"
+GLOBAL_REPLICAS_LABEL = JOBSET_PREFIX + "global-replicas"
+JOB_INDEX_LABEL = JOBSET_PREFIX + "job-index"
+JOB_GLOBAL_INDEX_LABEL = JOBSET_PREFIX + "job-global-index"
+JOB_KEY_LABEL = JOBSET_PREFIX + "job-key"
+GROUP_NAME_LABEL = JOBSET_PREFIX + "group-name"
+GROUP_REPLICAS_LABEL = JOBSET_PREFIX + "group-replicas"
+JOB_GROUP_INDEX_LABEL = JOBSET_PREFIX + "job-group-index"
+RESTART_ATTEMPT_LABEL = JOBSET_PREFIX + "restart-attempt"
+COORDINATOR_KEY = JOBSET_PREFIX + "coordinator"
+
+# ----------------------------------------------------------------------------------------------------
+# Job labels (kubernetes pkg/apis/batch/types.go)
+
+JOB_COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+LEGACY_JOB_NAME_LABEL = "job-name"
+JOB_NAME_LABELS = (JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL)
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+# ----------------------------------------------------------------------------------------------------
+# Finalizers
+
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"  # kubernetes pkg/apis/batch/types.go
+FOREGROUND_DELETION_FINALIZER = "foregroundDeletion"  # apimachinery metav1.FinalizerDeleteDependents
+
+# ----------------------------------------------------------------------------------------------------
+# Gang backends
+
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # kueue pkg/controller/constants/constants.go
+KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins coscheduling
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # volcano pkg/apis/scheduling
+
+# ----------------------------------------------------------------------------------------------------
+# Condition types
+
+CONDITION_FAILED = "Failed"
+CONDITION_FAILURE_TARGET = "FailureTarget"  # Job, since 1.31 written before Failed
+CONDITION_COMPLETED = "Completed"
+CONDITION_COMPLETE = "Complete"  # Job
+CONDITION_SUCCESS_CRITERIA_MET = "SuccessCriteriaMet"  # Job, since 1.31 written before Complete
+CONDITION_SUSPENDED = "Suspended"
+CONDITION_RESTARTING = "RestartingJobSet"
+CONDITION_DISRUPTION_TARGET = "DisruptionTarget"  # kubernetes pkg/apis/core/types.go
+CONDITION_POD_SCHEDULED = "PodScheduled"
+CONDITION_READY = "Ready"
+CONDITION_CONTAINERS_READY = "ContainersReady"
+WORKLOAD_EVICTED = "Evicted"  # kueue apis/kueue/v1beta1/workload_types.go
+KUEUE_REASON_DEACTIVATED = "Deactivated"  # workload_types.go WorkloadDeactivated: never admitted again
+WORKLOAD_PREEMPTED = "Preempted"
+
+# ----------------------------------------------------------------------------------------------------
+# Job controller (kubernetes pkg/controller/job/job_controller.go, pod_failure_policy.go)
+
+JOB_REASON_POD_FAILURE_POLICY = "PodFailurePolicy"
+JOB_REASON_BACKOFF_LIMIT = "BackoffLimitExceeded"
+JOB_MESSAGE_BACKOFF_LIMIT = "Job has reached the specified backoff limit"
+JOB_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
+JOB_MESSAGE_DEADLINE_EXCEEDED = "Job was active longer than specified deadline"
+JOB_REASON_MAX_FAILED_INDEXES = "MaxFailedIndexesExceeded"
+JOB_REASON_FAILED_INDEXES = "FailedIndexes"
+JOB_MESSAGE_FAILED_INDEXES = "Job has failed indexes"
+JOB_REASON_COMPLETIONS_REACHED = "CompletionsReached"
+JOB_MESSAGE_COMPLETIONS_REACHED = "Reached expected number of succeeded pods"
+JOB_FAILURE_REASONS = frozenset(
+    {
+        JOB_REASON_POD_FAILURE_POLICY,
+        JOB_REASON_BACKOFF_LIMIT,
+        JOB_REASON_DEADLINE_EXCEEDED,
+        JOB_REASON_MAX_FAILED_INDEXES,
+        JOB_REASON_FAILED_INDEXES,
+    }
+)
+# podFailurePolicy actions (kubernetes pkg/apis/batch/types.go)
+FAIL_JOB, FAIL_INDEX, IGNORE, COUNT = "FailJob", "FailIndex", "Ignore", "Count"
+
+# ----------------------------------------------------------------------------------------------------
+# JobSet controller (jobset pkg/constants/constants.go, pkg/controllers/failure_policy.go)
+
+RESTART_JOBSET = "RestartJobSet"
+RESTART_JOBSET_IGNORE_MAX = "RestartJobSetAndIgnoreMaxRestarts"
+FAIL_JOBSET = "FailJobSet"
+JOBSET_REASON_FAILED_JOBS = "FailedJobs"
+JOBSET_MESSAGE_FAILED_JOBS = "jobset failed due to one or more job failures"
+JOBSET_REASON_MAX_RESTARTS = "ReachedMaxRestarts"
+JOBSET_MESSAGE_MAX_RESTARTS = "jobset failed due to reaching max number of restarts"
+JOBSET_REASON_FAIL_ACTION = "FailJobSetFailurePolicyAction"
+JOBSET_REASON_DEFAULT_POLICY = "DefaultFailurePolicy"
+JOBSET_REASON_RULE_PREFIX = "FailurePolicy_"
+JOBSET_REASON_FAILED = "JobSetFailed"
+JOBSET_MESSAGE_FAILED = "jobset failed"
+JOBSET_REASON_COMPLETED = "AllJobsCompleted"
+JOBSET_MESSAGE_COMPLETED = "jobset completed successfully"
+JOBSET_REASON_SUSPENDED = "SuspendedJobs"
+JOBSET_MESSAGE_SUSPENDED = "jobset is suspended"
+JOBSET_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+# ----------------------------------------------------------------------------------------------------
+# Pods: DisruptionTarget reasons and pod status reasons (kubernetes pkg/apis/core/types.go, the
+# scheduler's preemption.go, tainteviction/taint_eviction.go, podgc/gc_controller.go,
+# registry/core/pod/storage/eviction.go, kubelet eviction and nodeshutdown managers)
+
+DISRUPTION_PREEMPTION = "PreemptionByScheduler"
+DISRUPTION_TAINT_MANAGER = "DeletionByTaintManager"
+DISRUPTION_POD_GC = "DeletionByPodGC"
+DISRUPTION_EVICTION_API = "EvictionByEvictionAPI"
+DISRUPTION_KUBELET = "TerminationByKubelet"
+POD_REASON_EVICTED = "Evicted"
+POD_REASON_NODE_SHUTDOWN = "NodeShutdown"
+POD_REASON_TERMINATED = "Terminated"
+POD_REASON_NODE_LOST = "NodeLost"  # kubernetes pkg/util/node/node.go
+POD_REASON_UNEXPECTED_ADMISSION = "UnexpectedAdmissionError"  # pkg/kubelet/lifecycle/predicate.go
+POD_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"  # activeDeadlineSeconds, pkg/kubelet/kubelet_pods.go
+POD_REASON_OUT_OF_PREFIX = "OutOf"  # OutOfcpu, OutOfmemory...: admission, pkg/kubelet/lifecycle/predicate.go
+POD_REASON_UNSCHEDULABLE = "Unschedulable"  # pkg/apis/core/types.go PodReasonUnschedulable
+NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+NODE_SHUTDOWN_ADMISSION_MESSAGE = "Pod was rejected as the node is shutting down."
+
+# ----------------------------------------------------------------------------------------------------
+# Containers (kubelet pkg/kubelet/images/types.go, container/sync_result.go, kubelet_pods.go; CRI runtimes)
+
+REASON_OOM_KILLED = "OOMKilled"
+REASON_CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
+CONTAINER_STATUS_UNKNOWN_MESSAGE = "The container could not be located when the pod was terminated"
+REASON_START_ERROR = "StartError"
+REASON_CONTAINER_CANNOT_RUN = "ContainerCannotRun"
+REASON_ERROR = "Error"
+REASON_COMPLETED = "Completed"
+REASON_INVALID_IMAGE_NAME = "InvalidImageName"
+REASON_ERR_IMAGE_PULL = "ErrImagePull"
+REASON_IMAGE_PULL_BACKOFF = "ImagePullBackOff"
+REASON_ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+REASON_CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
+REASON_CREATE_CONTAINER_ERROR = "CreateContainerError"
+REASON_RUN_CONTAINER_ERROR = "RunContainerError"
+REASON_CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
+SIDECAR_RESTART_POLICY = "Always"  # an init container with restartPolicy Always is a sidecar (1.29+)
+SIGTERM_EXIT_CODE = 143
+SIGKILL_EXIT_CODE = 137
+
+# ----------------------------------------------------------------------------------------------------
+# Events (reasons on pods, Jobs, JobSets and Kueue Workloads)
+
+EVENT_PREEMPTED = "Preempted"  # kube-scheduler preemption.go
+EVENT_TAINT_MANAGER_EVICTION = "TaintManagerEviction"  # tainteviction/taint_eviction.go
+EVENT_EVICTED = "Evicted"  # kubelet eviction manager
+EVENT_NODE_NOT_READY = "NodeNotReady"  # node-controller, controller_utils.go MarkPodsNotReady
+EVENT_NODE_SHUTDOWN = "NodeShutdown"
+EVENT_KUEUE_STOPPED = "Stopped"  # kueue pkg/controller/jobframework/reconciler.go
+FAILURE_POLICY_ACTION_SUFFIX = "FailurePolicyAction"  # jobset failure_policy.go event reasons
+
+# ----------------------------------------------------------------------------------------------------
+# This project's own labels and annotations (the ledger kept on the cluster objects)
+
+PROJECT_PREFIX = "jobset-plugins.io/"
+RUN_KEY_LABEL = PROJECT_PREFIX + "run-key"
+ATTEMPT_ANNOTATION = PROJECT_PREFIX + "attempt"
+FREE_ANNOTATION = PROJECT_PREFIX + "free-attempt"
+POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
+OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
+FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
+CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
+EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
+RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # kueue pkg/controller/constants/constants.go JobUIDLabel
+KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")  # Workload versions Kueue serves, newest first

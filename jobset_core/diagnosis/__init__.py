@@ -1,0 +1,23 @@
+"""Failure demystification: one root cause, retryable or not, from a gang's pods, Jobs, JobSet and events.
+
+A pure pipeline, one module per step, read top to bottom:
+
+- `model`: `Finding` (one fact that could be the cause), `Diagnosis` (the answer), `Grace`, the ranking;
+- `pods`: what one pod says (conditions, status reasons, containers and their `lastState`, init
+  containers and sidecars, pending states);
+- `jobs`: what Jobs and events say once the pods are gone;
+- `scope`: only this workload's objects, once each, of its current restart attempt;
+- `damage`: the fields that are there but cannot be read, named in the evidence;
+- `root`: the root-cause choice across a gang (earliest wins, teardown victims set aside);
+- `history`: the cause of each in-cluster restart;
+- `kueue`: preemption by suspension, deactivation;
+- `summary`: the one line a person reads first;
+- `pipeline`: `diagnose`, the steps above in order.
+"""
+
+from jobset_core.diagnosis.model import Diagnosis, Finding, Grace, HistoryEntry
+from jobset_core.diagnosis.pipeline import diagnose
+from jobset_core.diagnosis.pods import classify_pod
+from jobset_core.kinds import FailureKind
+
+__all__ = ["Diagnosis", "FailureKind", "Finding", "Grace", "HistoryEntry", "classify_pod", "diagnose"]

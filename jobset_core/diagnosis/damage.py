@@ -1,0 +1,109 @@
+"""Damaged objects: the fields diagnosis reads that are there but cannot be read.
+
+The accessors in `evidence` read a null or a wrongly typed field as "not recorded" and go on; this step
+names each such field once, so that the evidence says which facts were missing because the dump was
+damaged rather than because the cluster never wrote them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobset_core import evidence as ev
+
+TIME, TEXT, NUMBER, MAPPING, LIST = "a time", "a string", "an integer", "a mapping", "a list"
+# A shape is what a field must be and, for mappings and lists, the shapes of what is inside ("*": items).
+Shape = tuple[str, dict[str, "Shape"]]
+
+
+def _leaf(expected: str) -> Shape:
+    return expected, {}
+
+
+_TERMINATED: Shape = (MAPPING, {"exitCode": _leaf(NUMBER), "finishedAt": _leaf(TIME)})
+_STATE: Shape = (MAPPING, {"terminated": _TERMINATED})
+_CONTAINER_LIST: Shape = (LIST, {"*": (MAPPING, {"name": _leaf(TEXT), "state": _STATE, "lastState": _STATE})})
+_CONDITIONS: Shape = (LIST, {"*": (MAPPING, {"lastTransitionTime": _leaf(TIME)})})
+_METADATA: Shape = (MAPPING, {
+    "name": _leaf(TEXT), "labels": _leaf(MAPPING), "ownerReferences": _leaf(LIST), "deletionTimestamp": _leaf(TIME),
+})
+SHAPES: dict[str, Shape] = {
+    "JobSet": (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING),
+                         "status": (MAPPING, {"conditions": _CONDITIONS, "restarts": _leaf(NUMBER)})}),
+    "Job": (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING), "status": (MAPPING, {"conditions": _CONDITIONS})}),
+    "Pod": (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING), "status": (MAPPING, {
+        "conditions": _CONDITIONS, "containerStatuses": _CONTAINER_LIST, "initContainerStatuses": _CONTAINER_LIST,
+    })}),
+    "Event": (MAPPING, {"involvedObject": _leaf(MAPPING), "reason": _leaf(TEXT), "message": _leaf(TEXT),
+                        "eventTime": _leaf(TIME), "firstTimestamp": _leaf(TIME)}),
+}
+
+
+def _readable(value: Any, expected: str) -> bool:
+    if expected is MAPPING:
+        return type(value) is dict or isinstance(value, Mapping)
+    if expected is LIST:
+        return type(value) is list
+    if expected is TEXT:
+        return type(value) is str
+    if expected is NUMBER:
+        return type(value) is int or ev.as_int(value) is not None
+    return ev.parse_time(value) is not None
+
+
+def _walk(value: Any, shape: Shape, path: list[str | int], out: list[tuple[str, Any, str]]) -> None:
+    """Append (location, value, expected) for every field below `value` that does not have its shape.
+
+    `path` is a stack of keys, turned into text only for a damaged field: most objects are whole, and this
+    runs on every pod of a large gang.
+    """
+    expected, inside = shape
+    if not _readable(value, expected):
+        out.append((_location(path), value, expected))
+    elif expected == LIST and "*" in inside:
+        for i, item in enumerate(value):
+            if item is not None:
+                path.append(i)
+                _walk(item, inside["*"], path, out)
+                path.pop()
+    elif expected == MAPPING:
+        for key, sub in inside.items():
+            child = value.get(key)
+            if child is not None:
+                path.append(key)
+                _walk(child, sub, path, out)
+                path.pop()
+
+
+def _location(path: list[str | int]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def _whole(value: Any, shape: Shape) -> bool:
+    """Whether every field below `value` has its shape: the quick pass, taken by almost every object."""
+    expected, inside = shape
+    if expected is MAPPING:
+        if not (type(value) is dict or isinstance(value, Mapping)):
+            return False
+        for key, sub in inside.items():
+            child = value.get(key)
+            if child is not None and not _whole(child, sub):
+                return False
+        return True
+    if expected is LIST:
+        if type(value) is not list:
+            return False
+        item_shape = inside.get("*")
+        return item_shape is None or all(item is None or _whole(item, item_shape) for item in value)
+    return _readable(value, expected)
+
+
+def damaged_fields(kind: str, obj: Mapping[str, Any]) -> list[str]:
+    """"Pod x: status.containerStatuses[0].state.terminated.exitCode is 'abc', not an integer", per field."""
+    if kind not in SHAPES or _whole(obj, SHAPES[kind]):
+        return []
+    found: list[tuple[str, Any, str]] = []
+    _walk(obj, SHAPES[kind], [], found)
+    name = ev.name_of(obj) or "?"
+    return [f"{kind} {name}: {where} is {value!r:.40}, not {expected}; read as not recorded" for where, value, expected in found]

@@ -1,0 +1,84 @@
+"""Restart history: which failure caused each in-cluster restart.
+
+A restart deletes the pods and recreates the Jobs with the same names (jobset
+pkg/controllers/failure_policy.go), so the cause of restart N survives only in events: the JobSet's
+`<Action>FailurePolicyAction` event naming the first failed Job, and the Job failure events before it.
+Timestamps from different controllers disagree by about a second, so "before" allows `SKEW`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobset_core import constants as c
+from jobset_core import evidence as ev
+from jobset_core import policy_contract as contract
+from jobset_core.diagnosis.model import SKEW, Finding, HistoryEntry, K, short
+from jobset_core.diagnosis.scope import Scope
+
+
+@dataclass(frozen=True)
+class RestartEvent:
+    time: datetime | None
+    job: str | None
+
+
+def restart_events(scope: Scope) -> list[RestartEvent]:
+    out = []
+    for event in scope.events:
+        kind, _ = ev.involved(event)
+        message = ev.event_message(event)
+        reason = ev.as_str(event.get("reason"))
+        if kind == "JobSet" and reason.endswith(c.FAILURE_POLICY_ACTION_SUFFIX) and contract.RESTART_ACTION.search(message):
+            job = contract.FIRST_FAILED_JOB.search(message)
+            out.append(RestartEvent(ev.event_time(event), job.group("job") if job else None))
+    return out
+
+
+def earlier_attempts_end(scope: Scope) -> datetime | None:
+    """Until when facts may still belong to an earlier attempt: the last restart, plus the clock skew.
+
+    The new attempt's pods must be created, scheduled and started before they can fail, so nothing of
+    theirs falls within a second of the restart; an old attempt's event skewed past it still might.
+    """
+    times = [r.time for r in restart_events(scope) if r.time]
+    if not scope.restarts or not times:
+        return None
+    return max(times).replace(microsecond=0) + SKEW
+
+
+def _cause(restart: RestartEvent, candidates: list[Finding], used: set[int]) -> int | None:
+    """The latest unused Job failure of the named Job at or before the restart (within the skew)."""
+    limit = restart.time.replace(microsecond=0) + SKEW if restart.time else None
+    best = None
+    for i, finding in enumerate(candidates):
+        if i in used or (restart.job and finding.job != restart.job):
+            continue
+        if limit and finding.time and finding.time > limit:
+            continue
+        best = i
+    return best
+
+
+def history(scope: Scope, job_event_findings: list[Finding]) -> tuple[list[HistoryEntry], set[int]]:
+    """One entry per in-cluster restart, and the indexes of the Job failure findings it consumed."""
+    if scope.restarts == 0:
+        return [], set()
+    events = restart_events(scope)
+    if len(events) > scope.restarts:
+        events = events[-scope.restarts:]
+    used: set[int] = set()
+    entries = []
+    for number, restart in enumerate(events, start=1):
+        best = _cause(restart, job_event_findings, used)
+        if best is None:
+            text = f"restart {number}: cause not recorded ({restart.job or 'unknown job'})"
+            entries.append(HistoryEntry(number, K.UNKNOWN, text, time=restart.time))
+            continue
+        used.add(best)
+        f = job_event_findings[best]
+        entries.append(HistoryEntry(number, f.kind, f"restart {number}: {short(f)}", pod=f.pod, node=f.node, time=f.time))
+    for number in range(len(entries) + 1, scope.restarts + 1):
+        entries.append(HistoryEntry(number, K.UNKNOWN, f"restart {number}: cause not recorded (events expired)"))
+    return entries, used

@@ -1,0 +1,205 @@
+"""The vocabulary of a diagnosis: what a finding is, what the answer looks like, and how ties are ranked.
+
+Everything later in the pipeline produces `Finding`s (one fact that could be the root cause) and the last
+step turns the chosen one into a `Diagnosis`. The ranking constants live here because classification,
+root-cause choice and history all need the same notion of "strong" and "weak" evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from jobset_core import evidence as ev
+from jobset_core.kinds import INTERRUPTIONS, FailureKind, is_retryable
+
+K = FailureKind
+
+# Controllers' clocks and the API server's second-resolution timestamps disagree by about a second: two
+# facts closer than this are treated as simultaneous when deciding what happened before what.
+SKEW = timedelta(seconds=1)
+NEVER = datetime.max.replace(tzinfo=UTC)
+LONG_AGO = datetime.min.replace(tzinfo=UTC)
+
+# Lower ranks win ties at the same second: infrastructure first, then what the application did, then the
+# weak signals (SIGTERM/SIGKILL, unknown containers) that usually follow another failure.
+RANK = {
+    K.PREEMPTED: 0,
+    K.NODE_FAILURE: 0,
+    K.EVICTED: 0,
+    K.UNSCHEDULABLE: 1,
+    K.DEADLINE_EXCEEDED: 1,
+    K.IMAGE_PULL_ERROR: 2,
+    K.CONFIG_ERROR: 2,
+    K.OOM_KILLED: 2,
+    K.APPLICATION_ERROR: 2,
+    K.SYSTEM_ERROR: 3,
+    K.INTERRUPTED: 3,
+    K.UNKNOWN: 4,
+}
+WEAK = frozenset({K.INTERRUPTED, K.SYSTEM_ERROR, K.UNKNOWN})
+# Disruptions the cluster did to a pod: they explain whatever the pod's containers did next.
+DISRUPTIONS = INTERRUPTIONS - {K.INTERRUPTED}
+
+
+@dataclass(frozen=True)
+class Grace:
+    """How long a stuck state is tolerated before the watcher ends the run (defaults as Flyte's)."""
+
+    image_pull_seconds: float = 180.0
+    config_error_seconds: float = 0.0
+    create_container_seconds: float = 180.0
+    unschedulable_seconds: float | None = 600.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One fact that could be the root cause."""
+
+    kind: FailureKind
+    time: datetime | None
+    evidence: str
+    pod: str | None = None
+    container: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    node: str | None = None
+    job: str | None = None
+    teardown: bool = False
+    stuck: bool = False  # the cluster will never end this by itself (image pull, config, unschedulable)
+    memory_limit: str | None = None
+    pods_affected: int = 1  # several pods equally to blame (capacity): no single culprit is named
+    message: str | None = None  # last line of the container's termination message (the error it printed)
+    peer_loss: bool = False  # the container failed because a peer vanished (connection reset, NCCL abort)
+    deleted_at: datetime | None = None  # when someone asked to delete the pod (deletionTimestamp - grace)
+    recovering: bool = False  # a previous run of a container that restarted in place and runs again
+
+    def sort_key(self) -> tuple[datetime, int, bool]:
+        return (self.time or NEVER, RANK[self.kind], self.peer_loss)
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """Why the JobSet restarted in the cluster (restart N) or why it finally failed (restart None)."""
+
+    restart: int | None
+    kind: FailureKind
+    summary: str
+    pod: str | None = None
+    node: str | None = None
+    time: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "restart": self.restart,
+            "kind": self.kind.value,
+            "summary": self.summary,
+            "pod": self.pod,
+            "node": self.node,
+            "time": _iso(self.time),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HistoryEntry:
+        return cls(
+            restart=data.get("restart"),
+            kind=FailureKind.parse(data["kind"]),
+            summary=data.get("summary", ""),
+            pod=data.get("pod"),
+            node=data.get("node"),
+            time=ev.parse_time(data.get("time")),
+        )
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The root cause of a failure, as one line a person can act on plus the facts behind it."""
+
+    kind: FailureKind
+    retryable: bool
+    summary: str
+    pod: str | None = None
+    container: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    node: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    history: list[HistoryEntry] = field(default_factory=list)
+    failed: bool = True
+    time: datetime | None = None
+    job: str | None = None
+    peers_terminated: int = 0
+    # The Job controller has decided (FailureTarget/Failed) and the JobSet has not acted yet: `failed` stays
+    # False until the JobSet writes Failed, because the watcher ends runs that are failed but not finished.
+    in_flight: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "retryable": self.retryable,
+            "summary": self.summary,
+            "failed": self.failed,
+            "pod": self.pod,
+            "container": self.container,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "node": self.node,
+            "job": self.job,
+            "time": _iso(self.time),
+            "peers_terminated": self.peers_terminated,
+            "in_flight": self.in_flight,
+            "evidence": list(self.evidence),
+            "history": [h.to_dict() for h in self.history],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Diagnosis:
+        return cls(
+            kind=FailureKind.parse(data["kind"]),
+            retryable=bool(data["retryable"]),
+            summary=data.get("summary", ""),
+            pod=data.get("pod"),
+            container=data.get("container"),
+            exit_code=data.get("exit_code"),
+            reason=data.get("reason"),
+            node=data.get("node"),
+            evidence=list(data.get("evidence", [])),
+            history=[HistoryEntry.from_dict(h) for h in data.get("history", [])],
+            failed=bool(data.get("failed", True)),
+            time=ev.parse_time(data.get("time")),
+            job=data.get("job"),
+            peers_terminated=int(data.get("peers_terminated", 0)),
+            in_flight=bool(data.get("in_flight", False)),
+        )
+
+    def history_line(self) -> str:
+        """"restart 1: Preempted (node pool-a-12), final: ApplicationError in trainer-0-3 exit 1"."""
+        parts = []
+        for h in self.history:
+            label = f"restart {h.restart}" if h.restart is not None else "final"
+            detail = f" in {h.pod}" if h.pod else ""
+            if h.restart is None and self.exit_code is not None:
+                detail += f" exit {self.exit_code}"
+            if h.node:
+                detail += f" (node {h.node})"
+            parts.append(f"{label}: {h.kind}{detail}")
+        return ", ".join(parts)
+
+
+def retryable(kind: FailureKind, exit_code: int | None, codes: frozenset[int]) -> bool:
+    """A kind's default from the one table in `kinds`, with the workload's retryable exit codes."""
+    return is_retryable(kind, exit_code, retryable_exit_codes=codes)
+
+
+def short(f: Finding) -> str:
+    """"Preempted in pod x (node n)": how a finding reads inside a history line."""
+    where = f" in pod {f.pod}" if f.pod else (f" in job {f.job}" if f.job else "")
+    code = f" exit {f.exit_code}" if f.exit_code is not None else ""
+    node = f" (node {f.node})" if f.node else ""
+    return f"{f.kind}{where}{code}{node}"
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

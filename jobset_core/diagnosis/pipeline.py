@@ -1,0 +1,323 @@
+"""`diagnose`: read the input, scope it, collect findings, decide whether anything failed, pick the root.
+
+Each step is a module of this package, in the order they run. Per-object steps are guarded: an object
+that cannot be read (a null where a mapping belongs, a string where a list belongs) is named in the
+evidence and skipped, so a damaged dump still gets the best diagnosis the rest of it allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from jobset_core import constants as c
+from jobset_core import controller_rules as rules
+from jobset_core import evidence as ev
+from jobset_core import policy_contract as contract
+from jobset_core.diagnosis import history as hist
+from jobset_core.diagnosis import jobs as jobs_
+from jobset_core.diagnosis import summary as text
+from jobset_core.diagnosis.damage import damaged_fields
+from jobset_core.diagnosis.kueue import kueue_state, queued
+from jobset_core.diagnosis.model import Diagnosis, Finding, Grace, HistoryEntry, K, retryable, short
+from jobset_core.diagnosis.pods import classify_pod
+from jobset_core.diagnosis.root import Peers, pick_root
+from jobset_core.diagnosis.scope import Scope, build_scope
+
+T = TypeVar("T")
+# What reading a malformed object can raise; anything else is a bug and should surface.
+UNREADABLE = (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError)
+
+
+def guarded(notes: list[str], what: str, read: Callable[[], T], default: T) -> T:
+    try:
+        return read()
+    except UNREADABLE as exc:
+        notes.append(unreadable(what, exc))
+        return default
+
+
+def unreadable(what: str, exc: Exception) -> str:
+    return f"could not read {what} ({type(exc).__name__}: {exc}); skipped"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Step 1: input
+
+
+def read_input(
+    jobset: Any, jobs: Any, pods: Any, events: Any, workloads: Any
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The top level must be Kubernetes JSON (ValueError otherwise); what is inside objects is not checked."""
+    if jobset is not None and (not isinstance(jobset, Mapping) or not isinstance(jobset.get("metadata"), Mapping)):
+        raise ValueError("jobset: expected a JobSet object (a JSON mapping with metadata), got " + type(jobset).__name__)
+    if jobset is not None and jobset.get("kind") not in (None, "JobSet"):
+        raise ValueError(f"jobset: expected kind JobSet, got {jobset.get('kind')!r}")
+    lists = [ev.ensure_objects(name, value) for name, value in (("jobs", jobs), ("pods", pods), ("events", events), ("workloads", workloads))]
+    if jobset is None and not any(lists[:3]):
+        raise ValueError("nothing to diagnose: pass a jobset, jobs, pods or events")
+    return (dict(jobset) if jobset is not None else None, *lists)  # type: ignore[return-value]
+
+
+def _damage(scope: Scope) -> list[str]:
+    lines = damaged_fields("JobSet", scope.jobset) if scope.jobset else []
+    for kind, objects in (("Job", scope.jobs), ("Pod", scope.pods), ("Event", scope.events)):
+        for obj in objects:
+            lines += damaged_fields(kind, obj)
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------------
+# Step 2: findings
+
+
+@dataclass(frozen=True)
+class Evidence:
+    findings: list[Finding]
+    history: list[HistoryEntry]
+    codes: frozenset[int] | None  # the workload's retryable exit codes; None when it has no policy of ours
+
+
+def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int]) -> list[Finding]:
+    """Every current pod, each on its own: one unreadable pod is named and skipped, the others still count."""
+    findings: list[Finding] = []
+    for pod in scope.current_pods:
+        try:
+            findings += classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes)
+        except UNREADABLE as exc:
+            scope.notes.append(unreadable(f"pod {ev.name_of(pod) or '?'}", exc))
+    return findings
+
+
+def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None) -> Evidence:
+    notes = scope.notes
+    pods_by_name = {ev.name_of(p): p for p in scope.pods}
+    job_events = guarded(notes, "the Job events", lambda: jobs_.job_event_findings(scope.events, codes, pods_by_name), [])
+    history, consumed = guarded(notes, "the restart history", lambda: hist.history(scope, job_events), ([], set()))
+    old_end = guarded(notes, "the restart events", lambda: hist.earlier_attempts_end(scope), None)
+    findings: list[Finding] = []
+    findings += _classify_pods(scope, now, grace, codes or frozenset())
+    for job in scope.current_jobs:
+        findings += guarded(notes, f"Job {ev.name_of(job) or '?'}", lambda job=job: jobs_.job_findings(job, scope.events, codes, pods_by_name), [])
+
+    def current(f: Finding) -> bool:
+        return old_end is None or (f.time is not None and f.time > old_end)
+
+    findings += [f for i, f in enumerate(job_events) if i not in consumed and current(f)]
+    pod_events = guarded(notes, "the pod events", lambda: jobs_.pod_event_findings(scope.events, set(pods_by_name)), [])
+    findings += [f for f in pod_events if current(f)]
+    return Evidence(findings, history, codes)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Step 3: did it fail?
+
+
+@dataclass(frozen=True)
+class Verdict:
+    failed: bool
+    candidates: list[Finding]  # where the root cause is chosen from
+    js_failed: Mapping[str, Any] | None = None
+    first_failed_job: str | None = None
+    kueue: Finding | None = None
+    restarting: bool = False  # the Jobs failed and the JobSet will restart: the run goes on
+    in_flight: bool = False  # the Jobs failed and the JobSet will fail, but has not written Failed yet
+    note: str | None = None
+
+    @property
+    def explains(self) -> bool:
+        """Whether there is a failure to explain, terminal or not."""
+        return self.failed or self.restarting or self.in_flight
+
+
+def _failed_jobs(scope: Scope) -> list[rules.FailedJob]:
+    out = []
+    for job in scope.current_jobs:
+        cond = jobs_.failure_condition(job)
+        if cond is not None:
+            rjob = ev.as_str(ev.labels_of(job).get(c.REPLICATED_JOB_LABEL)) or None
+            order = ev.as_str(cond.get("lastTransitionTime"))
+            out.append(rules.FailedJob(ev.name_of(job), rjob, ev.as_str(cond.get("reason")), ev.as_str(cond.get("message")), order))
+    return out
+
+
+def _jobset_will_restart(scope: Scope, failed: list[rules.FailedJob]) -> bool:
+    """What the JobSet controller will do with Jobs that failed before it wrote anything (failure_policy.go)."""
+    policy = ev.spec_of(scope.jobset).get("failurePolicy") if scope.jobset else None
+    policy = policy if isinstance(policy, Mapping) else None
+    outcome = guarded(scope.notes, "the JobSet failurePolicy", lambda: rules.jobset_failure_outcome(policy, failed, scope.counted_restarts), None)
+    return bool(outcome and outcome.restart)
+
+
+def _pods_show_failure(findings: list[Finding]) -> bool:
+    """Pods alone (no JobSet, no Jobs): a crash or a disruption they show is the failure."""
+    return any(not (f.teardown or f.stuck or f.recovering) for f in findings)
+
+
+def _first_failed_job(js_failed: Mapping[str, Any] | None) -> str | None:
+    m = contract.FIRST_FAILED_JOB.search(ev.as_str(js_failed.get("message"))) if js_failed else None
+    return m.group("job") if m else None
+
+
+def _jobs_failed(scope: Scope, findings: list[Finding], failed: list[rules.FailedJob], kueue: Finding | None) -> Verdict:
+    """Jobs of the current attempt failed: final for a plain Job; for a JobSet, in flight until it acts."""
+    if scope.jobset is None:
+        return Verdict(True, findings, kueue=kueue)
+    first = min(failed, key=lambda j: j.order).name
+    if _jobset_will_restart(scope, failed):
+        return Verdict(False, findings, first_failed_job=first, kueue=kueue, restarting=True)
+    note = f"Job {first} has failed and the JobSet has not written Failed yet: its failure policy will fail it"
+    return Verdict(True, findings, first_failed_job=first, kueue=kueue, in_flight=True, note=note)
+
+
+def verdict(scope: Scope, found: Evidence) -> Verdict:
+    findings = found.findings
+    js_failed = ev.condition(scope.jobset, c.CONDITION_FAILED) if scope.jobset else None
+    kueue = guarded(scope.notes, "the Kueue workload", lambda: kueue_state(scope), None) if queued(scope) else None
+    stuck = [f for f in findings if f.stuck] + ([kueue] if kueue is not None and kueue.stuck else [])
+    first_job = _first_failed_job(js_failed)
+    if js_failed:
+        return Verdict(True, findings, js_failed, first_job, kueue)
+    failed_jobs = _failed_jobs(scope)
+    if failed_jobs:
+        return _jobs_failed(scope, findings, failed_jobs, kueue)
+    if stuck:
+        return Verdict(True, stuck, kueue=kueue)
+    if scope.jobset is None and not scope.jobs and _pods_show_failure(findings):
+        return Verdict(True, findings)
+    return Verdict(False, [], kueue=kueue)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Step 4: the answer
+
+
+def _what(scope: Scope) -> str:
+    """How the summary names the input: the JobSet, the Jobs, or the pods that were handed over."""
+    if scope.jobset is not None:
+        return f"JobSet {scope.name}"
+    for label, objects in (("Job", scope.jobs), ("pod", scope.pods)):
+        names = [ev.name_of(o) for o in objects]
+        if names:
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            return f"{label}{'s' if len(names) > 1 else ''} {', '.join(names[:3])}{more}"
+    return f"the events of {scope.name}" if scope.name else "the events given"
+
+
+def _succeeded(scope: Scope) -> bool:
+    if scope.jobset is not None:
+        return ev.condition(scope.jobset, c.CONDITION_COMPLETED) is not None
+    jobs = scope.current_jobs
+    return bool(jobs) and all(ev.condition(j, c.CONDITION_COMPLETE) for j in jobs)
+
+
+def quiet(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
+    history = found.history
+    if v.kueue is not None:
+        k = v.kueue
+        return Diagnosis(kind=k.kind, retryable=True, summary=f"{k.kind}: {k.evidence}", failed=False,
+                         evidence=[k.evidence, *scope.notes], history=history, reason=k.reason, time=k.time)
+    last = history[-1] if history else None
+    return Diagnosis(
+        kind=last.kind if last else K.UNKNOWN,
+        retryable=True,
+        summary=text.quiet_summary(_what(scope), history, _succeeded(scope)),
+        failed=False,
+        history=history,
+        evidence=[h.summary for h in history] + scope.notes,
+    )
+
+
+def _fallback_root(v: Verdict) -> Finding:
+    """Nothing on record explains the failure: say so, with the JobSet's own reason if it has one."""
+    reason = ev.as_str(v.js_failed.get("reason")) or None if v.js_failed else None
+    kind = K.DEADLINE_EXCEEDED if reason == c.JOBSET_REASON_DEADLINE_EXCEEDED else K.UNKNOWN
+    when = ev.parse_time(v.js_failed.get("lastTransitionTime")) if v.js_failed else None
+    return Finding(kind, time=when, evidence="no pod, Job or event evidence explains the failure", reason=reason, job=v.first_failed_job)
+
+
+def _capacity(root: Finding, candidates: list[Finding]) -> Finding:
+    if root.kind is not K.UNSCHEDULABLE or root.pod is None:
+        return root
+    blocked = {f.pod for f in candidates if f.kind is K.UNSCHEDULABLE and f.pod}
+    if len(blocked) > 1:  # capacity: every blocked pod is equally to blame
+        return replace(root, pod=None, job=None, pods_affected=len(blocked))
+    return root
+
+
+def _evidence_lines(scope: Scope, v: Verdict, chosen: list[str]) -> list[str]:
+    lines = list(dict.fromkeys(chosen))
+    if v.js_failed:
+        lines.append(f"JobSet {scope.name} Failed: {ev.as_str(v.js_failed.get('reason'))}: {ev.as_str(v.js_failed.get('message'))}")
+    if v.note:
+        lines.append(v.note)
+    if scope.restarts:
+        lines.append(f"JobSet restarted {scope.restarts} time(s) ({scope.counted_restarts} counted towards maxRestarts)")
+    return lines + scope.notes
+
+
+def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
+    root, peers, chosen = pick_root(v.candidates, v.first_failed_job, v.js_failed)
+    lines = _evidence_lines(scope, v, chosen)
+    if root is None:
+        root = _fallback_root(v)
+        lines.insert(0, root.evidence)
+    root = _capacity(root, v.candidates)
+    job = root.job or v.first_failed_job
+    summary = text.failure_summary(root, peers, job)
+    if v.restarting or v.in_flight:
+        summary = text.in_flight_summary(summary, _what(scope), v.restarting)
+    final = HistoryEntry(None, root.kind, f"final: {short(root)}", pod=root.pod, node=root.node, time=root.time)
+    return Diagnosis(
+        kind=root.kind,
+        retryable=retryable(root.kind, root.exit_code, found.codes or frozenset()),
+        summary=summary,
+        pod=root.pod,
+        container=root.container,
+        exit_code=root.exit_code,
+        reason=root.reason,
+        node=root.node,
+        evidence=lines,
+        history=[*found.history, final] if found.history and not v.restarting else list(found.history),
+        failed=v.failed,
+        in_flight=v.in_flight or v.restarting,
+        time=root.time,
+        job=job,
+        peers_terminated=peers.total,
+    )
+
+
+def diagnose(
+    *,
+    jobset: Mapping[str, Any] | None = None,
+    jobs: Iterable[Mapping[str, Any]] = (),
+    pods: Iterable[Mapping[str, Any]] = (),
+    events: Iterable[Mapping[str, Any]] = (),
+    now: datetime | None = None,
+    workloads: Iterable[Mapping[str, Any]] = (),
+    retryable_exit_codes: Iterable[int] | None = None,
+    grace: Grace | None = None,
+) -> Diagnosis:
+    """Find the root cause of a JobSet's or gang Job's failure from plain Kubernetes JSON objects.
+
+    `failed` is False when the input shows no failure and nothing is stuck (then `kind` says what the
+    latest in-cluster restart or Kueue eviction was, if any). Raises ValueError on input that is not
+    Kubernetes JSON at the top level; damaged objects inside it are named in the evidence instead.
+    """
+    js, job_list, pod_list, event_list, workload_list = read_input(jobset, jobs, pods, events, workloads)
+    now = now or datetime.now(UTC)
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    scope = build_scope(js, job_list, pod_list, event_list, workload_list)
+    scope.notes += _damage(scope)
+    given = frozenset(retryable_exit_codes) if retryable_exit_codes is not None else None
+    codes = given if given is not None else guarded(scope.notes, "the podFailurePolicy", lambda: contract.policy_exit_codes(scope.jobset, scope.jobs), None)
+    found = collect(scope, now, grace or Grace(), codes)
+    v = verdict(scope, found)
+    if not v.explains:
+        return quiet(scope, found, v)
+    return answer(scope, found, v)
+
+
+__all__ = ["Diagnosis", "Grace", "HistoryEntry", "Peers", "diagnose"]

@@ -1,0 +1,357 @@
+"""Per-pod classification: everything one pod says about why it failed.
+
+A pod speaks through its conditions (DisruptionTarget), its status reason (eviction, node shutdown,
+admission), its containers' current and previous states (init containers and sidecars included) and, when it
+never started, its pending state. Mirrors the strings of kubernetes pkg/kubelet (kubelet_pods.go, images/,
+eviction/, nodeshutdown/), pkg/controller/tainteviction and podgc, and the CRI runtimes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobset_core import constants as c
+from jobset_core import evidence as ev
+from jobset_core.diagnosis.model import WEAK, Finding, Grace, K
+from jobset_core.kinds import FailureKind
+
+DISRUPTION_KINDS = {
+    c.DISRUPTION_PREEMPTION: K.PREEMPTED,
+    c.DISRUPTION_TAINT_MANAGER: K.NODE_FAILURE,
+    c.DISRUPTION_POD_GC: K.NODE_FAILURE,
+    c.DISRUPTION_EVICTION_API: K.EVICTED,
+}
+# Pod status reasons written without (or before) a DisruptionTarget condition.
+POD_REASON_KINDS = {
+    c.POD_REASON_EVICTED: K.EVICTED,
+    c.POD_REASON_DEADLINE_EXCEEDED: K.DEADLINE_EXCEEDED,
+    c.POD_REASON_UNEXPECTED_ADMISSION: K.SYSTEM_ERROR,
+    c.POD_REASON_NODE_SHUTDOWN: K.NODE_FAILURE,
+    c.POD_REASON_NODE_LOST: K.NODE_FAILURE,
+    c.POD_REASON_TERMINATED: K.NODE_FAILURE,  # graceful node shutdown
+}
+IMAGE_FATAL = re.compile(
+    r"not found|manifest unknown|unauthorized|authentication required|pull access denied|"
+    r"repository does not exist|denied|invalid reference format|no such host",
+    re.IGNORECASE,
+)
+# What a process prints when a peer of its gang vanished (sockets, NCCL, Gloo, torch elastic, MPI). An exit
+# with this in its termination message is a victim of another pod's failure, not a bug of its own.
+PEER_LOSS = re.compile(
+    r"Connection ?Reset|Connection reset by peer|ConnectionRefused|Connection refused|ConnectionAborted|"
+    r"BrokenPipe|Broken pipe|ECONNRESET|ECONNREFUSED|EPIPE|peer closed|closed by peer|"
+    r"NCCL (?:error|communicator was aborted)|ncclRemoteError|ncclSystemError|"
+    r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|abort)|"
+    r"Gloo connectFullMesh failed|DistNetworkError|RendezvousConnectionError|RendezvousClosedError|"
+    r"ORTE has lost communication|lost connection to (?:the )?(?:coordinator|master|leader|peer)",
+    re.IGNORECASE,
+)
+# Terminations that are findings whatever their exit code says (or when it is missing).
+TERMINATED_REASONS_WITHOUT_CODE = frozenset(
+    {c.REASON_OOM_KILLED, c.REASON_CONTAINER_STATUS_UNKNOWN, c.REASON_START_ERROR, c.REASON_CONTAINER_CANNOT_RUN}
+)
+IMAGE_PULL_REASONS = (c.REASON_ERR_IMAGE_PULL, c.REASON_IMAGE_PULL_BACKOFF, c.REASON_ERR_IMAGE_NEVER_PULL)
+DEFAULT_GRACE = Grace()
+
+
+def node_of(pod: Mapping[str, Any]) -> str | None:
+    return ev.as_str(ev.spec_of(pod).get("nodeName")) or None
+
+
+def memory_limit(pod: Mapping[str, Any], container: str) -> str | None:
+    for spec in ev.as_list(ev.spec_of(pod).get("containers")):
+        spec = ev.as_map(spec)
+        if spec.get("name") == container:
+            limits = ev.as_map(ev.as_map(spec.get("resources")).get("limits"))
+            return ev.as_str(limits.get("memory")) or None
+    return None
+
+
+def sidecars(pod: Mapping[str, Any]) -> set[str]:
+    """Init containers with restartPolicy Always are sidecars: killed at teardown, never the cause."""
+    return {
+        ev.as_str(ev.as_map(spec).get("name"))
+        for spec in ev.as_list(ev.spec_of(pod).get("initContainers"))
+        if ev.as_map(spec).get("restartPolicy") == c.SIDECAR_RESTART_POLICY
+    }
+
+
+def last_line(message: str, limit: int = 200) -> str | None:
+    """The line of a termination message worth reading: the last one, where tracebacks put the error."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = lines[-1]
+    return last if len(last) <= limit else last[: limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------------------------------
+# Containers: terminated (now or in lastState) and waiting
+
+
+def _failed(code: int | None, reason: str | None) -> bool:
+    return code not in (None, 0) or reason in TERMINATED_REASONS_WITHOUT_CODE
+
+
+def terminated_finding(
+    pod: Mapping[str, Any],
+    container: str,
+    term: Mapping[str, Any],
+    codes: frozenset[int],
+    restarted: bool,
+    job: str | None = None,
+) -> Finding | None:
+    """A terminated container state as a finding; None for a clean exit."""
+    code = ev.as_int(term.get("exitCode"))
+    reason = ev.as_str(term.get("reason")) or None
+    if not _failed(code, reason):
+        return None
+    when = ev.parse_time(term.get("finishedAt"))
+    message = ev.as_str(term.get("message")).strip()
+    name = ev.name_of(pod)
+    where = f"container {container} in pod {name}"
+    prior = " (previous run of a restarted container)" if restarted else ""
+    at = f"{prior} at {ev.format_time(when)}"
+    base = dict(pod=name, container=container, exit_code=code, reason=reason, node=node_of(pod), time=when, job=job)
+    if reason == c.REASON_OOM_KILLED:
+        limit = memory_limit(pod, container)
+        text = f"{where} was OOMKilled (exit {code}){at}" + (f"; memory limit {limit}" if limit else "")
+        return Finding(K.OOM_KILLED, evidence=text, memory_limit=limit, **base)
+    if reason == c.REASON_CONTAINER_STATUS_UNKNOWN:
+        detail = message or "the container could not be located"
+        return Finding(K.SYSTEM_ERROR, evidence=f"{where}: ContainerStatusUnknown exit {code}: {detail}", **base)
+    if reason in (c.REASON_START_ERROR, c.REASON_CONTAINER_CANNOT_RUN):
+        return Finding(K.CONFIG_ERROR, evidence=f"{where} could not start ({reason}): {message}", **base)
+    signal = ev.as_int(term.get("signal"))
+    if code == c.SIGTERM_EXIT_CODE or signal == 15:
+        return Finding(K.INTERRUPTED, evidence=f"{where} exited 143 (SIGTERM){at}", **base)
+    if code == c.SIGKILL_EXIT_CODE or signal == 9:
+        return Finding(K.INTERRUPTED, evidence=f"{where} exited 137 (SIGKILL, not OOM){at}", **base)
+    note = " (a retryable exit code)" if code in codes else ""
+    excerpt = last_line(message)
+    detail = f": {excerpt}" if excerpt else ""
+    return Finding(
+        K.APPLICATION_ERROR,
+        evidence=f"{where} exited {code}{note}{at}{detail}",
+        message=excerpt,
+        peer_loss=bool(PEER_LOSS.search(message)),
+        **base,
+    )
+
+
+def _waiting_kind(reason: str, message: str, waited: float, grace: Grace) -> FailureKind | None:
+    """Which waiting reasons the cluster will never resolve by itself, once past their grace period."""
+    if reason == c.REASON_INVALID_IMAGE_NAME:
+        return K.IMAGE_PULL_ERROR
+    if reason in IMAGE_PULL_REASONS:
+        fatal = IMAGE_FATAL.search(message) or reason == c.REASON_ERR_IMAGE_NEVER_PULL
+        return K.IMAGE_PULL_ERROR if fatal or waited >= grace.image_pull_seconds else None
+    if reason == c.REASON_CREATE_CONTAINER_CONFIG_ERROR:
+        return K.CONFIG_ERROR if waited >= grace.config_error_seconds else None
+    if reason == c.REASON_CREATE_CONTAINER_ERROR:
+        return K.CONFIG_ERROR if waited >= grace.create_container_seconds else None
+    if reason == c.REASON_RUN_CONTAINER_ERROR:
+        return K.CONFIG_ERROR
+    return None
+
+
+def waiting_finding(
+    pod: Mapping[str, Any], container: str, waiting: Mapping[str, Any], now: datetime, grace: Grace, job: str | None = None
+) -> Finding | None:
+    reason = ev.as_str(waiting.get("reason"))
+    message = ev.as_str(waiting.get("message")).strip()
+    since = ev.parse_time(ev.status_of(pod).get("startTime")) or ev.parse_time(ev.meta(pod).get("creationTimestamp"))
+    waited = (now - since).total_seconds() if since else 0.0
+    kind = _waiting_kind(reason, message, waited, grace)
+    if kind is None:
+        return None
+    where = f"container {container} in pod {ev.name_of(pod)}"
+    timed = reason in (*IMAGE_PULL_REASONS, c.REASON_CREATE_CONTAINER_ERROR)
+    text = f"{where}: {reason} for {int(waited)}s: {message}" if timed else f"{where}: {reason}: {message}"
+    return Finding(
+        kind, evidence=text, pod=ev.name_of(pod), container=container, reason=reason, node=node_of(pod),
+        time=since, stuck=True, job=job,
+    )
+
+
+def container_finding(
+    pod: Mapping[str, Any], status: Mapping[str, Any], now: datetime, grace: Grace, codes: frozenset[int], job: str | None
+) -> Finding | None:
+    """One container's finding from its current state, or from `lastState` when that says more.
+
+    A container restarted in place (restartPolicy OnFailure) keeps its real failure only in
+    `lastState.terminated`; its current state may be the SIGTERM of the teardown that followed.
+    """
+    name = ev.as_str(status.get("name"))
+    state, last = ev.as_map(status.get("state")), ev.as_map(status.get("lastState"))
+    previous = terminated_finding(pod, name, last["terminated"], codes, True, job) if _has(last, "terminated") else None
+    if _has(state, "terminated"):
+        current = terminated_finding(pod, name, state["terminated"], codes, False, job)
+        if current is not None and current.kind in WEAK and previous is not None and previous.kind not in WEAK:
+            return replace(previous, evidence=f"{previous.evidence}; then {current.evidence}")
+        return current
+    if _has(state, "waiting"):
+        return waiting_finding(pod, name, state["waiting"], now, grace, job) or previous
+    if previous is not None and _has(state, "running"):
+        return replace(previous, recovering=True)
+    return None
+
+
+def _has(state: Mapping[str, Any], key: str) -> bool:
+    """Whether a container state names `key` (terminated, waiting, running) with a readable body."""
+    value = state.get(key)
+    return value is not None and ev.as_map(value) is value
+
+
+def container_findings(
+    pod: Mapping[str, Any], now: datetime, grace: Grace, codes: frozenset[int], job: str | None
+) -> list[Finding]:
+    status, side = ev.status_of(pod), sidecars(pod)
+    out: list[Finding] = []
+    for key, is_init in (("containerStatuses", False), ("initContainerStatuses", True)):
+        for cs in ev.as_list(status.get(key)):
+            found = container_finding(pod, ev.as_map(cs), now, grace, codes, job)
+            if found is None:
+                continue
+            if found.container in side:
+                # A sidecar stopped at teardown is not the cause; a sidecar crash is still evidence.
+                found = replace(found, teardown=found.kind in WEAK)
+            elif is_init and found.kind is K.APPLICATION_ERROR:
+                found = replace(found, evidence=found.evidence.replace("container", "init container", 1))
+            out.append(found)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# The pod itself: conditions, status reasons, deletion, pending
+
+
+def disruption_kind(disruption: Mapping[str, Any], pod_reason: str | None) -> FailureKind:
+    kind = DISRUPTION_KINDS.get(ev.as_str(disruption.get("reason")))
+    if kind is None:  # TerminationByKubelet: node-pressure eviction or graceful node shutdown
+        kind = K.EVICTED if pod_reason == c.POD_REASON_EVICTED else K.NODE_FAILURE
+    return kind
+
+
+def recorded_disruption(pod: Mapping[str, Any] | None) -> tuple[FailureKind, str, str | None] | None:
+    """The DisruptionTarget of a pod record kept after the pod was deleted (watcher evidence)."""
+    disruption = ev.condition(pod, c.CONDITION_DISRUPTION_TARGET) if pod else None
+    if pod is None or disruption is None:
+        return None
+    reason = ev.as_str(disruption.get("reason"))
+    kind = disruption_kind(disruption, ev.as_str(ev.status_of(pod).get("reason")) or None)
+    detail = f"pod {ev.name_of(pod)} had DisruptionTarget {reason}: {ev.as_str(disruption.get('message'))}"
+    return kind, detail.rstrip(": "), node_of(pod)
+
+
+def _pod_reason_kind(reason: str) -> FailureKind | None:
+    if reason.startswith(c.POD_REASON_OUT_OF_PREFIX):  # OutOfcpu, OutOfnvidia.com/gpu: admission failed
+        return K.SYSTEM_ERROR
+    return POD_REASON_KINDS.get(reason)
+
+
+def pod_level_finding(pod: Mapping[str, Any], job: str | None) -> Finding | None:
+    """What the pod's conditions and status reason say, before any container is looked at."""
+    status, name = ev.status_of(pod), ev.name_of(pod)
+    pod_reason = ev.as_str(status.get("reason"))
+    pod_message = ev.as_str(status.get("message")).strip()
+    base = dict(pod=name, node=node_of(pod), job=job)
+    disruption = ev.condition(pod, c.CONDITION_DISRUPTION_TARGET)
+    if disruption is not None:
+        d_reason = ev.as_str(disruption.get("reason"))
+        extra = f"; pod {pod_reason}: {pod_message}" if pod_reason else ""
+        text = f"pod {name} has DisruptionTarget {d_reason}: {ev.as_str(disruption.get('message'))}{extra}"
+        when = ev.parse_time(disruption.get("lastTransitionTime"))
+        return Finding(disruption_kind(disruption, pod_reason), time=when, evidence=text.rstrip(": "), reason=d_reason, **base)
+    kind = _pod_reason_kind(pod_reason)
+    if kind is None:
+        return None
+    text = f"pod {name} {pod_reason}: {pod_message}".rstrip(": ")
+    return Finding(kind, time=pod_end_time(pod), evidence=text, reason=pod_reason, **base)
+
+
+def deletion_requested(pod: Mapping[str, Any]) -> datetime | None:
+    """When the pod's deletion was asked for: deletionTimestamp is that moment plus the grace period."""
+    deadline = ev.parse_time(ev.meta(pod).get("deletionTimestamp"))
+    if deadline is None:
+        return None
+    # The API server always writes the grace period with the timestamp; without it, the latest moment the
+    # deletion can have been asked for is the timestamp itself, which never makes a deletion look earlier.
+    grace = ev.as_int(ev.meta(pod).get("deletionGracePeriodSeconds")) or 0
+    return deadline - timedelta(seconds=max(0, grace))
+
+
+def _with_exit_info(head: Finding, containers: list[Finding]) -> Finding:
+    """Disruption evidence outranks the same pod's exit codes, which still tell which container died."""
+    exit_info = next((f for f in containers if f.exit_code), None)
+    if exit_info is None:
+        return head
+    return replace(
+        head,
+        container=exit_info.container,
+        exit_code=exit_info.exit_code,
+        evidence=f"{head.evidence}; {exit_info.evidence}",
+        time=head.time or exit_info.time,
+    )
+
+
+def _pending_finding(pod: Mapping[str, Any], now: datetime, grace: Grace, job: str | None) -> Finding | None:
+    unsched = ev.condition(pod, c.CONDITION_POD_SCHEDULED, "False")
+    if unsched is None or unsched.get("reason") != c.POD_REASON_UNSCHEDULABLE or grace.unschedulable_seconds is None:
+        return None
+    since = ev.parse_time(unsched.get("lastTransitionTime"))
+    waited = (now - since).total_seconds() if since else 0.0
+    if waited < grace.unschedulable_seconds:
+        return None
+    name = ev.name_of(pod)
+    text = f"pod {name} unschedulable for {int(waited)}s: {ev.as_str(unsched.get('message'))}".rstrip(": ")
+    return Finding(K.UNSCHEDULABLE, time=since, evidence=text, pod=name, reason=c.POD_REASON_UNSCHEDULABLE, job=job, stuck=True)
+
+
+def classify_pod(
+    pod: Mapping[str, Any],
+    *,
+    now: datetime,
+    grace: Grace = DEFAULT_GRACE,
+    retryable_exit_codes: frozenset[int] = frozenset(),
+) -> list[Finding]:
+    """Everything one pod says about why it failed, strongest first for that pod."""
+    job = ev.pod_job_name(pod)
+    containers = container_findings(pod, now, grace, retryable_exit_codes, job)
+    head = pod_level_finding(pod, job)
+    if head is not None:
+        return [_with_exit_info(head, containers)]
+    deleted_at = deletion_requested(pod)
+    if deleted_at is not None:
+        # Terminated while being deleted: usually the teardown of a failing set, unless the deletion came
+        # first (`root` decides, comparing `deleted_at` with every other failure).
+        containers = [replace(f, teardown=True, deleted_at=deleted_at) if f.kind is K.INTERRUPTED else f for f in containers]
+    containers.sort(key=lambda f: (f.teardown, f.sort_key()))
+    if containers:
+        return containers
+    phase = ev.status_of(pod).get("phase")
+    if phase == "Pending":
+        found = _pending_finding(pod, now, grace, job)
+        return [found] if found else []
+    if phase == "Failed":
+        text = f"pod {ev.name_of(pod)} Failed with no container or condition evidence"
+        return [Finding(K.UNKNOWN, time=pod_end_time(pod), evidence=text, pod=ev.name_of(pod), node=node_of(pod), job=job)]
+    return []
+
+
+def pod_end_time(pod: Mapping[str, Any]) -> datetime | None:
+    times = []
+    status = ev.status_of(pod)
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in ev.as_list(status.get(key)):
+            term = ev.as_map(ev.as_map(ev.as_map(cs).get("state")).get("terminated"))
+            times.append(ev.parse_time(term.get("finishedAt")))
+    for cond in ev.conditions(pod):
+        if cond.get("type") in (c.CONDITION_READY, c.CONDITION_CONTAINERS_READY) and cond.get("status") == "False":
+            times.append(ev.parse_time(cond.get("lastTransitionTime")))
+    found = [t for t in times if t]
+    return min(found) if found else ev.parse_time(status.get("startTime"))

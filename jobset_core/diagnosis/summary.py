@@ -1,0 +1,121 @@
+"""The summary: the one line a person reads first.
+
+It names the culprit and what it did, quotes the error the container printed when the last line of its
+termination message looks like one (otherwise it is only "the last log line"), counts the peers that went
+down with it, and for the kinds a user can fix says what to change. When nothing failed it says what the
+input shows, never more: a dump that shows no failure is not proof that none happened.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from jobset_core import evidence as ev
+from jobset_core.diagnosis.model import Finding, HistoryEntry, K
+from jobset_core.diagnosis.root import Peers
+from jobset_core.kinds import FailureKind
+
+ACTIONABLE = {
+    K.OOM_KILLED: "raise resources.limits.memory or lower the batch size",
+    K.IMAGE_PULL_ERROR: "check the image name and tag and the pull secret",
+    K.CONFIG_ERROR: "create the missing secret/configmap or fix the container command",
+    K.DEADLINE_EXCEEDED: "raise the deadline or make the work shorter",
+    K.UNSCHEDULABLE: "ask for fewer resources or more quota/capacity",
+}
+# A line that reads as an error: a Python exception (`ValueError: ...`, `Traceback`), a Go/C++ style
+# `error:`/`fatal:`, a panic, an abort, or a Java-like `SomethingException`.
+ERROR_LINE = re.compile(
+    r"\b\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)|Traceback|\berror\b|\bfatal\b|\bpanic\b|"
+    r"\bfailed\b|\babort(?:ed)?\b|\bexception\b|\bkilled\b|Segmentation fault|core dumped",
+    re.IGNORECASE,
+)
+
+
+def looks_like_error(line: str) -> bool:
+    return bool(ERROR_LINE.search(line))
+
+
+def _who(root: Finding, job: str | None) -> str:
+    if root.pods_affected > 1:
+        return f"{root.pods_affected} pods"
+    if root.container and root.pod:
+        return f"container {root.container} in pod {root.pod}"
+    if root.pod:
+        return f"pod {root.pod}"
+    return f"job {job}" if job else "the workload"
+
+
+def _application_error(root: Finding, who: str, when: str, job: str | None) -> str:
+    if root.exit_code is None:
+        return f"{who} failed at {when}: {root.reason}"
+    line = f"{who} exited {root.exit_code} at {when}"
+    if root.message:
+        line += f": {root.message}" if looks_like_error(root.message) else f" (last log line: {root.message})"
+    if root.peer_loss:
+        line += " (it lost a peer: the pod that failed first may no longer be on record)"
+    return line
+
+
+def _interrupted(root: Finding, who: str, when: str, job: str | None) -> str:
+    code = root.exit_code if root.exit_code is not None else "143"
+    if root.reason == "Deleted" and root.deleted_at is not None:
+        return f"{who} was deleted at {ev.format_time(root.deleted_at)} (exit {code}) before anything else failed"
+    return f"{who} was terminated (exit {code}) at {when} with no application error before it"
+
+
+def _oom(root: Finding, who: str, when: str, job: str | None) -> str:
+    limit = f" its {root.memory_limit} memory limit" if root.memory_limit else " its memory limit"
+    return f"{who} exceeded{limit} at {when}"
+
+
+_LINES: dict[FailureKind, Callable[[Finding, str, str, str | None], str]] = {
+    K.APPLICATION_ERROR: _application_error,
+    K.INTERRUPTED: _interrupted,
+    K.OOM_KILLED: _oom,
+    K.PREEMPTED: lambda r, who, when, job: f"{who} was preempted at {when}" + (f" on node {r.node}" if r.node else ""),
+    K.NODE_FAILURE: lambda r, who, when, job: f"{who} was lost with its node at {when}"
+    + (f" ({r.node})" if r.node else "")
+    + f": {r.reason}",
+    K.EVICTED: lambda r, who, when, job: f"{who} was evicted at {when}" + (f" from node {r.node}" if r.node else ""),
+    K.UNSCHEDULABLE: lambda r, who, when, job: f"{who} could not be scheduled since {when}",
+    K.IMAGE_PULL_ERROR: lambda r, who, when, job: f"{who} cannot pull its image ({r.reason})",
+    K.CONFIG_ERROR: lambda r, who, when, job: f"{who} cannot start ({r.reason})",
+    K.DEADLINE_EXCEEDED: lambda r, who, when, job: f"{job or who} ran past its deadline at {when}",
+    K.SYSTEM_ERROR: lambda r, who, when, job: f"{who} failed for an infrastructure reason ({r.reason}) at {when}",
+}
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+def failure_summary(root: Finding, peers: Peers, job: str | None) -> str:
+    when = ev.format_time(root.time)
+    line_for = _LINES.get(root.kind)
+    who = _who(root, job)
+    line = line_for(root, who, when, job) if line_for else f"{who} failed at {when} and nothing explains it"
+    if peers.terminated:
+        line += f"; {peers.terminated} {_plural(peers.terminated, 'peer was', 'peers were')} then terminated"
+    if peers.lost_connection:
+        n = peers.lost_connection
+        line += f"; {n} {_plural(n, 'peer', 'peers')} then failed on the lost connection"
+    if root.kind in ACTIONABLE:
+        line += f"; {ACTIONABLE[root.kind]}"
+    return f"{root.kind}: {line}"
+
+
+def quiet_summary(what: str, history: list[HistoryEntry], succeeded: bool) -> str:
+    """The line for input that shows no failure: succeeded, or "no failure visible", never "has not failed"."""
+    line = f"succeeded: {what} completed" if succeeded else f"no failure visible in {what}"
+    if history:
+        last = history[-1]
+        line += f" ({len(history)} in-cluster {_plural(len(history), 'restart', 'restarts')}, last: {last.kind})"
+    return line
+
+
+def in_flight_summary(summary: str, what: str, restarting: bool) -> str:
+    """A failure the controllers have decided but the JobSet has not recorded: what comes next."""
+    if restarting:
+        return f"{summary}; {what} is restarting in the cluster"
+    return f"{summary}; {what} has not written Failed yet (its failure policy will fail it)"

@@ -31,6 +31,7 @@ from jobset_core.kube_api import (
     KubeApiError,
     NameConflictError,
     default_api_client,
+    kubeconfig_namespace,
     explain_api_error,
     is_transient,
     without_transport_retries,
@@ -83,6 +84,9 @@ class KubernetesRuntime:
     ) -> None:
         if api_client is None:
             api_client = default_api_client()
+            # With our own config loading, the namespace follows kubectl's rule too (the context's, or the
+            # pod's service account's); a given client (an Airflow connection) comes with its own choice.
+            namespace = namespace or kubeconfig_namespace()
         self.api_client = without_transport_retries(api_client)
         self.namespace = namespace
         self.retry = retry or ApiRetry()

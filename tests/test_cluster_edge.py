@@ -157,3 +157,16 @@ contexts:
     namespace: {namespace}
 current-context: {context}
 """
+
+
+def test_a_runtime_without_a_namespace_uses_the_kubeconfig_contexts_like_kubectl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LocalApiServer() as server:
+        kubeconfig = tmp_path / "config"
+        kubeconfig.write_text(kubeconfig_text(server.url, "lab", "team-a"))
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        assert KubernetesRuntime(retry=FAST).namespace == "team-a"
+        assert KubernetesRuntime(namespace="other", retry=FAST).namespace == "other"
+        assert KubernetesRuntime(server.api_client(), retry=FAST).namespace is None  # a given client: the spec's, else default

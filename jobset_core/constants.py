@@ -120,6 +120,8 @@ JOBSET_MESSAGE_FAILED = "jobset failed"
 JOBSET_REASON_COMPLETED = "AllJobsCompleted"
 JOBSET_MESSAGE_COMPLETED = "jobset completed successfully"
 JOBSET_REASON_SUSPENDED = "SuspendedJobs"
+JOBSET_REASON_RESUMED = "ResumeJobs"  # jobset pkg/constants/constants.go JobSetResumedReason
+JOBSET_MESSAGE_RESUMED = "jobset is resumed"
 JOBSET_MESSAGE_SUSPENDED = "jobset is suspended"
 JOBSET_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 

@@ -31,9 +31,9 @@ from jobset_core.kube_api import (
     KubeApiError,
     NameConflictError,
     default_api_client,
-    kubeconfig_namespace,
     explain_api_error,
     is_transient,
+    kubeconfig_namespace,
     without_transport_retries,
 )
 from jobset_core.ledger import RUN_KEY_LABEL

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core import controller_rules as rules
 from jobset_core.evidence import finalizer_removal_patch, owner_reference
 from jobset_core.testing import ApiError, LocalApiServer
@@ -489,9 +490,15 @@ class ClusterDriver:
         if spec.get("suspend"):
             if not _cond(js, "Suspended"):
                 conditions = set_condition(
-                    conditions, "Suspended", "True", "SuspendJobs", "jobset is suspended"
+                    conditions, "Suspended", "True", c.JOBSET_REASON_SUSPENDED, c.JOBSET_MESSAGE_SUSPENDED
                 )
                 self._status(js, {"conditions": conditions})
+                self.record_event(js, "Normal", c.JOBSET_REASON_SUSPENDED, c.JOBSET_MESSAGE_SUSPENDED, component="jobset", micro=True, action="Reconciling")
+            return
+        if _cond(js, "Suspended"):  # jobset_controller.go resumeJobSetIfNecessary
+            conditions = set_condition(conditions, "Suspended", "False", c.JOBSET_REASON_RESUMED, c.JOBSET_MESSAGE_RESUMED)
+            self._status(js, {"conditions": conditions})
+            self.record_event(js, "Normal", c.JOBSET_REASON_RESUMED, c.JOBSET_MESSAGE_RESUMED, component="jobset", micro=True, action="Reconciling")
             return
         restarts = int(status.get("restarts") or 0)
         counted = int(status.get("restartsCountTowardsMax") or 0)
@@ -871,14 +878,15 @@ class ClusterDriver:
     ) -> Obj:
         active = [p for p in live if not _deleting(p)]
         out: Obj = {
-            "failed": failed,
-            "succeeded": len(succeeded),
             "ready": sum(1 for p in active if _cond(p, "Ready")),
             "terminating": sum(1 for p in live if _deleting(p)),
-            "active": len(active),
             "startTime": status.get("startTime") or now_seconds(),
             "uncountedTerminatedPods": {},
         }
+        # batch/v1 JobStatus: active, succeeded and failed are omitempty (the captures show it).
+        for key, value in (("active", len(active)), ("succeeded", len(succeeded)), ("failed", failed)):
+            if value:
+                out[key] = value
         if conditions:
             out["conditions"] = conditions
         if succeeded:

@@ -140,18 +140,10 @@ def test_a_kueue_preemption_is_reported_in_progress_and_in_the_result(kube: Kube
     name = wait_until(lambda: run.handle and run.handle.name)
 
     def kueue(suspend: bool) -> None:
-        """Kueue flips spec.suspend; the JobSet controller then writes the Suspended condition (the test
-        driver only writes it on suspension, so its resume half is written here)."""
+        """Kueue flips spec.suspend; the JobSet controller writes the Suspended condition both ways."""
         js = server.get(JOBSET_API, "JobSet", name, NS)
         js["spec"]["suspend"] = suspend
-        js = server.update(js)
-        conditions = (js.get("status") or {}).get("conditions") or []
-        if not suspend and any(c["type"] == "Suspended" for c in conditions):
-            js["status"]["conditions"] = [
-                dict(c, status="False", reason="ResumeJobs", message="jobset is resumed") if c["type"] == "Suspended" else c
-                for c in conditions
-            ]
-            server.update_status(js)
+        server.update(js)
 
     def suspended() -> bool:
         js = server.get(JOBSET_API, "JobSet", name, NS)

@@ -360,7 +360,7 @@ class Controllers:
                     "failed": sum(1 for j in jobs if has_condition(j.record, c.CONDITION_FAILED)),
                     "ready": sum(1 for j in jobs if rules.job_is_ready(j.record) and not job_done(j)),
                     "succeeded": sum(1 for j in jobs if has_condition(j.record, c.CONDITION_COMPLETE)),
-                    "suspended": 0,
+                    "suspended": sum(1 for j in jobs if (j.record.get("spec") or {}).get("suspend")),
                 }
             )
         sub.main["status"]["replicatedJobsStatus"] = out

@@ -444,7 +444,8 @@ class JobSetSpec:
             check_positive_int("coordinator.job_index", self.coordinator.job_index, allow_zero=True)
             check_positive_int("coordinator.pod_index", self.coordinator.pod_index, allow_zero=True)
             rj_by_name = {rj.name: rj for rj in self.replicated_jobs}
-            target = rj_by_name.get(self.coordinator.replicated_job)
+            chosen = self.coordinator.replicated_job
+            target = rj_by_name.get(chosen) if isinstance(chosen, str) else None
             if target is None:
                 raise SpecError("coordinator.replicated_job", f"{self.coordinator.replicated_job!r} is unknown", f"use one of {', '.join(names)}")
             if not 0 <= self.coordinator.job_index < target.replicas:

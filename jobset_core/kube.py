@@ -97,6 +97,7 @@ class KubernetesRuntime:
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self._evidence: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self._evidence_stored: set[tuple[str, str]] = set()  # evidence ConfigMaps known to exist
         self._lock = threading.Lock()
 
     # ----- generic object access ----------------------------------------------------------------------
@@ -460,6 +461,15 @@ class KubernetesRuntime:
             pods = pods[: len(pods) // 2 + 1]  # keep the earliest failures: the root cause is among them
             data = json.dumps(pods, separators=(",", ":"))
         name = handle.name + EVIDENCE_SUFFIX
+        key = (handle.namespace, name)
+        if key in self._evidence_stored:  # it exists: one patch, not a read of the owner, a 409 and a patch
+            try:
+                self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": {"pods.json": data}})
+                return
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                self._evidence_stored.discard(key)
         group, version, plural = self._main_ref(handle)
         main = self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
         if main is None or ev.meta(main).get("deletionTimestamp"):
@@ -481,11 +491,13 @@ class KubernetesRuntime:
             if exc.status != 409:
                 raise
             self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": body["data"]})
+        self._evidence_stored.add(key)
 
     def _load_evidence(self, handle: Handle) -> None:
         stored = self._get("v1", "ConfigMap", handle.name + EVIDENCE_SUFFIX, handle.namespace)
         if not stored:
             return
+        self._evidence_stored.add((handle.namespace, handle.name + EVIDENCE_SUFFIX))
         try:
             pods = json.loads((stored.get("data") or {}).get("pods.json") or "[]")
         except ValueError:

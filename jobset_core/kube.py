@@ -17,6 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import tenacity
@@ -47,6 +48,9 @@ EVIDENCE_SUFFIX = "-evidence"
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
 EVIDENCE_MAX_PODS = 64
 RUN_RECORD_KEY = "record.json"
+# While only pods change, the Jobs and events are listed again at most this often (the JobSet or Job object
+# changes whenever its controller acts, and that always triggers a listing).
+RELATED_REFRESH_SECONDS = 5.0
 PLURALS = {
     "JobSet": "jobsets",
     "Job": "jobs",
@@ -332,16 +336,25 @@ class KubernetesRuntime:
             log.warning("could not release evidence finalizers of %s: %s", handle.name, exc)
 
     def _observation(self, handle: Handle, main: dict[str, Any] | None, pods: Mapping[str, dict[str, Any]], with_events: bool) -> Observation:
+        related = self._related(handle, main) if main is not None and with_events else _Related()
+        return self._assemble(handle, main, pods, related)
+
+    def _assemble(self, handle: Handle, main: dict[str, Any] | None, pods: Mapping[str, dict[str, Any]], related: _Related) -> Observation:
         kept = self._evidence.get((handle.namespace, handle.name), {})
         all_pods = [*pods.values(), *(p for name, p in kept.items() if name not in pods)]
-        jobs: list[dict[str, Any]] = []
-        events: list[dict[str, Any]] = []
-        workloads: list[dict[str, Any]] = []
-        if main is not None and with_events:
-            jobs = self._child_jobs(handle) if handle.kind == "JobSet" else []
-            events = self._events(handle.namespace)
-            workloads = self._kueue_workloads(main)
-        return Observation(main=main, jobs=jobs, pods=all_pods, events=events, workloads=workloads)
+        if main is None:
+            return Observation(main=None, pods=all_pods)
+        return Observation(main=main, jobs=related.jobs, pods=all_pods, events=related.events, workloads=related.workloads)
+
+    def _related(self, handle: Handle, main: Mapping[str, Any]) -> _Related:
+        """What the watches do not carry: the child Jobs, the events, Kueue's Workload (one listing each)."""
+        return _Related(
+            self._child_jobs(handle) if handle.kind == "JobSet" else [],
+            self._events(handle.namespace),
+            self._kueue_workloads(main),
+            str(ev.meta(main).get("resourceVersion") or ""),
+            time.monotonic(),
+        )
 
     def _kueue_workloads(self, main: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Kueue's Workload for a queued JobSet/Job: its Evicted condition says why it was suspended."""
@@ -591,6 +604,17 @@ class KubernetesRuntime:
         return freed
 
 
+@dataclass(frozen=True)
+class _Related:
+    """The last listing of what an attempt's watches do not carry, and when it was taken."""
+
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+    resource_version: str = ""  # of the attempt's object at that listing
+    at: float = 0.0  # time.monotonic()
+
+
 class _Streams:
     """The two resumable watches of one attempt (its object, its pods), each read on its own thread.
 
@@ -711,6 +735,7 @@ class _Tracker:
         self.handle = handle
         self.main: dict[str, Any] | None = None
         self.pods: dict[str, dict[str, Any]] = {}
+        self.related = _Related()
         self._synced: set[str] = set()
         group, version, _ = runtime._main_ref(handle)
         self._api_version = f"{group}/{version}"
@@ -756,5 +781,13 @@ class _Tracker:
             self.pods[ev.name_of(payload)] = payload
 
     def observation(self, changed: bool) -> Observation:
-        with_events = changed or state_of(self.main).terminal
-        return self.runtime._observation(self.handle, self.main, self.pods, with_events=with_events)
+        """Jobs, events and Workloads are listed again when the attempt's object moved (its controller acted),
+        at the end, or at most every `RELATED_REFRESH_SECONDS` while pods change; otherwise the last listing
+        stands, so one observation never shows less history than the one before it."""
+        main = self.main
+        if main is not None:
+            moved = str(ev.meta(main).get("resourceVersion") or "") != self.related.resource_version
+            stale = changed and time.monotonic() - self.related.at >= RELATED_REFRESH_SECONDS
+            if moved or stale or state_of(main).terminal:
+                self.related = self.runtime._related(self.handle, main)
+        return self.runtime._assemble(self.handle, main, self.pods, self.related)

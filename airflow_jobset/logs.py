@@ -12,7 +12,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from jobset_core import GangJobSpec, Handle, JobSetSpec, KubernetesRuntime, LocalRuntime
@@ -27,19 +26,29 @@ TAIL_LINES = 20
 log = logging.getLogger(__name__)
 
 
+def _leader_job(spec: JobSetSpec) -> str:
+    """The leader is the coordinator's replicated job, else the first one."""
+    return spec.coordinator.replicated_job if spec.coordinator else spec.replicated_jobs[0].name
+
+
 def leader_selector(spec: JobSetSpec | GangJobSpec, handle: Handle) -> str:
-    """The label selector of the leader pod: the coordinator's (or first) replicated job, index 0, pod 0."""
+    """The label selector of the leader pod: the leader's job 0, pod 0 (a gang Job's index 0)."""
     if isinstance(spec, GangJobSpec):
         return f"{JOB_NAME_LABEL}={handle.name},{COMPLETION_INDEX_LABEL}=0"
-    leader = spec.coordinator.replicated_job if spec.coordinator else spec.replicated_jobs[0].name
-    return f"{JOBSET_NAME_LABEL}={handle.name},{REPLICATED_JOB_LABEL}={leader},{JOB_INDEX_LABEL}=0,{COMPLETION_INDEX_LABEL}=0"
+    return f"{JOBSET_NAME_LABEL}={handle.name},{REPLICATED_JOB_LABEL}={_leader_job(spec)},{JOB_INDEX_LABEL}=0,{COMPLETION_INDEX_LABEL}=0"
+
+
+def leader_hostname(spec: JobSetSpec | GangJobSpec, handle: Handle) -> str:
+    """`<jobset>-<rjob>-<jobIndex>-<podIndex>` (a gang Job: `<job>-<index>`), as the controllers name it."""
+    if isinstance(spec, GangJobSpec):
+        return f"{handle.name}-0"
+    return f"{handle.name}-{_leader_job(spec)}-0-0"
 
 
 def container_of(spec: JobSetSpec | GangJobSpec) -> str:
     if isinstance(spec, GangJobSpec):
         return spec.container_name
-    leader = spec.coordinator.replicated_job if spec.coordinator else spec.replicated_jobs[0].name
-    return next(rj.container_name for rj in spec.replicated_jobs if rj.name == leader)
+    return next(rj.container_name for rj in spec.replicated_jobs if rj.name == _leader_job(spec))
 
 
 class LeaderLog:
@@ -100,21 +109,43 @@ class LeaderLog:
             self._stream = None
 
 
+def _local_log(runtime: LocalRuntime, handle: Handle, hostname: str) -> str | None:
+    """The newest local log file of a pod hostname (one per attempt and restart)."""
+    root = runtime.workdir / handle.name
+    files = sorted((p for p in root.rglob(f"{hostname}.log")), key=lambda p: p.stat().st_mtime)
+    return files[-1].read_text(errors="replace") if files else None
+
+
+def _read_pod_log(runtime: KubernetesRuntime, namespace: str, pod: str, container: str | None, **kwargs: Any) -> str | None:
+    try:
+        text = runtime.core.read_namespaced_pod_log(pod, namespace, container=container, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - the pod may be gone; the diagnosis already names it
+        log.debug("no log for %s: %s", pod, exc)
+        return None
+    return str(text)
+
+
 def culprit_tail(runtime: Any, handle: Handle, pod: str | None, container: str | None, lines: int = TAIL_LINES) -> str | None:
     """The last lines the failing pod wrote, from the cluster or from the local runtime's log files."""
     if not pod:
         return None
+    text = None
     if isinstance(runtime, LocalRuntime):
-        root = runtime.workdir / handle.name
-        files = sorted((p for p in root.rglob("*.log") if pod.startswith(p.stem)), key=lambda p: p.stat().st_mtime)
-        if not files:
-            return None
-        return "\n".join(Path(files[-1]).read_text(errors="replace").splitlines()[-lines:])
+        text = _local_log(runtime, handle, pod.rsplit("-", 1)[0])  # a pod is named `<hostname>-<suffix>`
+    elif isinstance(runtime, KubernetesRuntime):
+        text = _read_pod_log(runtime, handle.namespace, pod, container, tail_lines=lines)
+    if not text:
+        return None
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or None
+
+
+def leader_output(runtime: Any, spec: JobSetSpec | GangJobSpec, handle: Handle) -> str | None:
+    """Everything the leader pod of a finished run wrote."""
+    if isinstance(runtime, LocalRuntime):
+        return _local_log(runtime, handle, leader_hostname(spec, handle))
     if isinstance(runtime, KubernetesRuntime):
-        try:
-            text = runtime.core.read_namespaced_pod_log(pod, handle.namespace, container=container, tail_lines=lines)
-        except Exception as exc:  # noqa: BLE001 - the pod may be gone; the diagnosis already names it
-            log.debug("no log for %s: %s", pod, exc)
-            return None
-        return str(text).rstrip() or None
+        pods = runtime.core.list_namespaced_pod(handle.namespace, label_selector=leader_selector(spec, handle)).items
+        pods.sort(key=lambda p: p.metadata.creation_timestamp or 0)
+        if pods:
+            return _read_pod_log(runtime, handle.namespace, pods[-1].metadata.name, container_of(spec))
     return None

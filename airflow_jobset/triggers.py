@@ -56,13 +56,23 @@ class JobSetTrigger(BaseTrigger):
     def _on_event(self, event: RunEvent) -> None:
         self.log.info("[%s] %s", event.type, event.message)
 
+    def _runtime(self, handle: Handle) -> Any:
+        return make_runtime(
+            self.runtime, conn_id=self.kubernetes_conn_id, namespace=handle.namespace, local_faults=self.local_faults
+        )
+
+    async def on_kill(self) -> None:
+        """A user killed the deferred task (mark failed, clear): delete every attempt of the run, as the
+        worker's `on_kill` does. Never on a triggerer restart or hand-over: those only cancel `run()`."""
+        handle = Handle.from_dict(self.handle)
+        runtime = await asyncio.to_thread(self._runtime, handle)
+        run = await asyncio.to_thread(JobSetRun.resume, handle, runtime, on_event=self._on_event)
+        await run.acancel()
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         handle = Handle.from_dict(self.handle)
         try:
-            runtime = await asyncio.to_thread(
-                make_runtime, self.runtime, conn_id=self.kubernetes_conn_id, namespace=handle.namespace,
-                local_faults=self.local_faults,
-            )
+            runtime = await asyncio.to_thread(self._runtime, handle)
             run = await asyncio.to_thread(
                 JobSetRun.resume, handle, runtime, engine_attempt=self.engine_attempt, on_event=self._on_event
             )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from airflow_jobset import GangJobOperator, JobSetOperator
 PROGRAM = str(Path(__file__).resolve().with_name("sharded_regression.py"))
 RUNTIME = os.environ.get("JOBSET_EXAMPLE_RUNTIME", "local")
 PREEMPTION = "preempt:workers-1-0@1.5s"
-CHECKPOINTS = "/tmp/jobset-airflow-example/{{ dag_run.run_id | replace(':', '-') | replace('+', '-') }}"
+CHECKPOINTS = str(Path(tempfile.gettempdir()) / "jobset-airflow-example") + "/{{ dag_run.run_id | replace(':', '-') | replace('+', '-') }}"
 
 with DAG(dag_id="jobset_example", schedule=None, start_date=datetime(2025, 1, 1), catchup=False, tags=["jobset"]):
     train = JobSetOperator(

@@ -25,6 +25,17 @@ JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 NS = "team-a"
 
 
+def body(response: Any) -> dict[str, Any]:
+    """The JSON the server sent: client releases differ in how they deserialize a delete's response
+    (kubernetes 36 makes a V1Status of it, 37 returns the object), so tests read it raw."""
+    return json.loads(response.data)
+
+
+def is_watch(record: Any) -> bool:
+    """Client releases spell the watch flag differently (`True` in 36, `true` in 37)."""
+    return str(record.query.get("watch", "")).lower() in ("true", "1")
+
+
 # --------------------------------------------------------------------- fixtures
 
 
@@ -613,7 +624,7 @@ def test_client_resumes_after_dropped_watch_without_duplicates(
     # No timeout_seconds: the client reconnects from the last version it saw.
     events = collect(watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=rv), 4)
     assert summary(events) == [("ADDED", f"p{i}") for i in range(1, 5)]
-    watches = [r for r in server.requests if r.query.get("watch") == "true"]
+    watches = [r for r in server.requests if is_watch(r)]
     assert len(watches) == 2
     assert watches[1].query["resourceVersion"] == events[1]["raw_object"]["metadata"]["resourceVersion"]
 
@@ -657,7 +668,7 @@ def test_stopping_the_server_ends_open_watches() -> None:
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     deadline = time.monotonic() + 2
-    while not any(r.query.get("watch") == "true" for r in srv.requests) and time.monotonic() < deadline:
+    while not any(is_watch(r) for r in srv.requests) and time.monotonic() < deadline:
         time.sleep(0.01)
     srv.stop()
     assert ended.wait(3), "watch stream did not end when the server stopped"
@@ -705,7 +716,7 @@ def test_foreground_deletion_removes_pods_then_job(
 ) -> None:
     _job_with_pods(server, batch)
     before = server.resource_version
-    response = batch.delete_namespaced_job("train", NS, propagation_policy="Foreground")
+    response = body(batch.delete_namespaced_job("train", NS, propagation_policy="Foreground", _preload_content=False))
     assert response["metadata"]["deletionTimestamp"]
     assert "foregroundDeletion" in response["metadata"]["finalizers"]
     assert core.list_namespaced_pod(NS).items == []
@@ -789,7 +800,7 @@ def test_job_delete_defaults_to_orphan(
     server: LocalApiServer, core: client.CoreV1Api, batch: client.BatchV1Api
 ) -> None:
     _job_with_pods(server, batch)
-    response = batch.delete_namespaced_job("train", NS)
+    response = body(batch.delete_namespaced_job("train", NS, _preload_content=False))
     assert response["status"] == "Success" and response["details"]["kind"] == "jobs"
     orphans = core.list_namespaced_pod(NS, label_selector="job-name=train").items
     assert names(orphans) == ["train-0", "train-1"]
@@ -818,7 +829,7 @@ def test_finalizer_holds_object_until_removed(core: client.CoreV1Api) -> None:
         resource_version=created.metadata.resource_version,
         timeout_seconds=5,
     )
-    pending = core.delete_namespaced_config_map("cm", NS, grace_period_seconds=5)
+    pending = body(core.delete_namespaced_config_map("cm", NS, grace_period_seconds=5, _preload_content=False))
     assert pending["metadata"]["deletionTimestamp"]
     assert pending["metadata"]["deletionGracePeriodSeconds"] == 5
     assert core.read_namespaced_config_map("cm", NS).metadata.deletion_timestamp is not None

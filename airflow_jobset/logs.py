@@ -99,12 +99,16 @@ class LeaderLog:
         self._stream = self.runtime.core.read_namespaced_pod_log(
             pod, self.handle.namespace, container=self.container, follow=True, _preload_content=False
         )
+        pending = b""
         try:
-            for raw in self._stream.stream():
+            for chunk in self._stream.stream():
                 if self._stop.is_set():
                     return
-                for line in raw.decode("utf-8", errors="replace").splitlines():
-                    self.emit(f"[{pod}] {line}")
+                *lines, pending = (pending + chunk).split(b"\n")  # chunks do not end on line breaks
+                for line in lines:
+                    self.emit(f"[{pod}] {line.decode('utf-8', errors='replace')}")
+            if pending:
+                self.emit(f"[{pod}] {pending.decode('utf-8', errors='replace')}")
         finally:
             self._stream = None
 

@@ -17,6 +17,7 @@ Mapping of Airflow onto the core:
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -46,6 +47,7 @@ from jobset_core import (
     State,
     make_run_key,
 )
+from jobset_core.run import log as CORE_LOG  # where JobSetRun logs every event it emits
 
 HANDLE_KEY = "jobset_handle"  # task state store key; renaming it breaks in-flight retries
 XCOM_NAME = "jobset_name"
@@ -105,7 +107,6 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         self._run: JobSetRun | None = None
         self._runtime_obj: Any = None
         self._spec_obj: JobSetSpec | GangJobSpec | None = None
-        self._run_key: str | None = None
         self._xcom: dict[str, Any] | None = None
 
     # ----- building blocks ---------------------------------------------------------------------------
@@ -136,10 +137,12 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         return self._runtime_obj
 
     def _on_event(self, event: RunEvent) -> None:
-        self.log.info("[%s] %s", event.type, event.message)
+        """Progress, restarts, suspensions into the task log, once: the core logs each event itself, so
+        only repeat it when that line would reach no handler (a task log set up for `airflow.task` only)."""
+        if not (CORE_LOG.isEnabledFor(logging.INFO) and CORE_LOG.hasHandlers()):
+            self.log.info("[%s] %s", event.type, event.message)
 
     def _new_run(self, context: Any) -> JobSetRun:
-        self._run_key = run_key_for(context)
         spec = self._spec(context)
         runtime = self._get_runtime()
         if not self.namespace and isinstance(runtime, KubernetesRuntime) and runtime.namespace:
@@ -147,7 +150,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         return JobSetRun(
             spec,
             runtime,
-            run_key=self._run_key,
+            run_key=run_key_for(context),
             engine_attempt=engine_attempt_for(context),
             resubmit=False,
             on_event=self._on_event,
@@ -163,7 +166,6 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             engine_attempt=engine_attempt_for(context),
             on_event=self._on_event,
         )
-        self._run_key = handle.run_key
         return self._run
 
     # ----- ResumableJobMixin -------------------------------------------------------------------------

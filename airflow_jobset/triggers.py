@@ -10,11 +10,13 @@ Cancelling the trigger (a triggerer hand-over, a timeout) stops its watch and ne
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_jobset.operators import CORE_LOG
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, make_runtime
 from airflow_jobset.watching import await_end
 from jobset_core import Handle, JobSetRun, RunEvent
@@ -54,7 +56,8 @@ class JobSetTrigger(BaseTrigger):
         )
 
     def _on_event(self, event: RunEvent) -> None:
-        self.log.info("[%s] %s", event.type, event.message)
+        if not (CORE_LOG.isEnabledFor(logging.INFO) and CORE_LOG.hasHandlers()):
+            self.log.info("[%s] %s", event.type, event.message)
 
     def _runtime(self, handle: Handle) -> Any:
         return make_runtime(

@@ -128,6 +128,26 @@ def test_preemption_is_retried_by_airflow_within_the_budget_then_succeeds(
     assert ti.xcoms["diagnosis"] is None
 
 
+def test_in_cluster_restarts_spend_the_same_budget_so_airflow_does_not_retry(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """retries=1: the in-cluster restart after the first preemption spends it; the second preemption ends
+    the task on its first try although Airflow alone would have retried once more."""
+    ti, store = ti_for("spent"), StateStore()
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.preempt("workers-0-0", restart=1, after=0.3)
+
+    outcome: Tries = in_thread(lambda: run_tries(lambda: operator(retries=1), ti, store))
+
+    assert outcome.state == "failed" and outcome.tries == 1
+    [error] = outcome.errors
+    assert isinstance(error, AirflowFailException)
+    assert "Preempted is retryable but the budget is spent: 2 of 2 attempts used" in str(error)
+    [js] = jobsets(server)
+    assert js["status"]["restarts"] == 1 and js["spec"]["failurePolicy"]["maxRestarts"] == 1
+    assert ti.xcoms["diagnosis"]["kind"] == "Preempted"
+
+
 def test_retry_policy_follows_the_core_decision() -> None:
     from airflow.sdk.definitions.retry_policy import RetryAction
 
@@ -335,11 +355,12 @@ def test_gang_job_operator_runs_an_indexed_job(server: LocalApiServer, driver: C
     ti = ti_for("gang")
     op = GangJobOperator(
         task_id="shards", job={"name": "shards", "pods": 3, "image": "busybox", "command": ["true"]},
-        kubernetes_conn_id=CONN, retries=1,
+        kubernetes_conn_id=CONN, retries=1, delete_on_finish=True,
     )
     value = in_thread(lambda: op.execute({"ti": ti, "task_state_store": StateStore()}))
     assert value["succeeded"] and value["handle"]["kind"] == "Job"
-    assert [j["metadata"]["name"] for j in server.list("batch/v1", "Job", NS)] == [ti.xcoms["jobset_name"]]
+    assert value["handle"]["name"] == ti.xcoms["jobset_name"]
+    driver.run_until(lambda: not server.list("batch/v1", "Job", NS), 20, "the finished Job to be deleted")
 
 
 def test_run_key_is_per_task_instance_and_map_index() -> None:

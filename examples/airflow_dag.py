@@ -11,6 +11,7 @@ One worker of the training JobSet is preempted 1.5 s in (`local_faults`, the `JO
 syntax): the task log shows the diagnosis ("in-cluster restart 1 (Preempted)"), the budget spent from the
 task's `retries`, and the trained weights. Set `JOBSET_EXAMPLE_RUNTIME=kubernetes` to submit the same
 workloads through the `kubernetes_default` connection (the pods then need an image holding the program).
+The gang Job is deferrable: its worker submits it and `JobSetTrigger` waits for the end.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ with DAG(dag_id="jobset_example", schedule=None, start_date=datetime(2025, 1, 1)
         },
         retries=1,
         runtime=RUNTIME,
+        deferrable=True,  # waits in the triggerer (`airflow dags test` runs the trigger in line)
     )
 
     train >> shards

@@ -46,8 +46,11 @@ def test_example_dag_trains_through_an_injected_preemption(dag_test_output: str)
 
 
 @pytest.mark.timeout(300)
-def test_example_dag_runs_the_gang_job_after_training(dag_test_output: str) -> None:
+def test_example_dag_runs_the_deferrable_gang_job_after_training_through_the_trigger(dag_test_output: str) -> None:
     out = dag_test_output
     assert all(f"shard {i} done" in out for i in range(3))
-    assert re.search(r"Job default/shards-[0-9a-f]+-0 succeeded \(0 in-cluster restarts", out)
     assert out.index("trained weights") < out.index("shard 0 done")
+    deferred = out.index("Pausing task as DEFERRED")
+    triggered = out.index("running trigger in line", deferred)
+    finished = re.search(r"Job default/shards-[0-9a-f]+-0 succeeded \(0 in-cluster restarts", out)
+    assert finished is not None and finished.start() > triggered  # decided in the worker, after the trigger

@@ -235,6 +235,21 @@ def test_a_worker_killed_mid_run_is_reattached_by_the_next_try(
     assert outcome.value["handle"]["name"] == live["metadata"]["name"]
 
 
+def test_a_retry_after_the_jobset_succeeded_returns_its_result_without_submitting(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """The worker died after the JobSet succeeded but before Airflow heard: the next try just reports it."""
+    driver.succeed("*", times=None, after=0.2)
+    ti, store = ti_for("late"), StateStore()
+    first = in_thread(lambda: operator().execute({"ti": ti, "task_state_store": store}))
+    ti.try_number, ti.xcoms = 2, {}
+
+    again = in_thread(lambda: operator().execute({"ti": ti, "task_state_store": store}))
+
+    assert again["succeeded"] and again["handle"] == first["handle"]
+    assert len(jobsets(server)) == 1 and ti.xcoms["jobset_name"] == first["handle"]["name"]
+
+
 def test_a_suspended_jobset_is_live_not_resubmittable(server: LocalApiServer, driver: ClusterDriver) -> None:
     op = operator()
     ti, store = ti_for("queued"), StateStore()

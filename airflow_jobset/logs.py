@@ -121,12 +121,16 @@ def _local_log(runtime: LocalRuntime, handle: Handle, hostname: str) -> str | No
 
 
 def _read_pod_log(runtime: KubernetesRuntime, namespace: str, pod: str, container: str | None, **kwargs: Any) -> str | None:
+    """The log as text: read raw, because the client's own decoding of a `text/plain` body differs
+    between releases (some hand back the repr of the bytes)."""
     try:
-        text = runtime.core.read_namespaced_pod_log(pod, namespace, container=container, **kwargs)
+        response = runtime.core.read_namespaced_pod_log(
+            pod, namespace, container=container, _preload_content=False, **kwargs
+        )
     except Exception as exc:  # noqa: BLE001 - the pod may be gone; the diagnosis already names it
         log.debug("no log for %s: %s", pod, exc)
         return None
-    return str(text)
+    return response.data.decode("utf-8", errors="replace")
 
 
 def culprit_tail(runtime: Any, handle: Handle, pod: str | None, container: str | None, lines: int = TAIL_LINES) -> str | None:

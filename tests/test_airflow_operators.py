@@ -185,6 +185,85 @@ def test_application_error_fails_on_the_first_try_naming_the_pod(
 
 
 # ----------------------------------------------------------------------------------------------------
+# logs
+
+
+def running_pod(server: LocalApiServer, hostname_suffix: str, restart: int) -> str | None:
+    for pod in server.list("v1", "Pod", NS):
+        labels = pod["metadata"].get("labels") or {}
+        if (
+            pod["spec"].get("hostname", "").endswith(hostname_suffix)
+            and labels.get("jobset.sigs.k8s.io/restart-attempt") == str(restart)
+            and (pod.get("status") or {}).get("phase") == "Running"
+        ):
+            return pod["metadata"]["name"]
+    return None
+
+
+class TaskLog:
+    """What the operator wrote to its task log so far (Airflow's task logger writes to stdout here)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys, self.seen = capsys, ""
+
+    @property
+    def text(self) -> str:
+        self.seen += self.capsys.readouterr().out
+        return self.seen
+
+
+def test_the_leader_log_streams_into_the_task_log_while_the_jobset_runs_and_across_a_restart(
+    server: LocalApiServer, driver: ClusterDriver, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = TaskLog(capsys)
+    box: dict[str, Any] = {}
+    thread = threading.Thread(
+        target=lambda: box.update(value=operator().execute({"ti": ti_for("logs"), "task_state_store": StateStore()})),
+        daemon=True,
+    )
+    thread.start()
+    driver.run_until(lambda: running_pod(server, "leader-0-0", 0) is not None, 20, "the leader to run")
+    first = running_pod(server, "leader-0-0", 0)
+    server.append_log(NS, first, "epoch 1 loss 0.91\n")
+    driver.run_until(lambda: f"[{first}] epoch 1 loss 0.91" in log.text, 20, "the leader's line in the task log")
+    assert thread.is_alive()  # streamed while the JobSet runs, not at the end
+
+    driver.preempt("workers-1-0", restart=0)  # the JobSet restarts: a new leader pod to follow
+    driver.run_until(lambda: running_pod(server, "leader-0-0", 1) is not None, 20, "the restarted leader")
+    second = running_pod(server, "leader-0-0", 1)
+    server.append_log(NS, second, "resumed at epoch 1\n")
+    driver.run_until(lambda: f"[{second}] resumed at epoch 1" in log.text, 20, "the new leader's line")
+    driver.succeed("*", restart=1, times=None)
+    thread.join(30)
+
+    assert box["value"]["succeeded"]
+
+
+def test_a_failure_logs_the_culprit_pods_last_lines(
+    server: LocalApiServer, driver: ClusterDriver, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = TaskLog(capsys)
+    driver.exit("workers-0-1", 1, after=2.0)
+    box: dict[str, BaseException] = {}
+
+    def execute() -> None:
+        try:
+            operator().execute({"ti": ti_for("tail"), "task_state_store": StateStore()})
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            box["error"] = exc
+
+    thread = threading.Thread(target=execute, daemon=True)
+    thread.start()
+    driver.run_until(lambda: running_pod(server, "workers-0-1", 0) is not None, 20, "the worker to run")
+    culprit = running_pod(server, "workers-0-1", 0)
+    server.append_log(NS, culprit, "loading shard 1\nloss is nan at step 7\n")
+    thread.join(30)
+
+    assert isinstance(box.get("error"), AirflowFailException)
+    assert f"last lines of {culprit}:\nloading shard 1\nloss is nan at step 7" in log.text
+
+
+# ----------------------------------------------------------------------------------------------------
 # reattach after a worker crash
 
 

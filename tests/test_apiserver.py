@@ -987,3 +987,23 @@ def test_cluster_scoped_kinds(core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map("scratch", {"metadata": {"name": "cm"}})
     core.delete_namespace("scratch")
     assert core.list_namespaced_config_map("scratch").items == []
+
+
+def test_pod_log_is_served_as_text_tailed_and_followed_until_the_pod_ends(
+    server: LocalApiServer, core: client.CoreV1Api
+) -> None:
+    core.create_namespaced_pod(NS, pod("leader"))
+    server.append_log(NS, "leader", "step 1\nstep 2\n")
+    assert core.read_namespaced_pod_log("leader", NS, _preload_content=False).data == b"step 1\nstep 2\n"
+    assert core.read_namespaced_pod_log("leader", NS, tail_lines=1, _preload_content=False).data == b"step 2\n"
+    with pytest.raises(client.ApiException) as missing:
+        core.read_namespaced_pod_log("nobody", NS)
+    assert missing.value.status == 404
+
+    stream = core.read_namespaced_pod_log("leader", NS, follow=True, _preload_content=False)
+    chunks = iter(stream.stream())
+    assert next(chunks) == b"step 1\nstep 2\n"
+    server.append_log(NS, "leader", "step 3\n")
+    assert next(chunks) == b"step 3\n"  # followed: what the pod prints next arrives on the open stream
+    server.patch("v1", "Pod", "leader", NS, {"status": {"phase": "Succeeded"}}, subresource="status")
+    assert list(chunks) == []  # and the stream ends with the pod

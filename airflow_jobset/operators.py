@@ -44,6 +44,7 @@ from jobset_core import (
     RetryPolicy,
     RunEvent,
     RunResult,
+    SpecError,
     State,
     make_run_key,
 )
@@ -111,6 +112,12 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
 
     # ----- building blocks ---------------------------------------------------------------------------
 
+    def _check_spec_now(self) -> None:
+        """A spec object needs no rendering, so a bad one fails the DAG import instead of a task run."""
+        value = getattr(self, self.spec_field)
+        if isinstance(value, (JobSetSpec, GangJobSpec)):
+            load_spec(value, self.spec_class).validate()
+
     @property
     def policy(self) -> RetryPolicy:
         return self.retry if self.retry is not None else RetryPolicy(retries=int(self.retries or 0))
@@ -171,7 +178,10 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
     # ----- ResumableJobMixin -------------------------------------------------------------------------
 
     def execute(self, context: Any) -> Any:
-        return self.execute_resumable(context)
+        try:
+            return self.execute_resumable(context)
+        except SpecError as exc:  # a bad workload stays bad: retrying it would only spend the budget
+            raise AirflowFailException(f"invalid {self.spec_field}: {exc}") from exc
 
     def submit_job(self, context: Any) -> dict[str, Any]:
         """Submit this try's attempt, or adopt the run's live one: never two at once."""
@@ -218,12 +228,16 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
     def _defer(self, handle: Handle, context: Any) -> None:
         from airflow_jobset.triggers import JobSetTrigger
 
+        spec = self._spec(context)
+        follow = self.get_logs and self.runtime == KUBERNETES
         trigger = JobSetTrigger(
             handle=handle.to_dict(),
             runtime=self.runtime,
             kubernetes_conn_id=self.kubernetes_conn_id,
             engine_attempt=engine_attempt_for(context),
             local_faults=self.local_faults,
+            leader_selector=leader_selector(spec, handle) if follow else None,
+            leader_container=container_of(spec) if follow else None,
         )
         self.defer(trigger=trigger, method_name=TRIGGER_METHOD)
 
@@ -312,6 +326,7 @@ class JobSetOperator(BaseJobSetOperator):
     def __init__(self, *, jobset: JobSetSpec | dict[str, Any] | str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.jobset = jobset
+        self._check_spec_now()
 
 
 class GangJobOperator(BaseJobSetOperator):
@@ -325,6 +340,7 @@ class GangJobOperator(BaseJobSetOperator):
     def __init__(self, *, job: GangJobSpec | dict[str, Any] | str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job = job
+        self._check_spec_now()
 
 
 __all__ = ["BaseJobSetOperator", "GangJobOperator", "JobSetOperator", "RunResult"]

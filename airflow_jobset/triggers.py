@@ -16,10 +16,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_jobset.logs import LeaderLog
 from airflow_jobset.operators import CORE_LOG
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, make_runtime
 from airflow_jobset.watching import await_end
-from jobset_core import Handle, JobSetRun, RunEvent
+from jobset_core import Handle, JobSetRun, KubernetesRuntime, RunEvent
 
 CLASSPATH = "airflow_jobset.triggers.JobSetTrigger"
 
@@ -34,6 +35,8 @@ class JobSetTrigger(BaseTrigger):
         kubernetes_conn_id: str = DEFAULT_CONN_ID,
         engine_attempt: int | None = None,
         local_faults: str | None = None,
+        leader_selector: str | None = None,
+        leader_container: str | None = None,
     ) -> None:
         super().__init__()
         Handle.from_dict(handle)  # a clear error at defer time, not in the triggerer
@@ -42,6 +45,8 @@ class JobSetTrigger(BaseTrigger):
         self.kubernetes_conn_id = kubernetes_conn_id
         self.engine_attempt = engine_attempt
         self.local_faults = local_faults
+        self.leader_selector = leader_selector
+        self.leader_container = leader_container
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -52,6 +57,8 @@ class JobSetTrigger(BaseTrigger):
                 "kubernetes_conn_id": self.kubernetes_conn_id,
                 "engine_attempt": self.engine_attempt,
                 "local_faults": self.local_faults,
+                "leader_selector": self.leader_selector,
+                "leader_container": self.leader_container,
             },
         )
 
@@ -63,6 +70,12 @@ class JobSetTrigger(BaseTrigger):
         return make_runtime(
             self.runtime, conn_id=self.kubernetes_conn_id, namespace=handle.namespace, local_faults=self.local_faults
         )
+
+    def _follow_leader(self, runtime: Any, handle: Handle) -> LeaderLog | None:
+        """The leader's log in the trigger's log (which Airflow shows with the task's) while it waits."""
+        if not self.leader_selector or not isinstance(runtime, KubernetesRuntime):
+            return None
+        return LeaderLog(runtime, handle, self.leader_selector, self.leader_container or "", self.log.info).start()
 
     async def on_kill(self) -> None:
         """A user killed the deferred task (mark failed, clear): delete every attempt of the run, as the
@@ -79,7 +92,12 @@ class JobSetTrigger(BaseTrigger):
             run = await asyncio.to_thread(
                 JobSetRun.resume, handle, runtime, engine_attempt=self.engine_attempt, on_event=self._on_event
             )
-            result = await await_end(run, runtime, handle)
+            follower = self._follow_leader(runtime, handle)
+            try:
+                result = await await_end(run, runtime, handle)
+            finally:
+                if follower is not None:
+                    await asyncio.to_thread(follower.close)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises and retries

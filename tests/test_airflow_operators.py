@@ -13,6 +13,7 @@ from tests import airflow_support  # first: AIRFLOW_HOME must be set before airf
 airflow_support.HOME.mkdir(exist_ok=True)
 
 import asyncio  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
@@ -201,7 +202,7 @@ def running_pod(server: LocalApiServer, hostname_suffix: str, restart: int) -> s
 
 
 class TaskLog:
-    """What the operator wrote to its task log so far (Airflow's task logger writes to stdout here)."""
+    """What the operator wrote to its task log so far (Airflow's task logger prints to stdout here)."""
 
     def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
         self.capsys, self.seen = capsys, ""
@@ -369,6 +370,7 @@ def test_deferrable_run_ends_in_the_worker_through_the_trigger(server: LocalApiS
     driver.preempt("workers-1-0", restart=0, after=0.3)
     driver.succeed("*", restart=1, times=None, after=0.3)
     trigger = deferred(operator(deferrable=True), ti)
+    assert trigger.leader_selector and "replicatedjob-name=leader" in trigger.leader_selector
 
     event = in_thread(lambda: first_event(trigger))
 
@@ -463,6 +465,17 @@ def test_run_key_is_per_task_instance_and_map_index() -> None:
     retried = TaskInstance(dag_id="d", task_id="t", run_id="r", try_number=3)
     assert run_key_for({"ti": a}) == run_key_for({"ti": retried})
     assert run_key_for({"ti": a}) != run_key_for({"ti": b})
+
+
+def test_a_bad_workload_fails_without_a_retry_or_a_submission(server: LocalApiServer) -> None:
+    ti = ti_for("bad")
+    bad = {"name": "Train_1", "replicated_jobs": [{"name": "workers", "image": "busybox", "command": ["true"]}]}
+    outcome = run_tries(lambda: JobSetOperator(task_id="train", jobset=bad, kubernetes_conn_id=CONN, retries=3), ti, StateStore())
+    assert outcome.state == "failed" and outcome.tries == 1
+    assert "invalid jobset" in str(outcome.errors[0]) and "name" in str(outcome.errors[0])
+    assert jobsets(server) == []
+    with pytest.raises(ValueError, match="name"):  # a spec object is checked when the DAG is parsed
+        JobSetOperator(task_id="train", jobset=dataclasses.replace(make_spec(), name="Train_1"))
 
 
 def test_gang_spec_from_a_yaml_file(tmp_path: Path) -> None:

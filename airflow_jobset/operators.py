@@ -56,6 +56,7 @@ XCOM_NAMESPACE = "namespace"
 XCOM_DIAGNOSIS = "diagnosis"
 ACTIVE_STATES = frozenset({State.PENDING, State.RUNNING, State.SUSPENDED})
 TRIGGER_METHOD = "execute_complete"
+DEFAULT_NAMESPACE = "default"
 
 
 def run_key_for(context: Any) -> str:
@@ -152,7 +153,8 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
     def _new_run(self, context: Any) -> JobSetRun:
         spec = self._spec(context)
         runtime = self._get_runtime()
-        if not self.namespace and isinstance(runtime, KubernetesRuntime) and runtime.namespace:
+        # namespace=, else the workload's own, else the connection's: "default" counts as not set.
+        if not self.namespace and spec.namespace == DEFAULT_NAMESPACE and isinstance(runtime, KubernetesRuntime) and runtime.namespace:
             spec = self._spec_obj = dataclasses.replace(spec, namespace=runtime.namespace)
         return JobSetRun(
             spec,

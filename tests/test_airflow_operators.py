@@ -430,9 +430,16 @@ def test_on_kill_deletes_the_jobset_and_the_task_fails(server: LocalApiServer, d
         except BaseException as exc:  # noqa: BLE001 - inspected below
             box["error"] = exc
 
+    def watching() -> bool:
+        """The operator is past its submission and watching the pods (what a kill mid-run interrupts)."""
+        return any(
+            r.path.endswith(f"/namespaces/{NS}/pods") and str(r.query.get("watch", "")).lower() == "true"
+            for r in server.requests
+        )
+
     thread = threading.Thread(target=execute, daemon=True)
     thread.start()
-    driver.run_until(lambda: len(server.list("v1", "Pod", NS)) == 5, 20, "the pods to run")
+    driver.run_until(lambda: len(server.list("v1", "Pod", NS)) == 5 and watching(), 20, "the run to be watched")
     op.on_kill()
     thread.join(30)
 

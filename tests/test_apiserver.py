@@ -1007,3 +1007,20 @@ def test_pod_log_is_served_as_text_tailed_and_followed_until_the_pod_ends(
     assert next(chunks) == b"step 3\n"  # followed: what the pod prints next arrives on the open stream
     server.patch("v1", "Pod", "leader", NS, {"status": {"phase": "Succeeded"}}, subresource="status")
     assert list(chunks) == []  # and the stream ends with the pod
+
+
+def test_a_dependent_created_during_foreground_deletion_is_collected(
+    server: LocalApiServer, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    """Evidence written while a JobSet is being deleted must not hold the deletion open forever."""
+    group, version, plural = JOBSET
+    js = custom.create_namespaced_custom_object(group, version, NS, plural, jobset("js"))
+    core.create_namespaced_pod(NS, pod("child", owners=[owner_ref(js)], finalizers=["example.com/hold"]))
+    custom.delete_namespaced_custom_object(
+        group, version, NS, plural, "js", body=client.V1DeleteOptions(propagation_policy="Foreground")
+    )
+    late = {"metadata": {"name": "js-evidence", "ownerReferences": [owner_ref(js)]}, "data": {}}
+    core.create_namespaced_config_map(NS, late)
+    assert core.list_namespaced_config_map(NS).items == []
+    core.patch_namespaced_pod("child", NS, {"metadata": {"finalizers": None}})
+    assert server.list("jobset.x-k8s.io/v1alpha2", "JobSet", NS) == []

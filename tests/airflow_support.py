@@ -33,7 +33,7 @@ _migrated = False
 
 
 def migrate_db() -> None:
-    """`airflow db migrate` once per test session (about 10 s): every DAG run shares this one DB."""
+    """`airflow db migrate` once per test run (about 10 s): every DAG run shares this one DB."""
     global _migrated
     if not _migrated:
         done = subprocess.run(

@@ -1,6 +1,6 @@
 """The example DAG under `airflow dags test`, as the README tells a new user to run it: no cluster needed.
 
-One metadata DB per test session (`airflow db migrate` once) and one DAG run (each costs about 30 s here,
+One metadata DB per test run (`airflow db migrate` once) and one DAG run (each costs about 30 s here,
 most of it starting Airflow's in-process execution API), so everything the run shows is checked on it.
 """
 

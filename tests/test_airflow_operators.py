@@ -84,7 +84,7 @@ def ti_for(test: str) -> TaskInstance:
 
 
 def in_thread(fn: Any, timeout: float = 60) -> Any:
-    """Run `fn` in a thread so that a hang fails the test instead of the session."""
+    """Run `fn` in a thread so that a hang fails the test instead of the whole run."""
     box: dict[str, Any] = {}
 
     def target() -> None:

@@ -81,6 +81,7 @@ def save_checkpoint(path: Path, step: int, weights: list[float]) -> None:
 
 
 def lead(port: int, workers: int, checkpoint_dir: Path) -> None:
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)  # a scheduler may hand over a fresh path per run
     checkpoint = checkpoint_dir / "checkpoint.json"
     start, weights = load_checkpoint(checkpoint)
     if start:

@@ -25,6 +25,17 @@ JOBSET = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 NS = "team-a"
 
 
+def body(response: Any) -> dict[str, Any]:
+    """The JSON the server sent: client releases differ in how they deserialize a delete's response
+    (kubernetes 36 makes a V1Status of it, 37 returns the object), so tests read it raw."""
+    return json.loads(response.data)
+
+
+def is_watch(record: Any) -> bool:
+    """Client releases spell the watch flag differently (`True` in 36, `true` in 37)."""
+    return str(record.query.get("watch", "")).lower() in ("true", "1")
+
+
 # --------------------------------------------------------------------- fixtures
 
 
@@ -613,7 +624,7 @@ def test_client_resumes_after_dropped_watch_without_duplicates(
     # No timeout_seconds: the client reconnects from the last version it saw.
     events = collect(watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=rv), 4)
     assert summary(events) == [("ADDED", f"p{i}") for i in range(1, 5)]
-    watches = [r for r in server.requests if r.query.get("watch") == "true"]
+    watches = [r for r in server.requests if is_watch(r)]
     assert len(watches) == 2
     assert watches[1].query["resourceVersion"] == events[1]["raw_object"]["metadata"]["resourceVersion"]
 
@@ -657,7 +668,7 @@ def test_stopping_the_server_ends_open_watches() -> None:
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     deadline = time.monotonic() + 2
-    while not any(r.query.get("watch") == "true" for r in srv.requests) and time.monotonic() < deadline:
+    while not any(is_watch(r) for r in srv.requests) and time.monotonic() < deadline:
         time.sleep(0.01)
     srv.stop()
     assert ended.wait(3), "watch stream did not end when the server stopped"
@@ -705,7 +716,7 @@ def test_foreground_deletion_removes_pods_then_job(
 ) -> None:
     _job_with_pods(server, batch)
     before = server.resource_version
-    response = batch.delete_namespaced_job("train", NS, propagation_policy="Foreground")
+    response = body(batch.delete_namespaced_job("train", NS, propagation_policy="Foreground", _preload_content=False))
     assert response["metadata"]["deletionTimestamp"]
     assert "foregroundDeletion" in response["metadata"]["finalizers"]
     assert core.list_namespaced_pod(NS).items == []
@@ -789,7 +800,7 @@ def test_job_delete_defaults_to_orphan(
     server: LocalApiServer, core: client.CoreV1Api, batch: client.BatchV1Api
 ) -> None:
     _job_with_pods(server, batch)
-    response = batch.delete_namespaced_job("train", NS)
+    response = body(batch.delete_namespaced_job("train", NS, _preload_content=False))
     assert response["status"] == "Success" and response["details"]["kind"] == "jobs"
     orphans = core.list_namespaced_pod(NS, label_selector="job-name=train").items
     assert names(orphans) == ["train-0", "train-1"]
@@ -818,7 +829,7 @@ def test_finalizer_holds_object_until_removed(core: client.CoreV1Api) -> None:
         resource_version=created.metadata.resource_version,
         timeout_seconds=5,
     )
-    pending = core.delete_namespaced_config_map("cm", NS, grace_period_seconds=5)
+    pending = body(core.delete_namespaced_config_map("cm", NS, grace_period_seconds=5, _preload_content=False))
     assert pending["metadata"]["deletionTimestamp"]
     assert pending["metadata"]["deletionGracePeriodSeconds"] == 5
     assert core.read_namespaced_config_map("cm", NS).metadata.deletion_timestamp is not None
@@ -976,3 +987,40 @@ def test_cluster_scoped_kinds(core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map("scratch", {"metadata": {"name": "cm"}})
     core.delete_namespace("scratch")
     assert core.list_namespaced_config_map("scratch").items == []
+
+
+def test_pod_log_is_served_as_text_tailed_and_followed_until_the_pod_ends(
+    server: LocalApiServer, core: client.CoreV1Api
+) -> None:
+    core.create_namespaced_pod(NS, pod("leader"))
+    server.append_log(NS, "leader", "step 1\nstep 2\n")
+    assert core.read_namespaced_pod_log("leader", NS, _preload_content=False).data == b"step 1\nstep 2\n"
+    assert core.read_namespaced_pod_log("leader", NS, tail_lines=1, _preload_content=False).data == b"step 2\n"
+    with pytest.raises(client.ApiException) as missing:
+        core.read_namespaced_pod_log("nobody", NS)
+    assert missing.value.status == 404
+
+    stream = core.read_namespaced_pod_log("leader", NS, follow=True, _preload_content=False)
+    chunks = iter(stream.stream())
+    assert next(chunks) == b"step 1\nstep 2\n"
+    server.append_log(NS, "leader", "step 3\n")
+    assert next(chunks) == b"step 3\n"  # followed: what the pod prints next arrives on the open stream
+    server.patch("v1", "Pod", "leader", NS, {"status": {"phase": "Succeeded"}}, subresource="status")
+    assert list(chunks) == []  # and the stream ends with the pod
+
+
+def test_a_dependent_created_during_foreground_deletion_is_collected(
+    server: LocalApiServer, core: client.CoreV1Api, custom: client.CustomObjectsApi
+) -> None:
+    """Evidence written while a JobSet is being deleted must not hold the deletion open forever."""
+    group, version, plural = JOBSET
+    js = custom.create_namespaced_custom_object(group, version, NS, plural, jobset("js"))
+    core.create_namespaced_pod(NS, pod("child", owners=[owner_ref(js)], finalizers=["example.com/hold"]))
+    custom.delete_namespaced_custom_object(
+        group, version, NS, plural, "js", body=client.V1DeleteOptions(propagation_policy="Foreground")
+    )
+    late = {"metadata": {"name": "js-evidence", "ownerReferences": [owner_ref(js)]}, "data": {}}
+    core.create_namespaced_config_map(NS, late)
+    assert core.list_namespaced_config_map(NS).items == []
+    core.patch_namespaced_pod("child", NS, {"metadata": {"finalizers": None}})
+    assert server.list("jobset.x-k8s.io/v1alpha2", "JobSet", NS) == []

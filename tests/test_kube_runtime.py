@@ -503,7 +503,7 @@ def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, dri
             if r.method == "GET"
             and r.path == f"/api/v1/namespaces/{NS}/pods"
             and r.query.get("labelSelector") == selector
-            and (r.query.get("watch") == "true") is watching
+            and (str(r.query.get("watch", "")).lower() == "true") is watching
         ]
 
     def relists() -> int:
@@ -514,7 +514,7 @@ def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, dri
             if r.method == "GET"
             and r.path.endswith("/jobsets")
             and r.query.get("fieldSelector") == f"metadata.name={name}"
-            and r.query.get("watch") != "true"
+            and str(r.query.get("watch", "")).lower() != "true"
         ]
         return len(main) + len(pod_requests(watching=False))
 
@@ -830,7 +830,7 @@ def request_verb(record: RequestRecord) -> tuple[str, str, str] | None:
     resource = match["plural"] + (f"/{match['sub']}" if match["sub"] else "")
     method = record.method
     if method == "GET":
-        verb = "get" if match["name"] else ("watch" if record.query.get("watch") in ("true", "1") else "list")
+        verb = "get" if match["name"] else ("watch" if str(record.query.get("watch", "")).lower() in ("true", "1") else "list")
     elif method == "DELETE":
         verb = "delete" if match["name"] else "deletecollection"
     else:

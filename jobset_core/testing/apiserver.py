@@ -74,6 +74,10 @@ class LocalApiServer:
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
+    def append_log(self, namespace: str, pod: str, text: str) -> None:
+        """Append to what a pod printed, for `read_namespaced_pod_log` (followers see it at once)."""
+        self._context.logs.append(namespace, pod, text)
+
     # ------------------------------------------------------------- lifecycle
 
     def start(self) -> LocalApiServer:

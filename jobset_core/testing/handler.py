@@ -24,6 +24,7 @@ from . import errors
 from .errors import ApiError
 from .faults import FaultPlan, RequestInfo, WatchDrop
 from .kinds import KindRegistry
+from .logs import PodLogs, tail
 from .patch import APPLY_PATCH
 from .routing import Route, discovery_document, parse_route
 from .store import Store
@@ -53,6 +54,7 @@ class ServerContext:
     bookmark_interval: float = 1.0
     watch_timeout: float = 1800.0
     stopping: threading.Event = field(default_factory=threading.Event)
+    logs: PodLogs = field(default_factory=PodLogs)
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -149,6 +151,8 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
                 self._send_json(200, doc)
             elif route is None:
                 raise errors.route_not_found()
+            elif method == "GET" and route.subresource == "log" and route.kind.kind == "Pod":
+                self._pod_log(route)
             elif method == "GET" and watching:
                 self._watch(route)
             else:
@@ -247,6 +251,41 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         return 200, obj
 
     # ------------------------------------------------------------------ watch
+
+    def _pod_log(self, route: Route) -> None:
+        """The pod's log as plain text; with `follow=true` a chunked stream that ends with the pod."""
+        ctx, q = self.server.context, self._query
+        ns, name = route.namespace or "", route.name or ""
+        ctx.store.get(route.kind, ns, name)  # 404 for a pod that does not exist
+        text = tail(ctx.logs.read(ns, name), q.get("tailLines"))
+        if q.get("follow", "").lower() not in _TRUE:
+            data = text.encode()
+            self._record(200)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        self._start_stream("text/plain")
+        seen = len(ctx.logs.read(ns, name))
+        while True:
+            if text:
+                data = text.encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            if ctx.stopping.is_set() or self._pod_ended(route):
+                break
+            text = ctx.logs.wait(ns, name, seen, _WATCH_POLL)
+            seen += len(text)
+        self._end_stream()
+
+    def _pod_ended(self, route: Route) -> bool:
+        try:
+            pod = self.server.context.store.get(route.kind, route.namespace, route.name or "")
+        except ApiError:
+            return True
+        return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
     def _watch(self, route: Route) -> None:
         ctx, q = self.server.context, self._query
@@ -379,10 +418,10 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _start_stream(self) -> None:
+    def _start_stream(self, content_type: str = "application/json") -> None:
         self._record(200)
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 

@@ -14,6 +14,7 @@ from . import discovery, errors
 from .kinds import KindRegistry, ResourceKind
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
+_POD_LOG = "log"  # GET /api/v1/namespaces/{ns}/pods/{name}/log
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ def parse_route(registry: KindRegistry, segments: list[str]) -> Route:
         raise errors.route_not_found()
     if kind.namespaced and namespace is None and name is not None:
         raise errors.route_not_found()
-    if subresource is not None and (subresource != "status" or not kind.has_status):
+    served = (subresource == "status" and kind.has_status) or (subresource == _POD_LOG and kind.kind == "Pod")
+    if subresource is not None and not served:
         raise errors.route_not_found()
     return Route(kind, namespace, name, subresource)

@@ -170,7 +170,9 @@ class Store:
                 obj.pop("status", None)  # status is only writable through the subresource
             apply_create_defaults(kind, obj)
             self._write(kind, obj, "ADDED", None)
-            return copy.deepcopy(obj)
+            created = copy.deepcopy(obj)
+            self._collect_if_owner_deleting(kind, obj)
+            return created
 
     def update(
         self,
@@ -527,6 +529,19 @@ class Store:
                 self._rewrite_owner_refs(kind, key, live, owner_uid)
             else:
                 self._delete(kind, dependent, "Background", None)
+
+    def _collect_if_owner_deleting(self, kind: ResourceKind, obj: Obj) -> None:
+        """A dependent created while its owner waits in foreground deletion is deleted too, as the
+        garbage collector does; otherwise the owner would wait for it forever."""
+        for uid in _owner_uids(obj):
+            located = self._uids.get(uid)
+            owner = self._bucket(located[0]).get(located[1]) if located else None
+            meta = (owner or {}).get("metadata") or {}
+            if meta.get("deletionTimestamp") and FOREGROUND_FINALIZER in (meta.get("finalizers") or []):
+                current = self._bucket(kind).get(self._key(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"]))
+                if current is not None:
+                    self._delete(kind, current, "Background", None)
+                return
 
     def _release_foreground(self, owner_uid: str) -> None:
         """Finish a foreground deletion once the owner has no dependents left."""

@@ -1,0 +1,159 @@
+"""Pod output in the Airflow task log: the leader's log while the run goes on, the culprit's tail on failure.
+
+On the local runtime every pod's output is already copied to stdout (which the task log captures) and kept
+in a file per pod. On a cluster the leader pod's log is followed through the official client's
+`read_namespaced_pod_log(follow=True)`, re-attaching when a restart replaces the pod; a log that cannot be
+read (pod not started yet, no permission) is never a reason to fail the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from jobset_core import GangJobSpec, Handle, JobSetSpec, KubernetesRuntime, LocalRuntime
+
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+TAIL_LINES = 20
+
+log = logging.getLogger(__name__)
+
+
+def _leader_job(spec: JobSetSpec) -> str:
+    """The leader is the coordinator's replicated job, else the first one."""
+    return spec.coordinator.replicated_job if spec.coordinator else spec.replicated_jobs[0].name
+
+
+def leader_selector(spec: JobSetSpec | GangJobSpec, handle: Handle) -> str:
+    """The label selector of the leader pod: the leader's job 0, pod 0 (a gang Job's index 0)."""
+    if isinstance(spec, GangJobSpec):
+        return f"{JOB_NAME_LABEL}={handle.name},{COMPLETION_INDEX_LABEL}=0"
+    return f"{JOBSET_NAME_LABEL}={handle.name},{REPLICATED_JOB_LABEL}={_leader_job(spec)},{JOB_INDEX_LABEL}=0,{COMPLETION_INDEX_LABEL}=0"
+
+
+def leader_hostname(spec: JobSetSpec | GangJobSpec, handle: Handle) -> str:
+    """`<jobset>-<rjob>-<jobIndex>-<podIndex>` (a gang Job: `<job>-<index>`), as the controllers name it."""
+    if isinstance(spec, GangJobSpec):
+        return f"{handle.name}-0"
+    return f"{handle.name}-{_leader_job(spec)}-0-0"
+
+
+def container_of(spec: JobSetSpec | GangJobSpec) -> str:
+    if isinstance(spec, GangJobSpec):
+        return spec.container_name
+    return next(rj.container_name for rj in spec.replicated_jobs if rj.name == _leader_job(spec))
+
+
+class LeaderLog:
+    """Follows the leader pod's log on a cluster in a background thread until `close()`."""
+
+    def __init__(
+        self, runtime: KubernetesRuntime, handle: Handle, selector: str, container: str, emit: Callable[[str], None],
+        retry_seconds: float = 2.0,
+    ) -> None:
+        self.runtime, self.handle, self.selector, self.container = runtime, handle, selector, container
+        self.emit = emit
+        self.retry_seconds = retry_seconds
+        self._stop = threading.Event()
+        self._stream: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"leader-log-{handle.name}", daemon=True)
+
+    def start(self) -> LeaderLog:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):  # a stream that already ended
+                stream.release_conn()
+        self._thread.join(timeout=5)
+
+    def _leader_pod(self) -> str | None:
+        pods = self.runtime.core.list_namespaced_pod(self.handle.namespace, label_selector=self.selector).items
+        started = [p for p in pods if p.status is not None and p.status.phase in ("Running", "Succeeded", "Failed")]
+        started.sort(key=lambda p: p.metadata.creation_timestamp or 0)
+        return started[-1].metadata.name if started else None
+
+    def _run(self) -> None:
+        followed: set[str] = set()
+        while not self._stop.is_set():
+            try:
+                name = self._leader_pod()
+                if name is not None and name not in followed:
+                    followed.add(name)
+                    self._follow(name)
+            except Exception as exc:  # noqa: BLE001 - logs are best effort
+                log.debug("leader log of %s not readable: %s", self.handle.name, exc)
+            self._stop.wait(self.retry_seconds)
+
+    def _follow(self, pod: str) -> None:
+        self._stream = self.runtime.core.read_namespaced_pod_log(
+            pod, self.handle.namespace, container=self.container, follow=True, _preload_content=False
+        )
+        pending = b""
+        try:
+            for chunk in self._stream.stream():
+                if self._stop.is_set():
+                    return
+                *lines, pending = (pending + chunk).split(b"\n")  # chunks do not end on line breaks
+                for line in lines:
+                    self.emit(f"[{pod}] {line.decode('utf-8', errors='replace')}")
+            if pending:
+                self.emit(f"[{pod}] {pending.decode('utf-8', errors='replace')}")
+        finally:
+            self._stream = None
+
+
+def _local_log(runtime: LocalRuntime, handle: Handle, hostname: str) -> str | None:
+    """The newest local log file of a pod hostname (one per attempt and restart)."""
+    root = runtime.workdir / handle.name
+    files = sorted((p for p in root.rglob(f"{hostname}.log")), key=lambda p: p.stat().st_mtime)
+    return files[-1].read_text(errors="replace") if files else None
+
+
+def _read_pod_log(runtime: KubernetesRuntime, namespace: str, pod: str, container: str | None, **kwargs: Any) -> str | None:
+    """The log as text: read raw, because the client's own decoding of a `text/plain` body differs
+    between releases (some hand back the repr of the bytes)."""
+    try:
+        response = runtime.core.read_namespaced_pod_log(
+            pod, namespace, container=container, _preload_content=False, **kwargs
+        )
+    except Exception as exc:  # noqa: BLE001 - the pod may be gone; the diagnosis already names it
+        log.debug("no log for %s: %s", pod, exc)
+        return None
+    return response.data.decode("utf-8", errors="replace")
+
+
+def culprit_tail(runtime: Any, handle: Handle, pod: str | None, container: str | None, lines: int = TAIL_LINES) -> str | None:
+    """The last lines the failing pod wrote, from the cluster or from the local runtime's log files."""
+    if not pod:
+        return None
+    text = None
+    if isinstance(runtime, LocalRuntime):
+        text = _local_log(runtime, handle, pod.rsplit("-", 1)[0])  # a pod is named `<hostname>-<suffix>`
+    elif isinstance(runtime, KubernetesRuntime):
+        text = _read_pod_log(runtime, handle.namespace, pod, container, tail_lines=lines)
+    if not text:
+        return None
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or None
+
+
+def leader_output(runtime: Any, spec: JobSetSpec | GangJobSpec, handle: Handle) -> str | None:
+    """Everything the leader pod of a finished run wrote."""
+    if isinstance(runtime, LocalRuntime):
+        return _local_log(runtime, handle, leader_hostname(spec, handle))
+    if isinstance(runtime, KubernetesRuntime):
+        pods = runtime.core.list_namespaced_pod(handle.namespace, label_selector=leader_selector(spec, handle)).items
+        pods.sort(key=lambda p: p.metadata.creation_timestamp or 0)
+        if pods:
+            return _read_pod_log(runtime, handle.namespace, pods[-1].metadata.name, container_of(spec))
+    return None

@@ -1,0 +1,348 @@
+"""`JobSetOperator` and `GangJobOperator`: one JobSet (or gang Job) per task run, one retry count, a diagnosis.
+
+Mapping of Airflow onto the core:
+- the run key is (dag_id, task_id, run_id, map_index) and Airflow's try number is the engine attempt, so
+  every try of a task instance belongs to one run whose ledger lives on the cluster;
+- `retries` is the budget: `RetryPolicy(retries=task.retries)` unless `retry=` is given (then `retries`
+  follows it). Airflow owns resubmission (`resubmit=False`): a failure raises `AirflowFailException` when the
+  core says "do not retry", else `JobSetFailed` carrying the diagnosis, which `JobSetRetryPolicy` (the
+  default `retry_policy=` on Airflow 3.3) retries after the core's backoff;
+- reattach: on Airflow 3.3 the handle is kept in the task state store (`ResumableJobMixin`), so a retry after
+  a worker crash reconnects to the live JobSet; everywhere, `JobSetRun.start()` adopts the run's live
+  submission by run key instead of submitting a duplicate. A suspended (Kueue-queued) JobSet is live;
+- deferrable: the worker submits, hands the handle to `JobSetTrigger`, and resumes in `execute_complete`,
+  where it raises: a trigger's own failure event would skip the retry policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from airflow_jobset._compat import (
+    HAS_RETRY_POLICY,
+    AirflowException,
+    AirflowFailException,
+    BaseOperator,
+    ResumableJobMixin,
+)
+from airflow_jobset.logs import LeaderLog, container_of, culprit_tail, leader_selector
+from airflow_jobset.retry import JobSetFailed, JobSetRetryPolicy
+from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, check_runtime, make_runtime
+from airflow_jobset.specs import load_spec, with_overrides
+from airflow_jobset.watching import wait_for_end
+from jobset_core import (
+    Diagnosis,
+    GangJobSpec,
+    Handle,
+    JobSetRun,
+    JobSetSpec,
+    KubernetesRuntime,
+    RetryDecision,
+    RetryPolicy,
+    RunEvent,
+    RunResult,
+    SpecError,
+    State,
+    make_run_key,
+)
+from jobset_core.run import log as CORE_LOG  # where JobSetRun logs every event it emits
+
+HANDLE_KEY = "jobset_handle"  # task state store key; renaming it breaks in-flight retries
+XCOM_NAME = "jobset_name"
+XCOM_NAMESPACE = "namespace"
+XCOM_DIAGNOSIS = "diagnosis"
+ACTIVE_STATES = frozenset({State.PENDING, State.RUNNING, State.SUSPENDED})
+TRIGGER_METHOD = "execute_complete"
+DEFAULT_NAMESPACE = "default"
+
+
+def run_key_for(context: Any) -> str:
+    """One key per task instance: every try of it is one run with one budget."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return make_run_key(ti.dag_id, ti.task_id, ti.run_id, map_index if map_index is not None and map_index >= 0 else None)
+
+
+def engine_attempt_for(context: Any) -> int:
+    return max(0, int(context["ti"].try_number) - 1)
+
+
+class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
+    """Shared by JobSetOperator and GangJobOperator; subclasses name the spec class and its argument."""
+
+    spec_class: ClassVar[type[JobSetSpec] | type[GangJobSpec]] = JobSetSpec
+    spec_field: ClassVar[str] = "jobset"
+    external_id_key = HANDLE_KEY
+    ui_color = "#d5e8f7"
+
+    def __init__(
+        self,
+        *,
+        namespace: str | None = None,
+        kubernetes_conn_id: str = DEFAULT_CONN_ID,
+        retry: RetryPolicy | None = None,
+        deferrable: bool = False,
+        runtime: str = KUBERNETES,
+        delete_on_finish: bool = False,
+        get_logs: bool = True,
+        local_faults: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if HAS_RETRY_POLICY and kwargs.get("retry_policy") is None:
+            kwargs["retry_policy"] = JobSetRetryPolicy()
+        super().__init__(**kwargs)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a jobset_core.RetryPolicy, got {type(retry).__name__}")
+        self.namespace = namespace
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.retry = retry
+        if retry is not None:
+            self.retries = retry.retries  # the one count: Airflow retries exactly as far as the budget goes
+        self.deferrable = deferrable
+        self.runtime = check_runtime(runtime)
+        self.delete_on_finish = delete_on_finish
+        self.get_logs = get_logs
+        self.local_faults = local_faults
+        self._run: JobSetRun | None = None
+        self._runtime_obj: Any = None
+        self._spec_obj: JobSetSpec | GangJobSpec | None = None
+        self._xcom: dict[str, Any] | None = None
+
+    # ----- building blocks ---------------------------------------------------------------------------
+
+    def _check_spec_now(self) -> None:
+        """A spec object needs no rendering, so a bad one fails the DAG import instead of a task run."""
+        value = getattr(self, self.spec_field)
+        if isinstance(value, (JobSetSpec, GangJobSpec)):
+            load_spec(value, self.spec_class).validate()
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return self.retry if self.retry is not None else RetryPolicy(retries=int(self.retries or 0))
+
+    def build_spec(self, context: Any) -> JobSetSpec | GangJobSpec:
+        """The workload as the rendered template field gives it, with this operator's namespace and policy."""
+        spec = load_spec(getattr(self, self.spec_field), self.spec_class)
+        return with_overrides(spec, namespace=self.namespace, retry=self.policy)
+
+    def _spec(self, context: Any) -> JobSetSpec | GangJobSpec:
+        if self._spec_obj is None:
+            self._spec_obj = self.build_spec(context)
+        return self._spec_obj
+
+    def _get_runtime(self) -> Any:
+        if self._runtime_obj is None:
+            self._runtime_obj = make_runtime(
+                self.runtime,
+                conn_id=self.kubernetes_conn_id,
+                namespace=self.namespace,
+                local_faults=self.local_faults,
+                stream_output=self.get_logs,
+            )
+        return self._runtime_obj
+
+    def _on_event(self, event: RunEvent) -> None:
+        """Progress, restarts, suspensions into the task log, once: the core logs each event itself, so
+        only repeat it when that line would reach no handler (a task log set up for `airflow.task` only)."""
+        if not (CORE_LOG.isEnabledFor(logging.INFO) and CORE_LOG.hasHandlers()):
+            self.log.info("[%s] %s", event.type, event.message)
+
+    def _new_run(self, context: Any) -> JobSetRun:
+        spec = self._spec(context)
+        runtime = self._get_runtime()
+        # namespace=, else the workload's own, else the connection's: "default" counts as not set.
+        if not self.namespace and spec.namespace == DEFAULT_NAMESPACE and isinstance(runtime, KubernetesRuntime) and runtime.namespace:
+            spec = self._spec_obj = dataclasses.replace(spec, namespace=runtime.namespace)
+        return JobSetRun(
+            spec,
+            runtime,
+            run_key=run_key_for(context),
+            engine_attempt=engine_attempt_for(context),
+            resubmit=False,
+            on_event=self._on_event,
+        )
+
+    def _run_for(self, handle: Handle, context: Any) -> JobSetRun:
+        if self._run is not None and self._run.handle is not None and self._run.handle.name == handle.name:
+            return self._run
+        self._run = JobSetRun.resume(
+            handle,
+            self._get_runtime(),
+            spec=self._spec(context),
+            engine_attempt=engine_attempt_for(context),
+            on_event=self._on_event,
+        )
+        return self._run
+
+    # ----- ResumableJobMixin -------------------------------------------------------------------------
+
+    def execute(self, context: Any) -> Any:
+        try:
+            return self.execute_resumable(context)
+        except SpecError as exc:  # a bad workload stays bad: retrying it would only spend the budget
+            raise AirflowFailException(f"invalid {self.spec_field}: {exc}") from exc
+
+    def submit_job(self, context: Any) -> dict[str, Any]:
+        """Submit this try's attempt, or adopt the run's live one: never two at once."""
+        self._run = self._new_run(context)
+        handle = self._run.start()
+        self.log.info("%s %s/%s is attempt %d of run %s", handle.kind, handle.namespace, handle.name, handle.attempt, handle.run_key)
+        return handle.to_dict()
+
+    def get_job_status(self, external_id: Any, context: Any) -> str:
+        handle = Handle.from_dict(external_id)
+        return str(self._get_runtime().observe(handle).state)
+
+    def is_job_active(self, status: str) -> bool:
+        return status in ACTIVE_STATES
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == State.SUCCEEDED
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> Any:
+        """Watch to the end and return the XCom value (the mixin's reconnect path returns this)."""
+        handle = Handle.from_dict(external_id)
+        run = self._run_for(handle, context)
+        if self.deferrable:
+            self._defer(handle, context)
+        follower = self._follow_leader(handle, context)
+        try:
+            result = wait_for_end(run, self._get_runtime(), handle)
+        finally:
+            if follower is not None:
+                follower.close()
+        self._xcom = self._finish(context, result.to_dict())
+        return self._xcom
+
+    def get_job_result(self, external_id: Any, context: Any) -> Any:
+        if self._xcom is not None:
+            return self._xcom
+        handle = Handle.from_dict(external_id)
+        result = self._run_for(handle, context).step(handle)
+        self._xcom = self._finish(context, result.to_dict())
+        return self._xcom
+
+    # ----- deferral ----------------------------------------------------------------------------------
+
+    def _defer(self, handle: Handle, context: Any) -> None:
+        from airflow_jobset.triggers import JobSetTrigger
+
+        spec = self._spec(context)
+        follow = self.get_logs and self.runtime == KUBERNETES
+        trigger = JobSetTrigger(
+            handle=handle.to_dict(),
+            runtime=self.runtime,
+            kubernetes_conn_id=self.kubernetes_conn_id,
+            engine_attempt=engine_attempt_for(context),
+            local_faults=self.local_faults,
+            leader_selector=leader_selector(spec, handle) if follow else None,
+            leader_container=container_of(spec) if follow else None,
+        )
+        self.defer(trigger=trigger, method_name=TRIGGER_METHOD)
+
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
+        """Resume after the trigger: decide and raise here, where the retry policy applies."""
+        if not event or event.get("status") != "done":
+            message = (event or {}).get("message") or "the trigger ended without a result"
+            raise AirflowException(f"watching the JobSet failed: {message}")
+        return self._finish(context, event["result"])
+
+    # ----- logs, results, kill -----------------------------------------------------------------------
+
+    def _follow_leader(self, handle: Handle, context: Any) -> LeaderLog | None:
+        runtime = self._get_runtime()
+        if not self.get_logs or not isinstance(runtime, KubernetesRuntime):
+            return None  # the local runtime already copies every pod's output into the task log
+        spec = self._spec(context)
+        return LeaderLog(runtime, handle, leader_selector(spec, handle), container_of(spec), self.log.info).start()
+
+    def _finish(self, context: Any, data: dict[str, Any]) -> dict[str, Any]:
+        """Push the XComs, log the outcome, and raise what Airflow must do with a failure."""
+        handle = Handle.from_dict(data["handle"])
+        ti = context["ti"]
+        ti.xcom_push(key=XCOM_NAME, value=handle.name)
+        ti.xcom_push(key=XCOM_NAMESPACE, value=handle.namespace)
+        ti.xcom_push(key=XCOM_DIAGNOSIS, value=data.get("diagnosis"))
+        what = f"{handle.kind} {handle.namespace}/{handle.name}"
+        if data.get("succeeded"):
+            self.log.info("%s %s", what, data.get("message"))
+            self._log_history(handle)
+            if self.delete_on_finish:
+                self._delete(handle)
+            return data
+        diagnosis = Diagnosis.from_dict(data["diagnosis"]) if data.get("diagnosis") else None
+        decision = RetryDecision.from_dict(data["decision"]) if data.get("decision") else None
+        message = f"{what}: {data.get('message') or 'failed'}"
+        self.log.error("%s", message)
+        if diagnosis is not None:
+            for line in diagnosis.evidence:
+                self.log.error("  evidence: %s", line)
+            if diagnosis.history:
+                self.log.error("  history: %s", diagnosis.history_line())
+        self.log.error("  budget: %s", data.get("ledger"))
+        if self.get_logs and diagnosis is not None and diagnosis.pod:
+            tail = culprit_tail(self._get_runtime(), handle, diagnosis.pod, diagnosis.container)
+            if tail:
+                self.log.error("last lines of %s:\n%s", diagnosis.pod, tail)
+        if data.get("cancelled"):
+            raise AirflowFailException(f"{what} was cancelled")
+        if not data.get("done", True):
+            raise JobSetFailed(f"{what} did not finish: {data.get('message')}", diagnosis, decision)
+        if decision is not None and decision.retry:
+            raise JobSetFailed(message, diagnosis, decision)
+        if self.delete_on_finish:
+            self._delete(handle)
+        raise AirflowFailException(message)
+
+    def _log_history(self, handle: Handle) -> None:
+        """What the in-cluster restarts of a successful run were (a preemption, an eviction), and where."""
+        runtime = self._get_runtime()
+        run = JobSetRun.resume(handle, runtime)
+        history = run.diagnose(runtime.observe(handle)).history_line()
+        if history:
+            self.log.info("history: %s", history)
+
+    def _delete(self, handle: Handle) -> None:
+        JobSetRun.resume(handle, self._get_runtime()).cancel()
+
+    def on_kill(self) -> None:
+        """Delete every attempt of this run (foreground); the watch then ends with a cancelled result, so
+        the task fails instead of passing silently."""
+        run = self._run
+        if run is None:
+            self.log.info("on_kill: nothing submitted by this try")
+            return
+        self.log.info("on_kill: deleting run %s", run.run_key)
+        run.cancel()
+
+
+class JobSetOperator(BaseJobSetOperator):
+    """Run one JobSet to its end: `jobset=` a JobSetSpec, a dict of its fields, or a YAML file (templated)."""
+
+    template_fields: Sequence[str] = ("jobset", "namespace")
+    template_fields_renderers = {"jobset": "yaml"}
+
+    def __init__(self, *, jobset: JobSetSpec | dict[str, Any] | str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.jobset = jobset
+        self._check_spec_now()
+
+
+class GangJobOperator(BaseJobSetOperator):
+    """Run one gang-scheduled Indexed Job to its end: `job=` a GangJobSpec, a dict or a YAML file."""
+
+    spec_class = GangJobSpec
+    spec_field = "job"
+    template_fields: Sequence[str] = ("job", "namespace")
+    template_fields_renderers = {"job": "yaml"}
+
+    def __init__(self, *, job: GangJobSpec | dict[str, Any] | str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job = job
+        self._check_spec_now()
+
+
+__all__ = ["BaseJobSetOperator", "GangJobOperator", "JobSetOperator", "RunResult"]

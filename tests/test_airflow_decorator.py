@@ -1,0 +1,83 @@
+"""`@task.jobset` on the local runtime, and the provider registration that makes `task.jobset` exist."""
+
+from __future__ import annotations
+
+from tests import airflow_support  # first: AIRFLOW_HOME must be set before airflow is imported
+
+airflow_support.HOME.mkdir(exist_ok=True)
+
+from datetime import datetime  # noqa: E402
+from importlib.metadata import entry_points  # noqa: E402
+
+import pytest  # noqa: E402
+from airflow.sdk import DAG, task  # noqa: E402
+from airflow.sdk.exceptions import AirflowFailException  # noqa: E402
+
+from airflow_jobset.decorators import function_source, result_from_log  # noqa: E402
+from airflow_jobset.provider import get_provider_info  # noqa: E402
+from tests.airflow_support import StateStore, TaskInstance  # noqa: E402
+
+
+def test_provider_is_registered_through_its_entry_point() -> None:
+    [entry] = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith("airflow_jobset")]
+    info = entry.load()()
+    assert info == get_provider_info() and info["package-name"] == entry.dist.name
+    assert info["task-decorators"] == [{"class-name": "airflow_jobset.decorators.jobset_task", "name": "jobset"}]
+    from airflow_jobset.decorators import jobset_task
+
+    assert task.jobset is jobset_task  # found by Airflow's provider manager
+
+
+def run_task(decorated: object, run_id: str) -> tuple[object, TaskInstance]:
+    op = decorated.operator  # type: ignore[attr-defined]
+    ti = TaskInstance("decorated", op.task_id, run_id)
+    return op.execute({"ti": ti, "task_state_store": StateStore()}), ti
+
+
+def test_the_function_runs_on_every_replica_and_the_leader_result_is_returned(capfd: pytest.CaptureFixture[str]) -> None:
+    with DAG("decorated", schedule=None, start_date=datetime(2025, 1, 1)):
+
+        @task.jobset(workers=2, runtime="local", retries=1)
+        def shard_sum(offset: int, scale: int = 1) -> dict:
+            import os
+
+            rank = int(os.environ["RANK"])
+            print(f"replica {os.environ['REPLICATED_JOB_NAME']}-{os.environ['JOB_INDEX']} rank {rank}")
+            return {"rank": rank, "value": offset + scale * rank, "world": int(os.environ["WORLD_SIZE"])}
+
+        out = shard_sum(10, scale=3)
+
+    value, ti = run_task(out, "every-replica")
+
+    assert value == {"rank": 0, "value": 10, "world": 3}
+    printed = capfd.readouterr().out
+    assert all(f"replica {r} rank" in printed for r in ("leader-0", "workers-0", "workers-1"))
+    assert ti.xcoms["diagnosis"] is None
+
+
+def test_an_exception_in_one_replica_fails_the_task_at_once_naming_it() -> None:
+    with DAG("decorated", schedule=None, start_date=datetime(2025, 1, 1)):
+
+        @task.jobset(workers=2, runtime="local", retries=2)
+        def broken() -> int:
+            import os
+
+            if os.environ["REPLICATED_JOB_NAME"] == "workers" and os.environ["JOB_INDEX"] == "1":
+                raise RuntimeError("shard 1 is corrupt")
+            import time
+
+            time.sleep(30)
+            return 0
+
+        out = broken()
+
+    with pytest.raises(AirflowFailException, match=r"ApplicationError: .*broken-[0-9a-f]+-0-workers-1-0-.*RuntimeError: shard 1 is corrupt"):
+        run_task(out, "broken")
+
+
+def test_decorators_are_not_part_of_the_shipped_source() -> None:
+    def plain(x: int) -> int:
+        return x + 1
+
+    assert function_source(plain).startswith("def plain(")
+    assert result_from_log("noise\nJOBSET_TASK_RESULT WzFd\nJOBSET_TASK_RESULT WzJd\n") == [2]

@@ -1,0 +1,494 @@
+"""The Airflow operators against a cluster: the real kubernetes client, through an Airflow `kubernetes`
+connection, over real HTTP to LocalApiServer, with `ClusterDriver` playing the controllers and kubelets.
+
+Each test calls the operator the way Airflow's task runner does (a new operator per try, the task's
+`retry_policy` asked after a failure) and checks what an Airflow user sees: the task's end state, the
+exception, the XComs, the log, and what is left on the cluster.
+"""
+
+from __future__ import annotations
+
+from tests import airflow_support  # first: AIRFLOW_HOME must be set before airflow is imported
+
+airflow_support.HOME.mkdir(exist_ok=True)
+
+import asyncio  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+import tenacity  # noqa: E402
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred  # noqa: E402
+
+from airflow_jobset import GangJobOperator, JobSetFailed, JobSetOperator, JobSetRetryPolicy, JobSetTrigger  # noqa: E402
+from airflow_jobset.operators import HANDLE_KEY, run_key_for  # noqa: E402
+from jobset_core import FailureKind, GangJobSpec, JobSetSpec, ReplicatedJob, RetryPolicy  # noqa: E402
+from jobset_core.testing import LocalApiServer  # noqa: E402
+from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
+from tests.kube_driver import JOBSET_API, ClusterDriver  # noqa: E402
+
+NS = "ml"
+CONN = "jobset_test_cluster"
+
+
+def make_spec() -> JobSetSpec:
+    common = dict(image="ghcr.io/acme/train:1", command=["python", "train.py"], container_name="trainer")
+    return JobSetSpec(
+        name="train",
+        replicated_jobs=[ReplicatedJob("leader", **common), ReplicatedJob("workers", replicas=2, parallelism=2, **common)],
+    )
+
+
+def operator(retries: int = 2, **kwargs: Any) -> JobSetOperator:
+    kwargs.setdefault("retry", RetryPolicy(retries=retries, backoff=tenacity.wait_none()))
+    return JobSetOperator(task_id="train", jobset=make_spec(), kubernetes_conn_id=CONN, **kwargs)
+
+
+@pytest.fixture
+def server() -> Iterator[LocalApiServer]:
+    with LocalApiServer(seed=11) as srv:
+        use_cluster(CONN, srv.url, NS)
+        yield srv
+
+
+@pytest.fixture
+def driver(server: LocalApiServer) -> Iterator[ClusterDriver]:
+    with ClusterDriver(server, NS, tick=0.03) as drv:
+        yield drv
+    assert not drv.errors, f"the cluster driver failed: {drv.errors!r}"
+
+
+def jobsets(server: LocalApiServer) -> list[dict[str, Any]]:
+    return server.list(JOBSET_API, "JobSet", NS)
+
+
+def pod_named(server: LocalApiServer, hostname_suffix: str) -> str:
+    for pod in server.list("v1", "Pod", NS):
+        if pod["spec"].get("hostname", "").endswith(hostname_suffix):
+            return pod["metadata"]["name"]
+    raise AssertionError(f"no pod {hostname_suffix}")
+
+
+def ti_for(test: str) -> TaskInstance:
+    return TaskInstance(dag_id="training", task_id="train", run_id=f"manual__{test}")
+
+
+def in_thread(fn: Any, timeout: float = 60) -> Any:
+    """Run `fn` in a thread so that a hang fails the test instead of the whole run."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"did not finish within {timeout}s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# the one count across the cluster and Airflow
+
+
+def test_preemption_is_retried_by_airflow_within_the_budget_then_succeeds(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """No in-cluster restarts: the preempted attempt fails, Airflow retries, the next attempt succeeds."""
+    ti, store = ti_for("preempt"), StateStore()
+    retry = RetryPolicy(retries=2, in_cluster_restarts=False, backoff=tenacity.wait_none())
+    driver.preempt("workers-1-0", jobset="train-*-0", after=0.3)
+    driver.succeed("*", jobset="train-*-1", times=None, after=0.3)
+
+    outcome: Tries = in_thread(lambda: run_tries(lambda: operator(retry=retry), ti, store))
+
+    assert outcome.state == "success", outcome.errors
+    assert outcome.tries == 2
+    [first] = outcome.errors
+    assert isinstance(first, JobSetFailed)
+    assert first.diagnosis is not None and first.diagnosis.kind is FailureKind.PREEMPTED
+    assert first.decision is not None and first.decision.retry and first.decision.reason.startswith("retrying: Preempted")
+    assert [js["metadata"]["name"].rsplit("-", 1)[1] for js in jobsets(server)] == ["0", "1"]
+    assert "1 resubmission used" in outcome.value["ledger"]
+    assert ti.xcoms["jobset_name"].endswith("-1") and ti.xcoms["namespace"] == NS
+    assert ti.xcoms["diagnosis"] is None
+
+
+def test_in_cluster_restarts_spend_the_same_budget_so_airflow_does_not_retry(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """retries=1: the in-cluster restart after the first preemption spends it; the second preemption ends
+    the task on its first try although Airflow alone would have retried once more."""
+    ti, store = ti_for("spent"), StateStore()
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.preempt("workers-0-0", restart=1, after=0.3)
+
+    outcome: Tries = in_thread(lambda: run_tries(lambda: operator(retries=1), ti, store))
+
+    assert outcome.state == "failed" and outcome.tries == 1
+    [error] = outcome.errors
+    assert isinstance(error, AirflowFailException)
+    assert "Preempted is retryable but the budget is spent: 2 of 2 attempts used" in str(error)
+    [js] = jobsets(server)
+    assert js["status"]["restarts"] == 1 and js["spec"]["failurePolicy"]["maxRestarts"] == 1
+    assert ti.xcoms["diagnosis"]["kind"] == "Preempted"
+
+
+def test_retry_policy_follows_the_core_decision() -> None:
+    from airflow.sdk.definitions.retry_policy import RetryAction
+
+    from jobset_core import RetryDecision
+
+    policy = JobSetRetryPolicy()
+    retry = JobSetFailed("x", decision=RetryDecision(retry=True, reason="retrying: Preempted", delay_seconds=7))
+    spent = JobSetFailed("x", decision=RetryDecision(retry=False, reason="not retrying: budget spent"))
+    assert policy.evaluate(retry, 1, 4).action is RetryAction.RETRY
+    assert policy.evaluate(retry, 1, 4).retry_delay.total_seconds() == 7
+    assert policy.evaluate(spent, 1, 4).action is RetryAction.FAIL
+    assert policy.evaluate(ValueError("bad connection"), 1, 4).action is RetryAction.DEFAULT
+    assert isinstance(operator().retry_policy, JobSetRetryPolicy)
+    assert operator(retries=5).retries == 5  # retry= sets the one count Airflow retries by
+
+
+def test_application_error_fails_on_the_first_try_naming_the_pod(
+    server: LocalApiServer, driver: ClusterDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    ti, store = ti_for("bug"), StateStore()
+    driver.exit("workers-0-1", 1, after=0.3, message="ValueError: bad learning rate")
+
+    with caplog.at_level(logging.INFO):
+        outcome: Tries = in_thread(lambda: run_tries(operator, ti, store))
+
+    assert outcome.state == "failed" and outcome.tries == 1
+    [error] = outcome.errors
+    assert isinstance(error, AirflowFailException)
+    pod = pod_named(server, "workers-0-1")
+    assert pod in str(error) and "ApplicationError" in str(error) and "not retrying" in str(error)
+    assert ti.xcoms["diagnosis"]["kind"] == "ApplicationError"
+    assert ti.xcoms["diagnosis"]["pod"] == pod and ti.xcoms["diagnosis"]["exit_code"] == 1
+    assert len(jobsets(server)) == 1
+    assert "ValueError: bad learning rate" in caplog.text
+
+
+# ----------------------------------------------------------------------------------------------------
+# logs
+
+
+def running_pod(server: LocalApiServer, hostname_suffix: str, restart: int) -> str | None:
+    for pod in server.list("v1", "Pod", NS):
+        labels = pod["metadata"].get("labels") or {}
+        if (
+            pod["spec"].get("hostname", "").endswith(hostname_suffix)
+            and labels.get("jobset.sigs.k8s.io/restart-attempt") == str(restart)
+            and (pod.get("status") or {}).get("phase") == "Running"
+        ):
+            return pod["metadata"]["name"]
+    return None
+
+
+class TaskLog:
+    """What the operator wrote to its task log so far (Airflow's task logger prints to stdout here)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys, self.seen = capsys, ""
+
+    @property
+    def text(self) -> str:
+        self.seen += self.capsys.readouterr().out
+        return self.seen
+
+
+def test_the_leader_log_streams_into_the_task_log_while_the_jobset_runs_and_across_a_restart(
+    server: LocalApiServer, driver: ClusterDriver, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = TaskLog(capsys)
+    box: dict[str, Any] = {}
+    thread = threading.Thread(
+        target=lambda: box.update(value=operator().execute({"ti": ti_for("logs"), "task_state_store": StateStore()})),
+        daemon=True,
+    )
+    thread.start()
+    driver.run_until(lambda: running_pod(server, "leader-0-0", 0) is not None, 20, "the leader to run")
+    first = running_pod(server, "leader-0-0", 0)
+    server.append_log(NS, first, "epoch 1 loss 0.91\n")
+    driver.run_until(lambda: f"[{first}] epoch 1 loss 0.91" in log.text, 20, "the leader's line in the task log")
+    assert thread.is_alive()  # streamed while the JobSet runs, not at the end
+
+    driver.preempt("workers-1-0", restart=0)  # the JobSet restarts: a new leader pod to follow
+    driver.run_until(lambda: running_pod(server, "leader-0-0", 1) is not None, 20, "the restarted leader")
+    second = running_pod(server, "leader-0-0", 1)
+    server.append_log(NS, second, "resumed at epoch 1\n")
+    driver.run_until(lambda: f"[{second}] resumed at epoch 1" in log.text, 20, "the new leader's line")
+    driver.succeed("*", restart=1, times=None)
+    thread.join(30)
+
+    assert box["value"]["succeeded"]
+
+
+def test_a_failure_logs_the_culprit_pods_last_lines(
+    server: LocalApiServer, driver: ClusterDriver, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = TaskLog(capsys)
+    driver.exit("workers-0-1", 1, after=2.0)
+    box: dict[str, BaseException] = {}
+
+    def execute() -> None:
+        try:
+            operator().execute({"ti": ti_for("tail"), "task_state_store": StateStore()})
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            box["error"] = exc
+
+    thread = threading.Thread(target=execute, daemon=True)
+    thread.start()
+    driver.run_until(lambda: running_pod(server, "workers-0-1", 0) is not None, 20, "the worker to run")
+    culprit = running_pod(server, "workers-0-1", 0)
+    server.append_log(NS, culprit, "loading shard 1\nloss is nan at step 7\n")
+    thread.join(30)
+
+    assert isinstance(box.get("error"), AirflowFailException)
+    assert f"last lines of {culprit}:\nloading shard 1\nloss is nan at step 7" in log.text
+
+
+# ----------------------------------------------------------------------------------------------------
+# reattach after a worker crash
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {root!r})
+    from tests import airflow_support
+    from tests.airflow_support import StateStore, TaskInstance
+    from tests.test_airflow_operators import operator
+
+    class FileStore(StateStore):
+        def set(self, key, value):
+            super().set(key, value)
+            open({store!r}, "w").write(json.dumps(dict(self)))
+
+    ti = TaskInstance(dag_id="training", task_id="train", run_id="manual__crash")
+    operator().execute({{"ti": ti, "task_state_store": FileStore()}})
+    """
+)
+
+
+@pytest.mark.parametrize("keep_store", [True, False], ids=["task-state-store", "run-key"])
+def test_a_worker_killed_mid_run_is_reattached_by_the_next_try(
+    server: LocalApiServer, driver: ClusterDriver, tmp_path: Path, keep_store: bool
+) -> None:
+    store_file = tmp_path / "store.json"
+    script = WORKER.format(root=str(airflow_support.ROOT), store=str(store_file))
+    env = {**os.environ, "PYTHONPATH": str(airflow_support.ROOT)}
+    worker = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    try:
+        driver.run_until(lambda: store_file.exists() and len(server.list("v1", "Pod", NS)) == 5, 60, "try 1 to submit")
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker dies mid-run: no on_kill, no cleanup
+        worker.wait(10)
+    [live] = jobsets(server)
+    store = StateStore(json.loads(store_file.read_text()) if keep_store else {})
+    if keep_store:
+        assert store[HANDLE_KEY]["name"] == live["metadata"]["name"]
+    driver.succeed("*", times=None, after=0.3)
+    ti = ti_for("crash")
+    ti.try_number = 2
+
+    outcome: Tries = in_thread(lambda: run_tries(operator, ti, store))
+
+    assert outcome.state == "success", outcome.errors
+    assert [js["metadata"]["name"] for js in jobsets(server)] == [live["metadata"]["name"]]
+    assert outcome.value["handle"]["name"] == live["metadata"]["name"]
+
+
+def test_a_retry_after_the_jobset_succeeded_returns_its_result_without_submitting(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """The worker died after the JobSet succeeded but before Airflow heard: the next try just reports it."""
+    driver.succeed("*", times=None, after=0.2)
+    ti, store = ti_for("late"), StateStore()
+    first = in_thread(lambda: operator().execute({"ti": ti, "task_state_store": store}))
+    ti.try_number, ti.xcoms = 2, {}
+
+    again = in_thread(lambda: operator().execute({"ti": ti, "task_state_store": store}))
+
+    assert again["succeeded"] and again["handle"] == first["handle"]
+    assert len(jobsets(server)) == 1 and ti.xcoms["jobset_name"] == first["handle"]["name"]
+
+
+def test_a_suspended_jobset_is_live_not_resubmittable(server: LocalApiServer, driver: ClusterDriver) -> None:
+    op = operator()
+    ti, store = ti_for("queued"), StateStore()
+    handle = op.submit_job({"ti": ti, "task_state_store": store})
+    server.patch(JOBSET_API, "JobSet", handle["name"], NS, {"spec": {"suspend": True}})
+    driver.run_until(lambda: op.get_job_status(handle, {}) == "suspended", 10, "the JobSet to be suspended")
+    assert op.is_job_active(op.get_job_status(handle, {}))
+    ti.try_number = 2
+    assert operator().submit_job({"ti": ti, "task_state_store": store})["name"] == handle["name"]
+    assert len(jobsets(server)) == 1
+
+
+# ----------------------------------------------------------------------------------------------------
+# deferrable
+
+
+def first_event(trigger: JobSetTrigger, timeout: float = 30) -> Any:
+    async def go() -> Any:
+        async for event in trigger.run():
+            return event
+
+    return asyncio.run(asyncio.wait_for(go(), timeout))
+
+
+def deferred(op: JobSetOperator, ti: TaskInstance) -> JobSetTrigger:
+    """Execute until the deferral; rebuild the trigger from its serialized form, as the triggerer does."""
+    from airflow.sdk._shared.module_loading import import_string
+
+    with pytest.raises(TaskDeferred) as deferral:
+        op.execute({"ti": ti, "task_state_store": StateStore()})
+    assert deferral.value.method_name == "execute_complete"
+    classpath, kwargs = deferral.value.trigger.serialize()
+    return import_string(classpath)(**json.loads(json.dumps(kwargs)))
+
+
+def test_deferrable_run_ends_in_the_worker_through_the_trigger(server: LocalApiServer, driver: ClusterDriver) -> None:
+    ti = ti_for("deferred")
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.succeed("*", restart=1, times=None, after=0.3)
+    trigger = deferred(operator(deferrable=True), ti)
+    assert trigger.leader_selector and "replicatedjob-name=leader" in trigger.leader_selector
+
+    event = in_thread(lambda: first_event(trigger))
+
+    assert event.payload["status"] == "done"
+    value = operator(deferrable=True).execute_complete({"ti": ti}, event.payload)
+    assert value["succeeded"] and "1 in-cluster restart" in value["ledger"]
+    assert ti.xcoms["jobset_name"] == jobsets(server)[0]["metadata"]["name"]
+
+
+def test_deferrable_failure_raises_in_the_worker_where_the_retry_policy_applies(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    ti = ti_for("deferred-bug")
+    driver.exit("leader-0-0", 2, after=0.3)
+    trigger = deferred(operator(deferrable=True), ti)
+
+    event = in_thread(lambda: first_event(trigger))
+
+    with pytest.raises(AirflowFailException, match="ApplicationError"):
+        operator(deferrable=True).execute_complete({"ti": ti}, event.payload)
+
+
+def test_cancelling_the_trigger_stops_its_watch_and_leaves_the_jobset(server: LocalApiServer, driver: ClusterDriver) -> None:
+    trigger = deferred(operator(deferrable=True), ti_for("handover"))
+
+    async def cancel_while_watching() -> bool:
+        task = asyncio.ensure_future(trigger.run().__anext__())
+        await asyncio.sleep(1.0)
+        assert not task.done()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert in_thread(lambda: asyncio.run(cancel_while_watching()))
+    [js] = jobsets(server)
+    assert not js["metadata"].get("deletionTimestamp")
+
+    in_thread(lambda: asyncio.run(trigger.on_kill()))  # a user killed the deferred task: delete it
+    driver.run_until(lambda: not jobsets(server), 20, "the JobSet to be deleted")
+
+
+# ----------------------------------------------------------------------------------------------------
+# on_kill
+
+
+def test_on_kill_deletes_the_jobset_and_the_task_fails(server: LocalApiServer, driver: ClusterDriver) -> None:
+    op = operator()
+    ti = ti_for("kill")
+    box: dict[str, BaseException] = {}
+
+    def execute() -> None:
+        try:
+            op.execute({"ti": ti, "task_state_store": StateStore()})
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            box["error"] = exc
+
+    def watching() -> bool:
+        """The operator is past its submission and watching the pods (what a kill mid-run interrupts)."""
+        return any(
+            r.path.endswith(f"/namespaces/{NS}/pods") and str(r.query.get("watch", "")).lower() == "true"
+            for r in server.requests
+        )
+
+    thread = threading.Thread(target=execute, daemon=True)
+    thread.start()
+    driver.run_until(lambda: len(server.list("v1", "Pod", NS)) == 5 and watching(), 20, "the run to be watched")
+    op.on_kill()
+    thread.join(30)
+
+    assert not thread.is_alive()
+    assert isinstance(box.get("error"), AirflowFailException), box
+    assert "cancelled" in str(box["error"])
+    driver.run_until(lambda: not jobsets(server) and not server.list("v1", "Pod", NS), 20, "the JobSet to be gone")
+
+
+# ----------------------------------------------------------------------------------------------------
+# the gang Job operator and the run key
+
+
+def test_gang_job_operator_runs_an_indexed_job(server: LocalApiServer, driver: ClusterDriver) -> None:
+    driver.succeed("*", times=None, after=0.2)
+    ti = ti_for("gang")
+    op = GangJobOperator(
+        task_id="shards", job={"name": "shards", "pods": 3, "image": "busybox", "command": ["true"]},
+        kubernetes_conn_id=CONN, retries=1, delete_on_finish=True,
+    )
+    value = in_thread(lambda: op.execute({"ti": ti, "task_state_store": StateStore()}))
+    assert value["succeeded"] and value["handle"]["kind"] == "Job"
+    assert value["handle"]["name"] == ti.xcoms["jobset_name"]
+    driver.run_until(lambda: not server.list("batch/v1", "Job", NS), 20, "the finished Job to be deleted")
+
+
+def test_run_key_is_per_task_instance_and_map_index() -> None:
+    a = TaskInstance(dag_id="d", task_id="t", run_id="r")
+    b = TaskInstance(dag_id="d", task_id="t", run_id="r", map_index=3)
+    retried = TaskInstance(dag_id="d", task_id="t", run_id="r", try_number=3)
+    assert run_key_for({"ti": a}) == run_key_for({"ti": retried})
+    assert run_key_for({"ti": a}) != run_key_for({"ti": b})
+
+
+def test_a_bad_workload_fails_without_a_retry_or_a_submission(server: LocalApiServer) -> None:
+    ti = ti_for("bad")
+    bad = {"name": "Train_1", "replicated_jobs": [{"name": "workers", "image": "busybox", "command": ["true"]}]}
+    outcome = run_tries(lambda: JobSetOperator(task_id="train", jobset=bad, kubernetes_conn_id=CONN, retries=3), ti, StateStore())
+    assert outcome.state == "failed" and outcome.tries == 1
+    assert "invalid jobset" in str(outcome.errors[0]) and "name" in str(outcome.errors[0])
+    assert jobsets(server) == []
+    with pytest.raises(ValueError, match="name"):  # a spec object is checked when the DAG is parsed
+        JobSetOperator(task_id="train", jobset=dataclasses.replace(make_spec(), name="Train_1"))
+
+
+def test_gang_spec_from_a_yaml_file(tmp_path: Path) -> None:
+    from airflow_jobset.specs import load_spec
+
+    path = tmp_path / "job.yaml"
+    path.write_text("name: shards\npods: 4\nimage: busybox\ncommand: [echo, hi]\n")
+    spec = load_spec(str(path), GangJobSpec)
+    assert isinstance(spec, GangJobSpec) and spec.pods == 4

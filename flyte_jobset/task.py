@@ -25,6 +25,8 @@ from flyte_jobset import local_run
 from flyte_jobset.constants import RUNTIMES, TASK_TYPE
 from jobset_core import ReplicatedJob, RetryPolicy, SpecError
 from jobset_core.budget import platform_default_retries
+from jobset_core.local.faults import parse_faults
+from jobset_core.validation import check_bool, check_dns1123, check_positive_int
 
 LEADER = "leader"
 WORKERS = "workers"
@@ -56,6 +58,23 @@ class JobSet:
     namespace: str | None = None
     runtime: str | None = None
     local_faults: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse bad values where the user wrote them (at import of the workflow), not at submission."""
+        check_positive_int("workers", self.workers, allow_zero=True)
+        if self.gpus_per_worker is not None:
+            check_positive_int("gpus_per_worker", self.gpus_per_worker)
+        if self.retries is not None:
+            check_positive_int("retries", self.retries, allow_zero=True)
+        if self.retry is not None and not isinstance(self.retry, RetryPolicy):
+            raise SpecError("retry", f"{self.retry!r} is not a RetryPolicy", "use retry=RetryPolicy(retries=3)")
+        check_bool("interruptible", self.interruptible, optional=True)
+        if self.namespace is not None:
+            check_dns1123("namespace", self.namespace)
+        if self.runtime is not None and self.runtime not in RUNTIMES:
+            raise SpecError("runtime", f"{self.runtime!r} is not one of {', '.join(RUNTIMES)}", 'use runtime="local" or "kubernetes"')
+        if self.local_faults is not None:
+            parse_faults(self.local_faults)
 
     def shape(self) -> list[ReplicatedJob]:
         if self.replicated_jobs:

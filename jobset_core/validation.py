@@ -108,14 +108,14 @@ def check_dns_subdomain(field: str, value: object) -> str:
 def check_int(field: str, value: object, *, low: int = 1, high: int = INT32_MAX) -> int:
     """Integers within Kubernetes' int32 fields (replicas, parallelism, deadlines, retries...)."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise SpecError(field, f"must be an integer from {low} to {high}, got {value!r}", f"set {field} to {max(low, 1)} or more")
+        raise SpecError(field, f"must be an integer from {low} to {high}, got {value!r}", f"set {field} to a whole number in that range")
     return value
 
 
 def check_positive_int(field: str, value: object, *, allow_zero: bool = False) -> int:
     low = 0 if allow_zero else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise SpecError(field, f"must be an integer >= {low}, got {value!r}", f"set {field} to {max(low, 1)} or more")
+        raise SpecError(field, f"must be an integer >= {low}, got {value!r}", f"set {field} to {low} or more")
     if value > INT32_MAX:
         raise SpecError(field, f"{value} is more than {INT32_MAX}, the largest value Kubernetes stores", "use a smaller number")
     return value

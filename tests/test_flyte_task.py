@@ -150,3 +150,21 @@ def test_the_connector_is_registered_for_the_task_type() -> None:
 
     assert isinstance(ConnectorRegistry.get_connector("jobset"), JobSetConnector)
     assert idl.ResourceType.TASK  # identifiers used by the connector tests exist in this flytekit
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"workers": 2, "gpus_per_worker": "a"}, "gpus_per_worker"),
+        ({"workers": -1}, "workers"),
+        ({"workers": 2, "retries": -2}, "retries"),
+        ({"workers": 2, "runtime": "locale"}, "runtime"),
+        ({"workers": 2, "local_faults": "preempt:"}, "JOBSET_LOCAL_FAULTS"),
+        ({"workers": 2, "namespace": "ML"}, "namespace"),
+        ({"workers": 2, "interruptible": "yes"}, "interruptible"),
+    ],
+)
+def test_bad_config_is_refused_where_it_is_written(kwargs: dict, field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        JobSet(**kwargs)
+    assert err.value.field == field

@@ -643,6 +643,8 @@ def test_a_command_that_cannot_start_is_a_config_error(make_runtime: Callable[..
     assert (state["exitCode"], state["reason"]) == (128, "StartError") and "no-such-program-xyz" in state[
         "message"
     ]
+    # The summary quotes the runtime's own words, not a generic hint.
+    assert 'cannot start (StartError): exec: "no-such-program-xyz": no such file or directory' in result.diagnosis.summary
 
 
 # ----------------------------------------------------------------------------------------------------

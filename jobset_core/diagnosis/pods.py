@@ -125,7 +125,8 @@ def terminated_finding(
         detail = message or "the container could not be located"
         return Finding(K.SYSTEM_ERROR, evidence=f"{where}: ContainerStatusUnknown exit {code}: {detail}", **base)
     if reason in (c.REASON_START_ERROR, c.REASON_CONTAINER_CANNOT_RUN):
-        return Finding(K.CONFIG_ERROR, evidence=f"{where} could not start ({reason}): {message}", **base)
+        # The runtime's own words (`exec: "trian.py": executable file not found in $PATH`) are the fix.
+        return Finding(K.CONFIG_ERROR, evidence=f"{where} could not start ({reason}): {message}", message=last_line(message), **base)
     signal = ev.as_int(term.get("signal"))
     if code == c.SIGTERM_EXIT_CODE or signal == 15:
         return Finding(K.INTERRUPTED, evidence=f"{where} exited 143 (SIGTERM){at}", **base)

@@ -80,7 +80,7 @@ _LINES: dict[FailureKind, Callable[[Finding, str, str, str | None], str]] = {
     K.EVICTED: lambda r, who, when, job: f"{who} was evicted at {when}" + (f" from node {r.node}" if r.node else ""),
     K.UNSCHEDULABLE: lambda r, who, when, job: f"{who} could not be scheduled since {when}",
     K.IMAGE_PULL_ERROR: lambda r, who, when, job: f"{who} cannot pull its image ({r.reason})",
-    K.CONFIG_ERROR: lambda r, who, when, job: f"{who} cannot start ({r.reason})",
+    K.CONFIG_ERROR: lambda r, who, when, job: f"{who} cannot start ({r.reason})" + (f": {r.message}" if r.message else ""),
     K.DEADLINE_EXCEEDED: lambda r, who, when, job: f"{job or who} ran past its deadline at {when}",
     K.SYSTEM_ERROR: lambda r, who, when, job: f"{who} failed for an infrastructure reason ({r.reason}) at {when}",
 }

@@ -59,6 +59,11 @@ def as_int(value: Any) -> int | None:
     return None
 
 
+def count(value: Any) -> int:
+    """A status counter (`active`, `failed`, `restarts`...): absent while 0 (omitempty), so missing is 0."""
+    return as_int(value) or 0
+
+
 def parse_time(value: Any) -> datetime | None:
     """RFC 3339 as the API server writes it (with or without fractional seconds)."""
     if not value or not isinstance(value, str):

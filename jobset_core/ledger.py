@@ -16,9 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobset_core import evidence as ev
 from jobset_core.constants import (  # noqa: F401  (importable from here, as the first release had them)
     ATTEMPT_ANNOTATION,
     CANCELLED_ANNOTATION,
+    CONDITION_FAILED,
+    CONDITION_FAILURE_TARGET,
     FREE_ANNOTATION,
     FREE_INTERRUPTIONS_ANNOTATION,
     OUTCOME_ANNOTATION,
@@ -155,19 +158,19 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
     annotations = meta.get("annotations") or {}
     if run_key is not None and labels.get(RUN_KEY_LABEL) != run_key:
         return None
-    attempt = _int(annotations.get(ATTEMPT_ANNOTATION))
+    attempt = ev.count(annotations.get(ATTEMPT_ANNOTATION))
     status = obj.get("status") or {}
     free = annotations.get(FREE_ANNOTATION) == "true"
     outcome = annotations.get(OUTCOME_ANNOTATION)
     free_in_place = 0
     if obj.get("kind") == "JobSet":
-        restarts = _int(status.get("restarts"))
+        restarts = ev.count(status.get("restarts"))
         # JobSet omits restartsCountTowardsMax while it is 0 (omitempty): absent means no counted restart.
-        counted = min(restarts, _int(status.get("restartsCountTowardsMax")))
+        counted = min(restarts, ev.count(status.get("restartsCountTowardsMax")))
     else:
         restarts = gang_job_restarts(obj)
         counted = restarts
-        free_in_place = _int(annotations.get(FREE_INTERRUPTIONS_ANNOTATION))
+        free_in_place = ev.count(annotations.get(FREE_INTERRUPTIONS_ANNOTATION))
     return Submission(
         name=meta.get("name", ""),
         attempt=attempt,
@@ -191,26 +194,14 @@ def gang_job_restarts(job: Mapping[str, Any]) -> int:
     """
     status = job.get("status") or {}
     spec = job.get("spec") or {}
-    failed = _int(status.get("failed"))
-    decided = _condition(status, "FailureTarget") or _condition(status, "Failed")
+    failed = ev.count(status.get("failed"))
+    decided = ev.condition(job, CONDITION_FAILURE_TARGET) or ev.condition(job, CONDITION_FAILED)
     if decided is None:
         return failed
     if decided.get("reason") == "BackoffLimitExceeded":
-        return min(failed, _int(spec.get("backoffLimit")))
-    parallelism = max(1, _int(spec.get("parallelism")) or 1)
-    peers_torn_down = max(0, parallelism - _int(status.get("succeeded")) - 1)
+        return min(failed, ev.count(spec.get("backoffLimit")))
+    parallelism = max(1, ev.count(spec.get("parallelism")) or 1)
+    peers_torn_down = max(0, parallelism - ev.count(status.get("succeeded")) - 1)
     return max(0, failed - 1 - peers_torn_down)
 
 
-def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == type_ and cond.get("status") == "True":
-            return cond
-    return None
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0

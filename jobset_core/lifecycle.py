@@ -160,7 +160,7 @@ def _assess(
 ) -> Step:
     main = observation.main
     diagnosis = diagnose_observation(observation, policy, now) if main is not None else None
-    progress = progress_of(observation, diagnosis, now, current.free_in_place if current else 0)
+    progress = progress_of(observation, diagnosis, now, current)
 
     if cancelled or (main is not None and ev.meta(main).get("annotations", {}).get(CANCELLED_ANNOTATION)):
         return _cancelled(handle, progress, ledger)
@@ -363,33 +363,36 @@ def _deleted_outside(
 # Progress
 
 
-def progress_of(observation: Observation, diagnosis: Diagnosis | None, now: datetime, free_in_place: int = 0) -> Progress:
+def progress_of(
+    observation: Observation, diagnosis: Diagnosis | None, now: datetime, current: Submission | None = None
+) -> Progress:
+    """`current` is the attempt's accounting as the step read it (the ledger's reading of the same object)."""
     main = observation.main
     state = observation.state
     if main is None:
         return Progress(state)
+    current = current or submission_from_object(main) or Submission(ev.name_of(main), 0)
     status = main.get("status") or {}
+    spec = main.get("spec") or {}
     kueue = _kueue_note(diagnosis)
     if main.get("kind") != "JobSet":
-        spec = main.get("spec") or {}
-        total = _int(spec.get("parallelism")) or 1
-        ready = min(total, _int(status.get("ready")) + _int(status.get("succeeded")))
-        sub = submission_from_object(main)
-        restarts = sub.restarts if sub else 0
+        total = ev.count(spec.get("parallelism")) or 1
+        ready = min(total, ev.count(status.get("ready")) + ev.count(status.get("succeeded")))
         return Progress(
-            state, ready, total, "pods", restarts, restarts, _int(spec.get("backoffLimit")), (), kueue, free_in_place
+            state, ready, total, "pods", current.restarts, current.counted_restarts,
+            ev.count(spec.get("backoffLimit")), (), kueue, current.free_in_place,
         )
-    wanted = {rj.get("name"): _int(rj.get("replicas")) or 1 for rj in (main.get("spec") or {}).get("replicatedJobs") or []}
+    wanted = {rj.get("name"): ev.count(rj.get("replicas")) or 1 for rj in spec.get("replicatedJobs") or []}
     ready = sum(
         1
         for r in status.get("replicatedJobsStatus") or []
-        if _int(r.get("ready")) + _int(r.get("succeeded")) >= wanted.get(r.get("name"), 1)
+        if ev.count(r.get("ready")) + ev.count(r.get("succeeded")) >= wanted.get(r.get("name"), 1)
     )
-    restarts = _int(status.get("restarts"))
-    counted = min(restarts, _int(status.get("restartsCountTowardsMax")))
-    max_restarts = ((main.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts")
-    causes = _restart_causes(diagnosis, restarts, main, now)
-    return Progress(state, ready, len(wanted), "replicated jobs", restarts, counted, max_restarts, causes, kueue)
+    max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
+    causes = _restart_causes(diagnosis, current.restarts, main, now)
+    return Progress(
+        state, ready, len(wanted), "replicated jobs", current.restarts, current.counted_restarts, max_restarts, causes, kueue
+    )
 
 
 def _restart_causes(diagnosis: Diagnosis | None, restarts: int, main: Mapping[str, Any], now: datetime) -> tuple[FailureKind | None, ...]:
@@ -410,9 +413,3 @@ def _kueue_note(diagnosis: Diagnosis | None) -> str | None:
         return None
     return next((e for e in diagnosis.evidence if "by Kueue" in e), None)
 
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0

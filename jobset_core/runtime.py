@@ -48,16 +48,10 @@ def state_of(obj: Mapping[str, Any] | None) -> State:
     status = obj.get("status") or {}
     if obj.get("kind") == "Job":
         return State.RUNNING if status.get("active") or status.get("ready") else State.PENDING
-    if any(_int(r.get("active")) for r in status.get("replicatedJobsStatus") or []):
+    if any(ev.count(r.get("active")) for r in status.get("replicatedJobsStatus") or []):
         return State.RUNNING
     return State.PENDING
 
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,16 @@
 
 ``LocalApiServer`` speaks enough of the kube-apiserver REST protocol for the
 official ``kubernetes`` client to work against it over real HTTP, so code under
-test needs no monkeypatching; ``FaultPlan`` scripts failures at the HTTP layer.
+test needs no monkeypatching; ``FaultPlan`` scripts failures at the HTTP layer. ``FakeCluster`` puts the
+emulated JobSet and Job controllers and scripted pods behind it, so submitted JobSets come alive; the
+``fake_cluster`` pytest fixture hands one to a test.
 """
 
 from .apiserver import LocalApiServer
+from .cluster import FakeCluster
 from .errors import ApiError
 from .faults import FaultPlan
 from .handler import RequestRecord
 from .kinds import ResourceKind
 
-__all__ = ["ApiError", "FaultPlan", "LocalApiServer", "RequestRecord", "ResourceKind"]
+__all__ = ["ApiError", "FakeCluster", "FaultPlan", "LocalApiServer", "RequestRecord", "ResourceKind"]

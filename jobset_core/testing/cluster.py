@@ -1,0 +1,243 @@
+"""FakeCluster: an offline Kubernetes cluster for tests of code that runs JobSets.
+
+It is a `LocalApiServer` (real HTTP, the official client works against it unchanged) with the emulated
+JobSet and Job controllers of `jobset_core.emulation` and a scripted scheduler and kubelet behind it, so
+a JobSet submitted to it comes alive: child Jobs, pods, restarts, failures with upstream reasons. The test
+scripts what happens to the pods (`exit`, `oom`, `preempt`, `evict`, `node_shutdown`,
+`image_pull_backoff`, `unschedulable`, `succeed`); a pod with no script runs until told otherwise, or
+succeeds after `succeed_after` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from jobset_core import constants as c
+from jobset_core.emulation import Controllers
+from jobset_core.emulation.events import record_event
+from jobset_core.testing.apiserver import LocalApiServer
+from jobset_core.testing.errors import ApiError
+from jobset_core.testing.fates import (
+    EVICT,
+    EXIT,
+    IMAGE_PULL_BACKOFF,
+    NODE_SHUTDOWN,
+    PREEMPT,
+    UNSCHEDULABLE,
+    PodRule,
+    Selector,
+)
+from jobset_core.testing.kubelet import UNSCHEDULABLE_MESSAGE, ScriptedKubelet
+
+if TYPE_CHECKING:
+    import kubernetes
+
+    from jobset_core.kube import KubernetesRuntime
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+OOM_EXIT_CODE = c.SIGKILL_EXIT_CODE
+
+
+class FakeCluster:
+    """API server + emulated controllers + scripted pods; a context manager, or `start()`/`stop()`.
+
+    `namespaces` are created (a real server 404s a create in a namespace that does not exist; `default`
+    always exists); the first one is where `runtime()` submits. `server` reuses a running LocalApiServer
+    instead of starting one. `tick` is how often the controllers and kubelets reconcile in the background.
+    """
+
+    def __init__(
+        self,
+        namespaces: Iterable[str] | str = ("default",),
+        *,
+        server: LocalApiServer | None = None,
+        tick: float = 0.03,
+        succeed_after: float | None = None,
+        nodes: int = 4,
+        seed: int | None = None,
+    ) -> None:
+        names = [namespaces] if isinstance(namespaces, str) else list(namespaces)
+        if not names:
+            raise ValueError("namespaces: give at least one namespace, e.g. ('default',)")
+        self.namespace = names[0]
+        self._own_server = server is None
+        self.server = server if server is not None else LocalApiServer(seed=seed)
+        self.tick = tick
+        self.errors: list[BaseException] = []
+        self.steps = 0
+        self._scope = self.namespace if not self._own_server else None
+        self.controllers = Controllers(self.server, self._scope)
+        self.kubelet = ScriptedKubelet(self.server, self._scope, nodes, succeed_after)
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._names = names
+
+    # ----- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> FakeCluster:
+        if self._own_server and self.server._httpd is None:
+            self.server.start()
+        for name in self._names:
+            self.create_namespace(name)
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="fake-cluster", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._own_server:
+            self.server.stop()
+
+    def __enter__(self) -> FakeCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def create_namespace(self, name: str) -> None:
+        """Create a Namespace unless it exists (`default`, `kube-system` and `kube-public` always do)."""
+        if self.server.get("v1", "Namespace", name) is None:
+            try:
+                self.server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+
+    # ----- clients -----------------------------------------------------------------------------------
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        """An official-client ApiClient configured for this cluster's server."""
+        return self.server.api_client()
+
+    def runtime(self, namespace: str | None = None, **kwargs: Any) -> KubernetesRuntime:
+        """A KubernetesRuntime pointed at this cluster, with short retry and watch timings for tests."""
+        from jobset_core.kube import KubernetesRuntime
+        from jobset_core.kube_api import ApiRetry
+
+        settings: dict[str, Any] = {
+            "retry": ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2),
+            "watch_timeout_seconds": 2,
+            "tick_seconds": 0.1,
+            "cancel_timeout_seconds": 10,
+        }
+        settings.update(kwargs)
+        return KubernetesRuntime(self.api_client(), namespace or self.namespace, **settings)
+
+    # ----- running -----------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.step()
+            self._stop.wait(self.tick)
+
+    def step(self) -> None:
+        """One reconcile pass of every controller; errors are kept in `errors` for the test to check."""
+        with self._lock:
+            self.steps += 1
+            for name, fn in (
+                ("jobset", self.controllers.reconcile_jobsets),
+                ("job", self.controllers.reconcile_jobs),
+                ("kubelet", self.kubelet.sync),
+            ):
+                try:
+                    fn()
+                except ApiError as exc:  # a race with the code under test (404/409): the next tick retries
+                    log.debug("%s controller: %s", name, exc)
+                except Exception as exc:  # noqa: BLE001 - an emulation bug must fail the test, not hang it
+                    log.exception("%s controller failed", name)
+                    self.errors.append(exc)
+
+    def run_until(self, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+        """Wait (stepping if no background thread runs) until `predicate()`; TimeoutError names `what`."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+            if self._thread is None:
+                self.step()
+            time.sleep(self.tick)
+
+    # ----- scripting pod fates -----------------------------------------------------------------------
+
+    def _add(self, selector: Selector, action: str, after: float, times: int | None, restart: int | None,
+             jobset: str | None, **params: Any) -> PodRule:
+        rule = PodRule(selector, action, after, times, restart, jobset, params)
+        with self._lock:
+            self.kubelet.rules.append(rule)
+        return rule
+
+    def exit(self, selector: Selector, code: int, *, after: float = 0.0, times: int | None = 1,
+             restart: int | None = None, jobset: str | None = None, reason: str | None = None,
+             message: str | None = None) -> PodRule:
+        """The main container exits with `code` (reason Error, or `reason`); `message` is its last log lines."""
+        return self._add(selector, EXIT, after, times, restart, jobset, code=code, reason=reason, message=message)
+
+    def succeed(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
+                restart: int | None = None, jobset: str | None = None) -> PodRule:
+        """The main container exits 0 after running `after` seconds."""
+        return self._add(selector, EXIT, after, times, restart, jobset, code=0)
+
+    def oom(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
+            restart: int | None = None, jobset: str | None = None) -> PodRule:
+        """The container is OOM-killed: exit 137, reason OOMKilled."""
+        return self._add(selector, EXIT, after, times, restart, jobset, code=OOM_EXIT_CODE, reason=c.REASON_OOM_KILLED)
+
+    def preempt(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
+                restart: int | None = None, jobset: str | None = None) -> PodRule:
+        """The scheduler preempts the pod: DisruptionTarget PreemptionByScheduler, a Preempted event, deletion."""
+        return self._add(selector, PREEMPT, after, times, restart, jobset)
+
+    def evict(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
+              restart: int | None = None, jobset: str | None = None, node_pressure: bool = False) -> PodRule:
+        """Eviction API (drain), or the kubelet's node-pressure eviction with `node_pressure=True`."""
+        return self._add(selector, EVICT, after, times, restart, jobset, node_pressure=node_pressure)
+
+    def node_shutdown(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
+                      restart: int | None = None, jobset: str | None = None) -> PodRule:
+        """Graceful node shutdown: DisruptionTarget TerminationByKubelet, pod reason Terminated, exit 143."""
+        return self._add(selector, NODE_SHUTDOWN, after, times, restart, jobset)
+
+    def image_pull_backoff(self, selector: Selector, *, times: int | None = None, restart: int | None = None,
+                           jobset: str | None = None, message: str | None = None) -> PodRule:
+        """The pod never starts: its containers wait in ImagePullBackOff ("not found" by default)."""
+        return self._add(selector, IMAGE_PULL_BACKOFF, 0.0, times, restart, jobset, message=message)
+
+    def unschedulable(self, selector: Selector, *, times: int | None = None, restart: int | None = None,
+                      jobset: str | None = None, message: str = UNSCHEDULABLE_MESSAGE) -> PodRule:
+        """The scheduler never binds the pod: PodScheduled False, reason Unschedulable."""
+        return self._add(selector, UNSCHEDULABLE, 0.0, times, restart, jobset, message=message)
+
+    def record_event(self, involved: Obj, type_: str, reason: str, message: str, *, component: str,
+                     micro: bool = False, action: str | None = None, instance: str = "") -> Obj:
+        """Post an Event about `involved` as another component would (e.g. Kueue's `Stopped`)."""
+        return record_event(self.server, involved, type_, reason, message, component=component,
+                            action=(action or "") if micro else None, instance=instance)
+
+    # ----- what is on the cluster --------------------------------------------------------------------
+
+    def _list(self, api_version: str, kind: str, selector: str | None = None) -> list[Obj]:
+        return self.server.list(api_version, kind, self._scope, label_selector=selector)
+
+    def pods(self, selector: str | None = None) -> list[Obj]:
+        return self._list("v1", "Pod", selector)
+
+    def jobsets(self) -> list[Obj]:
+        return self._list(c.JOBSET_API_VERSION, "JobSet")
+
+    def jobs(self, selector: str | None = None) -> list[Obj]:
+        return self._list(c.BATCH_API_VERSION, "Job", selector)
+
+    def events(self, reasons: Iterable[str] | None = None) -> list[Obj]:
+        wanted = set(reasons) if reasons is not None else None
+        return [e for e in self._list("v1", "Event") if wanted is None or e.get("reason") in wanted]

@@ -41,7 +41,7 @@ def is_watch(record: Any) -> bool:
 
 @pytest.fixture
 def server() -> Iterator[LocalApiServer]:
-    with LocalApiServer(bookmark_interval=0.1, seed=7) as srv:
+    with LocalApiServer(bookmark_interval=0.1, seed=7, namespaces=[NS, "elsewhere", "other-ns"]) as srv:
         yield srv
 
 
@@ -533,7 +533,7 @@ def test_watch_after_compact_raises_410(server: LocalApiServer, core: client.Cor
 
 
 def test_event_window_overflow_expires_old_versions() -> None:
-    with LocalApiServer(event_window=3) as srv, srv.api_client() as api:
+    with LocalApiServer(event_window=3, namespaces=[NS]) as srv, srv.api_client() as api:
         core = client.CoreV1Api(api)
         old = core.create_namespaced_pod(NS, pod("p0")).metadata.resource_version
         for i in range(1, 5):

@@ -131,7 +131,7 @@ def test_usage_errors_are_exit_2(capsys) -> None:
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApiServer]:
     """A LocalApiServer holding the failed JobSet, and a kubeconfig whose context namespace is ml-team."""
-    with LocalApiServer(seed=5) as server:
+    with LocalApiServer(seed=5, namespaces=[NS]) as server:
         dump = failed_dump()
         seed(server, "jobset.x-k8s.io/v1alpha2", "JobSet", dump["jobset"])
         for job in dump["jobs"]:

@@ -9,6 +9,7 @@ with the same semantics (resourceVersion bumps, watch events, GC).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
@@ -41,9 +42,9 @@ class LocalApiServer:
     ``bookmark_interval`` sets how often watches with ``allowWatchBookmarks``
     get a BOOKMARK; ``event_window`` how many writes stay replayable before
     older resourceVersions answer 410; ``seed`` makes generated names
-    reproducible; ``require_namespaces`` makes a create into a namespace with
-    no Namespace object a 404, as on a real cluster (``default``,
-    ``kube-system`` and ``kube-public`` always exist).
+    reproducible. As on a real cluster, a create into a namespace with no
+    Namespace object is a 404 (``default``, ``kube-system`` and
+    ``kube-public`` always exist); ``require_namespaces=False`` lifts that; ``namespaces`` are created at once.
     """
 
     def __init__(
@@ -55,7 +56,8 @@ class LocalApiServer:
         bookmark_interval: float = 1.0,
         watch_timeout: float = 1800.0,
         seed: int | None = None,
-        require_namespaces: bool = False,
+        require_namespaces: bool = True,
+        namespaces: Iterable[str] = (),
     ) -> None:
         self._address = (host, port)
         self.registry = KindRegistry()
@@ -71,6 +73,8 @@ class LocalApiServer:
             bookmark_interval=bookmark_interval,
             watch_timeout=watch_timeout,
         )
+        for name in namespaces:
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None
 

@@ -68,7 +68,7 @@ NAMESPACES_KEY = ("", "v1", "namespaces")
 class Store:
     """Thread-safe in-memory object store with apiserver write semantics."""
 
-    def __init__(self, event_window: int = 10000, seed: int | None = None, require_namespaces: bool = False) -> None:
+    def __init__(self, event_window: int = 10000, seed: int | None = None, require_namespaces: bool = True) -> None:
         self.require_namespaces = require_namespaces
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str, str], dict[Key, Obj]] = {}

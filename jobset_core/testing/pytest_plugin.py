@@ -1,0 +1,32 @@
+"""The `fake_cluster` pytest fixture (registered through the `pytest11` entry point).
+
+    def test_my_workflow(fake_cluster):
+        fake_cluster.preempt("workers-1-0", restart=0, after=0.5)
+        result = JobSetRun(spec, fake_cluster.runtime(), run_key=...).run()
+
+Override `fake_cluster_namespaces` in a conftest.py to have other namespaces created (the first one is
+where `fake_cluster.runtime()` submits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from jobset_core.testing.cluster import FakeCluster
+
+
+@pytest.fixture
+def fake_cluster_namespaces() -> tuple[str, ...]:
+    """The namespaces the fake cluster creates; the first is its default."""
+    return ("default",)
+
+
+@pytest.fixture
+def fake_cluster(fake_cluster_namespaces: tuple[str, ...]) -> Iterator[FakeCluster]:
+    """A started FakeCluster; an emulation error during the test fails it at teardown."""
+    with FakeCluster(fake_cluster_namespaces) as cluster:
+        yield cluster
+        if cluster.errors:
+            pytest.fail(f"the fake cluster's controllers failed: {cluster.errors!r}")

@@ -2,8 +2,9 @@
 
 Every ```python block runs, in order, in one namespace (later blocks use what earlier ones defined), from the
 repository root. A block after `<!-- test: kube -->` talks to a cluster: it runs against LocalApiServer with
-the test driver playing the controllers (and Kueue admitting), its `KubernetesRuntime(...)` pointed there. The
-YAML block must be `spec.to_manifest()` of the example, and a plain block after `<!-- test: explain FILE -->`
+the test driver playing the controllers (and Kueue admitting), its `KubernetesRuntime(...)` pointed there. A
+block after `<!-- test: fake-cluster -->` is a user's pytest module: every `test_*` function it defines is
+called with a fresh `FakeCluster`, as the `fake_cluster` fixture would hand it. The YAML block must be `spec.to_manifest()` of the example, and a plain block after `<!-- test: explain FILE -->`
 must be lines of what `jobset explain --from-file FILE` prints.
 """
 
@@ -24,7 +25,7 @@ import yaml
 from jobset_core import KubernetesRuntime
 from jobset_core.cli import main as cli_main
 from jobset_core.kube_api import ApiRetry
-from jobset_core.testing import LocalApiServer
+from jobset_core.testing import FakeCluster, LocalApiServer
 from tests.kube_driver import ClusterDriver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +103,8 @@ def test_python_examples_run(
         )
 
     namespace: dict[str, Any] = {"__name__": "readme"}
-    kube_results = []
+    kube_results: list[Any] = []
+    ran: list[str] = []
     for number, (mark, body) in enumerate(blocks("python")):
         if mark == "kube":
             body = body.replace("KubernetesRuntime(", "runtime_on_the_test_cluster(")
@@ -111,6 +113,8 @@ def test_python_examples_run(
             namespace.update(import_block(body, number, tmp_path))
             continue
         exec(compile(body, f"README.md python block {number}", "exec"), namespace)
+        if mark == "fake-cluster":
+            ran.extend(run_user_tests(namespace, body))
         if mark == "kube":
             kube_results.append(namespace["result"])
     kube_result, polled = kube_results[0], kube_results[1]
@@ -124,6 +128,17 @@ def test_python_examples_run(
     assert "ApplicationError: container trainer in pod a-workers-0-0-tfbrv exited 1" in out
     assert namespace["result"].succeeded, namespace["result"].message  # the local run went through a preemption
     assert namespace["handle"].namespace == NS
+    assert ran == ["test_my_workflow_survives_a_preemption_and_fails_fast_on_a_bug"]
+
+
+def run_user_tests(namespace: dict[str, Any], body: str) -> list[str]:
+    """Call each test function the block defines with a fresh fake cluster; their asserts are the check."""
+    names = re.findall(r"^def (test_\w+)\(", body, re.M)
+    for name in names:
+        with FakeCluster() as fake_cluster:
+            namespace[name](fake_cluster)
+            assert not fake_cluster.errors, fake_cluster.errors
+    return names
 
 
 def test_the_yaml_is_the_manifest_of_the_example(in_repo_root: None) -> None:

@@ -7,11 +7,12 @@ emulated JobSet and Job controllers and scripted pods behind it, so submitted Jo
 ``fake_cluster`` pytest fixture hands one to a test.
 """
 
+from jobset_core.apistore.errors import ApiError
+from jobset_core.apistore.kinds import ResourceKind
+
 from .apiserver import LocalApiServer
 from .cluster import FakeCluster
-from .errors import ApiError
 from .faults import FaultPlan
 from .handler import RequestRecord
-from .kinds import ResourceKind
 
 __all__ = ["ApiError", "FakeCluster", "FaultPlan", "LocalApiServer", "RequestRecord", "ResourceKind"]

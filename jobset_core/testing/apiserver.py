@@ -11,32 +11,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
 
 import kubernetes.client
 
-from .errors import ApiError
+from jobset_core.apistore.objects import ObjectStore
+
 from .faults import FaultPlan
 from .handler import ApiHTTPServer, RequestRecord, ServerContext
-from .kinds import KindRegistry, ResourceKind
-from .patch import PATCH_TYPE_ALIASES
-from .store import Store
-
-# Groups whose kinds are compiled into the real apiserver (strategic merge
-# allowed, DELETE answers with a Status); anything else behaves like a CRD.
-_BUILTIN_GROUPS = frozenset({"", "apps", "batch", "policy", "autoscaling"})
 
 
-def _is_builtin_group(group: str) -> bool:
-    return group in _BUILTIN_GROUPS or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
-
-
-def _split_api_version(api_version: str) -> tuple[str, str]:
-    group, _, version = api_version.rpartition("/")
-    return group, version
-
-
-class LocalApiServer:
+class LocalApiServer(ObjectStore):
     """A local Kubernetes API server; use as a context manager.
 
     ``bookmark_interval`` sets how often watches with ``allowWatchBookmarks``
@@ -59,9 +43,8 @@ class LocalApiServer:
         require_namespaces: bool = True,
         namespaces: Iterable[str] = (),
     ) -> None:
+        super().__init__(event_window=event_window, seed=seed, require_namespaces=require_namespaces, namespaces=namespaces)
         self._address = (host, port)
-        self.registry = KindRegistry()
-        self.store = Store(event_window=event_window, seed=seed, require_namespaces=require_namespaces)
         self.faults = FaultPlan()
         self._requests: list[RequestRecord] = []
         self._requests_lock = threading.Lock()
@@ -73,8 +56,6 @@ class LocalApiServer:
             bookmark_interval=bookmark_interval,
             watch_timeout=watch_timeout,
         )
-        for name in namespaces:
-            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -154,138 +135,3 @@ class LocalApiServer:
     def _record(self, record: RequestRecord) -> None:
         with self._requests_lock:
             self._requests.append(record)
-
-    def register_kind(
-        self,
-        api_version: str,
-        kind: str,
-        plural: str,
-        namespaced: bool = True,
-        has_status: bool = True,
-        *,
-        default_propagation: str = "Background",
-        strategic_merge: bool | None = None,
-    ) -> ResourceKind:
-        """Serve an extra kind; groups outside the built-in ones behave like CRDs."""
-        group, version = _split_api_version(api_version)
-        builtin = _is_builtin_group(group)
-        resource = ResourceKind(
-            group,
-            version,
-            kind,
-            plural,
-            namespaced=namespaced,
-            has_status=has_status,
-            default_propagation=default_propagation,
-            strategic_merge=builtin if strategic_merge is None else strategic_merge,
-            returns_deleted_object=not builtin,
-        )
-        return self.registry.register(resource)
-
-    def unregister_kind(self, api_version: str, kind: str) -> None:
-        """Serve a cluster without this kind (a CRD not installed): its REST paths answer 404."""
-        self.registry.unregister(api_version, kind)
-
-    def kind_for(self, api_version: str, kind: str) -> ResourceKind:
-        """The registered kind, or a 404 ApiError naming what is missing."""
-        resource = self.registry.by_gvk(api_version, kind)
-        if resource is None:
-            raise ApiError(
-                404,
-                "NotFound",
-                f'the server could not find the requested resource (kind "{kind}" in "{api_version}")',
-            )
-        return resource
-
-    # ------------------------------------------------------- in-process API
-
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create like POST; namespace from ``metadata.namespace`` (default ``default``)."""
-        return self.store.create(self.kind_for(obj.get("apiVersion", ""), obj.get("kind", "")), obj)
-
-    def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
-        """A deep copy of the object, or None when absent."""
-        resource = self.kind_for(api_version, kind)
-        return self.store.find(resource, self._ns(resource, namespace), name)
-
-    def list(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Matching objects (all namespaces when ``namespace`` is None)."""
-        items, _, _, _ = self.store.list(
-            self.kind_for(api_version, kind), namespace, label_selector, field_selector
-        )
-        return items
-
-    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Full replace like PUT; a stale ``metadata.resourceVersion`` raises 409."""
-        return self.store.update(self.kind_for(obj.get("apiVersion", ""), obj.get("kind", "")), obj)
-
-    def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Replace only ``.status`` like PUT on ``/status``."""
-        return self.store.update(
-            self.kind_for(obj.get("apiVersion", ""), obj.get("kind", "")), obj, subresource="status"
-        )
-
-    def patch(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        namespace: str | None,
-        patch: Any,
-        patch_type: str = "merge",
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        """Patch like PATCH; ``patch_type`` is merge/strategic/json or a content type."""
-        resource = self.kind_for(api_version, kind)
-        content_type = PATCH_TYPE_ALIASES.get(patch_type, patch_type)
-        return self.store.patch(
-            resource, self._ns(resource, namespace), name, patch, content_type, subresource
-        )
-
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        namespace: str | None = None,
-        propagation: str | None = "Background",
-        grace_period_seconds: int | None = None,
-    ) -> dict[str, Any]:
-        """Delete like DELETE (``propagation=None`` uses the kind's REST default).
-
-        Returns what the DELETE response carries: the object marked with
-        ``deletionTimestamp`` when finalizers or foreground deletion were
-        involved (even if it is already gone), otherwise its removed state.
-        """
-        resource = self.kind_for(api_version, kind)
-        obj, _ = self.store.delete(
-            resource, self._ns(resource, namespace), name, propagation, grace_period_seconds
-        )
-        return obj
-
-    def compact(self) -> None:
-        """Drop the watch history so watches from older resourceVersions get 410."""
-        self.store.compact()
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Garbage collection is synchronous, so the server is always idle; kept for API symmetry."""
-        del timeout
-        return True
-
-    @property
-    def resource_version(self) -> str:
-        """Current global resourceVersion."""
-        return str(self.store.resource_version)
-
-    @staticmethod
-    def _ns(resource: ResourceKind, namespace: str | None) -> str | None:
-        return (namespace or "default") if resource.namespaced else None

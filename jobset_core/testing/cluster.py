@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from jobset_core import constants as c
+from jobset_core.apistore.errors import ApiError
 from jobset_core.emulation import Controllers
 from jobset_core.emulation.events import record_event
 from jobset_core.testing.apiserver import LocalApiServer
-from jobset_core.testing.errors import ApiError
 from jobset_core.testing.fates import (
     EVICT,
     EXIT,

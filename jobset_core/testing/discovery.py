@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .kinds import KindRegistry, ResourceKind
+from jobset_core.apistore.kinds import KindRegistry, ResourceKind
 
 VERSION_INFO: dict[str, str] = {
     "major": "1",

@@ -20,15 +20,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import errors
-from .errors import ApiError
+from jobset_core.apistore import errors
+from jobset_core.apistore.errors import ApiError
+from jobset_core.apistore.kinds import KindRegistry
+from jobset_core.apistore.patch import APPLY_PATCH
+from jobset_core.apistore.store import Store
+from jobset_core.apistore.watch import Watcher
+
 from .faults import FaultPlan, RequestInfo, WatchDrop
-from .kinds import KindRegistry
 from .logs import PodLogs, tail
-from .patch import APPLY_PATCH
 from .routing import Route, discovery_document, parse_route
-from .store import Store
-from .watch import Watcher
 
 _TRUE = ("true", "1")
 _WATCH_POLL = 0.25  # how often an idle watch checks for a vanished client

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import discovery, errors
-from .kinds import KindRegistry, ResourceKind
+from jobset_core.apistore import errors
+from jobset_core.apistore.kinds import KindRegistry, ResourceKind
+from jobset_core.testing import discovery
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 _POD_LOG = "log"  # GET /api/v1/namespaces/{ns}/pods/{name}/log

@@ -28,7 +28,7 @@ from jobset_core.emulation.records import (
 )
 from jobset_core.emulation.store import CONFLICT, ClusterStore, delete_object, write_status
 
-Notice = Callable[[Mapping[str, Any], str], None]
+Notice = Callable[[str], None]
 
 
 def _of(jobs: list[Obj], rjob: str) -> list[Obj]:
@@ -69,11 +69,11 @@ def progress(spec: Mapping[str, Any], current: list[Obj]) -> dict[str, rules.Rep
 
 
 class JobSetController:
-    """reconcile() per JobSet; `notice(jobset, message)` hears restarts, failures and completions."""
+    """reconcile() per JobSet; `notice(line)` hears restarts and failures (the local runtime prints them)."""
 
     def __init__(self, store: ClusterStore, notice: Notice | None = None) -> None:
         self.store = store
-        self.notice = notice or (lambda jobset, message: None)
+        self.notice = notice or (lambda line: None)
 
     def reconcile_all(self, namespace: str | None) -> None:
         jobs = self.store.list(c.BATCH_API_VERSION, "Job", namespace)
@@ -140,7 +140,7 @@ class JobSetController:
                 conditions, c.CONDITION_RESTARTING, "True", outcome.restarting_reason, outcome.restarting_message
             )
             write_status(self.store, js, status)
-            self.notice(js, f"in-cluster restart {restarts + 1}: {outcome.restarting_message}")
+            self.notice(f"{js['metadata']['name']}: in-cluster restart {restarts + 1}: {outcome.restarting_message}")
             for job in current:
                 delete_object(self.store, job, "Foreground")
             return
@@ -153,7 +153,7 @@ class JobSetController:
         )
         status.update(terminalState="Failed", restartsCountTowardsMax=counted, restarts=restarts)
         write_status(self.store, js, status)
-        self.notice(js, f"failed: {outcome.failed_message}")
+        self.notice(f"{js['metadata']['name']} failed: {outcome.failed_message}")
         for job in current:
             if not finished(job):
                 delete_object(self.store, job, "Foreground")
@@ -173,7 +173,6 @@ class JobSetController:
         status["replicatedJobsStatus"] = replicated_jobs_status(spec, current)
         write_status(self.store, js, status)
         jobset_event(self.store, js, "Normal", rules.JOBSET_REASON_COMPLETED, rules.JOBSET_MESSAGE_COMPLETED)
-        self.notice(js, "completed")
         return True
 
     def _create_jobs(self, js: Obj, owned: list[Obj], current: list[Obj], restarts: int) -> None:

@@ -1,9 +1,10 @@
 """LocalRuntime: the `Runtime` (runtime.py) on this machine, no cluster needed.
 
-It takes the same manifests JobSetRun builds for a cluster and runs every pod as a local process, with a
-background thread playing the JobSet controller, the Job controller, the scheduler and the kubelet. Their
-records (JobSet, Jobs, Pods, Events) are the JSON a cluster would return, so `diagnose`, the ledger and
-JobSetRun run unchanged. The state lives in memory for the life of this object.
+It takes the same manifests JobSetRun builds for a cluster and runs every pod as a local process. The
+objects (JobSet, Jobs, Pods, Events) live in an in-process `ObjectStore` with the API server's semantics; a
+background thread runs the emulated JobSet and Job controllers (`jobset_core.emulation`, the same code
+the fake cluster of `jobset_core.testing` runs) and the local kubelet over them, so `diagnose`, the ledger
+and JobSetRun read the JSON a cluster would return. The state lives in memory for the life of this object.
 """
 
 from __future__ import annotations
@@ -17,19 +18,21 @@ import platform
 import shutil
 import tempfile
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jobset_core import constants as c
+from jobset_core.apistore import ApiError, ObjectStore
+from jobset_core.emulation import Controllers
+from jobset_core.emulation.records import finished, labels, terminal
 from jobset_core.errors import SpecError
-from jobset_core.local.controllers import Controllers
 from jobset_core.local.faults import Fault, check_fault_targets, faults_from_env
-from jobset_core.local.kubelet import Node, alive_processes, unreleased_processes
-from jobset_core.local.objects import gang_job_record, jobset_record, mark_deleted, run_key_of
-from jobset_core.local.process import free_port, stop_processes, write_notice
-from jobset_core.local.state import LocalJob, LocalSubmission
+from jobset_core.local.kubelet import Node
+from jobset_core.local.objects import admitted_by_kueue, run_key_of, with_jobset_defaults
+from jobset_core.local.process import LocalProcess, stop_processes, write_notice
+from jobset_core.local.state import LocalSubmission
 from jobset_core.runtime import Handle, Observation
 
 log = logging.getLogger(__name__)
@@ -87,18 +90,21 @@ class LocalRuntime:
         self._changed = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._submissions: list[LocalSubmission] = []
-        self._resource_version = 1000
+        self._by_uid: dict[str, LocalSubmission] = {}
+        # Namespaces are not modelled locally: a manifest's namespace is used as given.
+        self.cluster = ObjectStore(require_namespaces=False)
         self._thread: threading.Thread | None = None
         self._closed = False
         self._error: BaseException | None = None
         self._node = Node(
+            self.cluster,
             platform.node() or "localhost",
             grace_seconds=self.grace_seconds,
             stream_output=stream_output,
             notice=self._notice,
             capacity=self._capacity,
         )
-        self._controllers = Controllers(self._node, self._notice)
+        self._controllers = Controllers(self.cluster, None, notice=self._notice)
         self.namespace: str | None = None  # the manifests' namespace is used as given
         self._records: dict[tuple[str, str], dict[str, Any]] = {}
         if self.faults:
@@ -118,16 +124,16 @@ class LocalRuntime:
             check_fault_targets(self.faults, main)
             existing = self._find_live(kind, namespace, name)
             if existing is not None:
-                if run_key_of(existing.main) != run_key:
+                if run_key_of(self._main(existing) or {}) != run_key:
                     raise SpecError(
                         "metadata.name",
                         f"{kind} {namespace}/{name} already exists and belongs to another run",
                         "use a different run key or cancel the other run",
                     )
                 return dataclasses.replace(existing.handle, adopted=True)
+            self._announce(main, extras)
             sub = self._create(main, run_key, attempt)
-            self._announce(sub, extras)
-            self._tick_one(sub)
+            self._tick()
             self._ensure_thread()
         return sub.handle
 
@@ -135,11 +141,8 @@ class LocalRuntime:
         """Every JobSet/Job this runtime created for the run key, cancelled ones included (they carry
         metadata.deletionTimestamp), so the ledger sees what every submission spent."""
         with self._lock:
-            return [
-                copy.deepcopy(s.main)
-                for s in self._submissions
-                if run_key_of(s.main) == run_key and s.handle.namespace == namespace
-            ]
+            mains = [self._main(s) or s.last_seen or {} for s in self._submissions if s.handle.namespace == namespace]
+            return [copy.deepcopy(m) for m in mains if run_key_of(m) == run_key]
 
     def observe(self, handle: Handle) -> Observation:
         with self._lock:
@@ -158,7 +161,7 @@ class LocalRuntime:
             while True:
                 with self._changed:
                     sub = self._lookup(handle)
-                    if sub is not None and sub.version == seen:
+                    if sub is not None and self._version() == seen:
                         self._changed.wait(self.tick_seconds)
                     observation, seen = self._look(sub, seen)
                 yield observation
@@ -178,7 +181,7 @@ class LocalRuntime:
         while True:
             with self._lock:
                 sub = self._lookup(handle)
-                fresh = sub is None or sub.version != seen
+                fresh = sub is None or self._version() != seen
                 if fresh or waited >= self.tick_seconds:
                     observation, seen = self._look(sub, seen)
                 else:
@@ -197,16 +200,20 @@ class LocalRuntime:
         self._raise_if_broken()
         if sub is None:
             return Observation(None), seen
-        return self._observation(sub), sub.version
+        return self._observation(sub), self._version()
+
+    def _version(self) -> int:
+        return self.cluster.store.resource_version
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
         """Merge annotations into the JobSet/Job record, as a metadata patch would."""
         with self._changed:
             sub = self._lookup(handle)
-            if sub is None or sub.deleted:
+            if sub is None or sub.deleted or self._main(sub) is None:
                 return
-            sub.main.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
-            self._bump(sub)
+            h = sub.handle
+            self.cluster.patch(sub.api_version, h.kind, h.name, h.namespace, {"metadata": {"annotations": dict(annotations)}})
+            self._changed.notify_all()
 
     def read_run_record(self, run_key: str, namespace: str) -> dict[str, Any] | None:
         with self._lock:
@@ -228,11 +235,10 @@ class LocalRuntime:
             if sub is None:
                 return
             self._delete(sub)
-            procs = unreleased_processes(sub.all_pods())
+            procs = self._unreleased(sub)
         stop_processes(procs, self.grace_seconds)
         with self._changed:
-            self._tick_one(sub)
-            self._bump(sub)
+            self._settle()
 
     # ----- lifecycle --------------------------------------------------------------------------------
 
@@ -277,40 +283,38 @@ class LocalRuntime:
     # ----- internals: submissions -------------------------------------------------------------------
 
     def _create(self, main: dict[str, Any], run_key: str, attempt: int) -> LocalSubmission:
-        self._resource_version += 1
-        now = time.time()
-        is_jobset = main["kind"] == "JobSet"
-        record = (
-            jobset_record(main, now, self._resource_version)
-            if is_jobset
-            else gang_job_record(main, now, self._resource_version)
-        )
-        meta = record["metadata"]
-        handle = Handle(main["kind"], meta["name"], meta["namespace"], run_key, attempt)
+        if main["kind"] == "JobSet":
+            main = with_jobset_defaults(main)
+        queue = admitted_by_kueue(main)
+        if queue:
+            self._notice(f"{main['metadata']['name']}: Kueue queue {queue!r} is not emulated locally; admitted at once")
+        elif (main.get("spec") or {}).get("suspend"):
+            self._notice(f"{main['metadata']['name']} is created suspended and nothing resumes it locally")
+        stored = self.cluster.create(main)
+        meta = stored["metadata"]
         sub = LocalSubmission(
-            handle=handle,
-            main=record,
+            handle=Handle(main["kind"], meta["name"], meta["namespace"], run_key, attempt),
+            uid=meta["uid"],
+            api_version=stored["apiVersion"],
             log_dir=self.workdir / meta["name"] / str(attempt),
-            world_size=_world_size(record),
+            world_size=_world_size(stored),
             faults=self.faults,
-            port=free_port(),
+            last_seen=stored,
         )
-        if not is_jobset:
-            sub.jobs.append(LocalJob(record, None, 0, 0))
         self._submissions.append(sub)
+        self._by_uid[sub.uid] = sub
         return sub
 
-    def _announce(self, sub: LocalSubmission, extras: list[dict[str, Any]]) -> None:
-        images = sorted({c.get("image") for c in _containers(sub.main) if c.get("image")})
+    def _announce(self, main: Mapping[str, Any], extras: list[dict[str, Any]]) -> None:
+        name = main["metadata"]["name"]
+        images = sorted({c.get("image") for c in _containers(main) if c.get("image")})
         if images:
             self._notice(
-                f"{sub.handle.kind} {sub.handle.name}: images are not used locally ({', '.join(images)}); commands run on this machine"
+                f"{main['kind']} {name}: images are not used locally ({', '.join(images)}); commands run on this machine"
             )
         if extras:
             kinds = ", ".join(sorted({str(o.get("kind")) for o in extras}))
-            self._notice(
-                f"{sub.handle.name}: {kinds} not needed locally (all pods start together on one node)"
-            )
+            self._notice(f"{name}: {kinds} not needed locally (all pods start together on one node)")
 
     def _find_live(self, kind: str, namespace: str, name: str) -> LocalSubmission | None:
         for sub in reversed(self._submissions):
@@ -326,76 +330,123 @@ class LocalRuntime:
                 return sub
         return None
 
+    def _main(self, sub: LocalSubmission) -> dict[str, Any] | None:
+        """The submission's JobSet/Job as stored now (None once it is gone); remembered for `find`."""
+        h = sub.handle
+        obj = self.cluster.get(sub.api_version, h.kind, h.name, h.namespace)
+        if obj is None or obj["metadata"]["uid"] != sub.uid:
+            return None
+        sub.last_seen = obj
+        return obj
+
+    def _children(self, sub: LocalSubmission, api_version: str, kind: str) -> list[dict[str, Any]]:
+        key = c.JOBSET_NAME_LABEL if sub.is_jobset else c.JOB_NAME_LABEL
+        return self.cluster.list(api_version, kind, sub.handle.namespace, label_selector=f"{key}={sub.handle.name}")
+
+    def _events(self, sub: LocalSubmission) -> list[dict[str, Any]]:
+        """Events about the submission's objects, in the order they were recorded (they outlive the objects)."""
+        events = [
+            e
+            for e in self.cluster.list("v1", "Event", sub.handle.namespace)
+            if sub.owns((e.get("involvedObject") or {}).get("name") or "")
+        ]
+        return sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
+
     def _observation(self, sub: LocalSubmission) -> Observation:
-        events = copy.deepcopy(sub.events)
-        if sub.deleted:
+        events = self._events(sub)
+        main = None if sub.deleted else self._main(sub)
+        if main is None:
             return Observation(None, events=events)  # on a cluster only the events outlive a deletion
-        main = copy.deepcopy(sub.main)
-        pods = [copy.deepcopy(p.record) for p in sub.all_pods()]
+        pods = self._children(sub, "v1", "Pod")
         live = {p["metadata"]["name"] for p in pods}
         pods += [copy.deepcopy(r) for name, r in sub.evidence.items() if name not in live]
         if not sub.is_jobset:
             return Observation(main, pods=pods, events=events)
-        jobs = [copy.deepcopy(j.record) for j in (*sub.old_jobs, *sub.jobs)]
+        jobs = self._children(sub, c.BATCH_API_VERSION, "Job")
         return Observation(main, jobs=jobs, pods=pods, events=events)
 
     def _delete(self, sub: LocalSubmission) -> None:
+        """Foreground deletion, as `cancel` does on a cluster; the kubelet tears the pods down."""
         if sub.deleted:
             return
-        now = time.time()
         sub.deleted = True
-        mark_deleted(sub.main, now, foreground=True)
-        for job in (*sub.old_jobs, *sub.jobs):
-            job.deleting = True
-            if job.record is not sub.main:
-                mark_deleted(job.record, now, foreground=True)
-            for pod in list(job.pods):
-                if pod.active:
-                    self._node.stop(sub, pod)
-        self._bump(sub)
+        h = sub.handle
+        if self._main(sub) is None:
+            return
+        try:
+            sub.last_seen = self.cluster.delete(sub.api_version, h.kind, h.name, h.namespace, "Foreground")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+        self._changed.notify_all()
+
+    def _terminal(self, sub: LocalSubmission) -> bool:
+        main = self._main(sub)
+        return main is not None and finished(main)
+
+    def _unreleased(self, sub: LocalSubmission | None = None) -> list[LocalProcess]:
+        """Processes whose group may still hold something: a main process that exited can leave children."""
+        return [
+            p.process
+            for p in self._node.pods.values()
+            if p.process is not None and not p.process.released and (sub is None or p.submission is sub)
+        ]
 
     def _stop_everything(self, why: str | None) -> None:
         """Delete every submission that still has work, and stop every process it has, synchronously."""
         with self._lock:
             for sub in self._submissions:
-                if not sub.deleted and not sub.terminal:
+                if not sub.deleted and not self._terminal(sub):
                     self._delete(sub)
-            procs = [p for s in self._submissions for p in unreleased_processes(s.all_pods())]
+            procs = self._unreleased()
         running = sum(1 for p in procs if p.poll() is None)
         if running and why:
             self._notice(f"{why}: stopping {running} local process{'es' if running != 1 else ''}")
         stop_processes(procs, self.grace_seconds)
         with self._changed:
-            for sub in self._submissions:
-                self._tick_one(sub)
-            self._changed.notify_all()
+            self._settle()
+
+    def _settle(self) -> None:
+        """After processes were stopped: reap them and let the controllers release what they held."""
+        for _ in range(3):
+            self._tick()
+        self._changed.notify_all()
 
     # ----- internals: the controller loop -----------------------------------------------------------
 
     def _capacity(self) -> int | None:
         if self.max_processes is None:
             return None
-        running = sum(len(alive_processes(s.all_pods())) for s in self._submissions)
-        return self.max_processes - running
+        return self.max_processes - sum(1 for p in self._node.pods.values() if p.alive)
 
-    def _tick_one(self, sub: LocalSubmission) -> bool:
-        """Node, then Job and JobSet controllers, for one submission (caller holds the lock)."""
-        changed = False
-        settled = sub.deleted or sub.terminal
-        for pod in sub.all_pods():
-            if not settled and pod.process is None and pod.phase == "Pending" and not pod.deleting:
-                changed |= self._node.start(sub, pod)
-            changed |= self._node.sync(sub, pod)
-        if settled:
-            changed |= self._controllers.refresh(sub)
-        elif sub.is_jobset:
-            changed |= self._controllers.sync_jobset(sub)
-        else:
-            changed |= self._controllers.sync_gang_job(sub)
+    def _owner(self, pod: Mapping[str, Any]) -> LocalSubmission | None:
+        uid = labels(pod).get(c.JOBSET_UID_LABEL) or next(
+            (r.get("uid") for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == "Job"), None
+        )
+        return self._by_uid.get(uid or "")
+
+    def _tick(self) -> bool:
+        """Controllers, node, controllers again (caller holds the lock); True when anything changed."""
+        before = self._version()
+        self._controllers.step()
+        mains: dict[str, dict[str, Any]] = {}
+        node_changed = False
+        for record in self.cluster.list("v1", "Pod"):
+            sub = self._owner(record)
+            if sub is None:
+                continue
+            if sub.uid not in mains:
+                mains[sub.uid] = self._main(sub) or sub.last_seen or {}
+            pod = self._node.adopt(sub, record, mains[sub.uid])
+            node_changed |= self._node.sync(pod, record)
+        if node_changed:
+            self._controllers.step()
+        for sub in self._submissions:
+            if (sub.deleted or self._terminal(sub)) and not sub.unfired_reported:
+                self._report_unfired(sub)
+        changed = self._version() != before
         if changed:
-            self._bump(sub)
-        if (sub.terminal or sub.deleted) and not sub.unfired_reported:
-            self._report_unfired(sub)
+            self._changed.notify_all()
         return changed
 
     def _report_unfired(self, sub: LocalSubmission) -> None:
@@ -411,18 +462,11 @@ class LocalRuntime:
                 if self.stream_output:
                     write_notice(message)
 
-    def _bump(self, sub: LocalSubmission) -> None:
-        sub.version += 1
-        self._resource_version += 1
-        sub.main["metadata"]["resourceVersion"] = str(self._resource_version)
-        self._changed.notify_all()
-
     def _busy(self) -> bool:
-        return any(
-            (not s.deleted and not s.terminal)
-            or alive_processes(s.all_pods())
-            or any(p.active for p in s.all_pods())
-            for s in self._submissions
+        return (
+            any(not s.deleted and not self._terminal(s) for s in self._submissions)
+            or any(p.alive for p in self._node.pods.values())
+            or any(not terminal(p) for p in self.cluster.list("v1", "Pod"))
         )
 
     def _ensure_thread(self) -> None:
@@ -437,8 +481,7 @@ class LocalRuntime:
             self._wake.clear()
             with self._changed:
                 try:
-                    for sub in list(self._submissions):
-                        self._tick_one(sub)
+                    self._tick()
                 except Exception as exc:  # a bug here must surface in watch/observe, not hang them
                     log.exception("local runtime controller failed")
                     self._error = exc

@@ -80,7 +80,7 @@ def make_runtime(server: LocalApiServer, **kwargs: Any) -> KubernetesRuntime:
 
 @pytest.fixture
 def server() -> Iterator[LocalApiServer]:
-    with LocalApiServer(seed=7) as srv:
+    with LocalApiServer(seed=7, namespaces=[NS]) as srv:
         yield srv
         RECORDED.extend(srv.requests)
 

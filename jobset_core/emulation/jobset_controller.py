@@ -55,6 +55,11 @@ def replicated_jobs_status(spec: Mapping[str, Any], current: list[Obj]) -> list[
     return out
 
 
+def failed_jobs(current: list[Obj]) -> list[rules.FailedJob]:
+    """The current attempt's Jobs that have failed, as the failure policy reads them."""
+    return [f for f in (rules.failed_job_from_object(j) for j in current) if f is not None]
+
+
 def progress(spec: Mapping[str, Any], current: list[Obj]) -> dict[str, rules.ReplicatedJobProgress]:
     out = {}
     for rjob in spec.get("replicatedJobs") or []:
@@ -85,24 +90,24 @@ class JobSetController:
         spec, status = js.get("spec") or {}, dict(js.get("status") or {})
         self._ensure_service(js)
         if status.get("terminalState") or finished(js):
-            for job in owned:  # once finished, active child Jobs are deleted (foreground)
-                if not deleting(job) and not finished(job):
-                    delete_object(self.store, job, "Foreground")
+            self._delete_unfinished(owned)  # once finished, active child Jobs are deleted (foreground)
             return
         if self._suspend_or_resume(js, spec, status):
             return
         restarts = int(status.get("restarts") or 0)
         current = [j for j in owned if labels(j).get(c.RESTART_ATTEMPT_LABEL) == str(restarts)]
-        for job in owned:  # Jobs of earlier restart attempts: delete, then recreate under the same names
-            if job not in current and not deleting(job):
-                delete_object(self.store, job, "Foreground")
-        failed = [f for f in (rules.failed_job_from_object(j) for j in current) if f is not None]
+        # Jobs of earlier restart attempts: delete, then recreate under the same names
+        self._delete_unfinished([j for j in owned if j not in current], also_finished=True)
+        failed = failed_jobs(current)
         if failed:
             self._apply_failure_policy(js, status, current, failed)
-        elif self._completed(js, status, current):
-            return
-        else:
+        elif not self._completed(js, status, current):
             self._create_jobs(js, owned, current, restarts)
+
+    def _delete_unfinished(self, jobs: list[Obj], *, also_finished: bool = False) -> None:
+        for job in jobs:
+            if not deleting(job) and (also_finished or not finished(job)):
+                delete_object(self.store, job, "Foreground")
 
     # ----- suspend ---------------------------------------------------------------------------------
 
@@ -154,9 +159,7 @@ class JobSetController:
         status.update(terminalState="Failed", restartsCountTowardsMax=counted, restarts=restarts)
         write_status(self.store, js, status)
         self.notice(f"{js['metadata']['name']} failed: {outcome.failed_message}")
-        for job in current:
-            if not finished(job):
-                delete_object(self.store, job, "Foreground")
+        self._delete_unfinished(current)
 
     # ----- success and startup ---------------------------------------------------------------------
 

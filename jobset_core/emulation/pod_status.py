@@ -133,27 +133,12 @@ def terminated(
     stamp = now_seconds()
     reason = reason or (c.REASON_COMPLETED if exit_code == 0 else c.REASON_ERROR)
     old = {cs.get("name"): cs for cs in (pod.get("status") or {}).get("containerStatuses") or []}
-    statuses = []
-    for name, _image in containers(pod):
-        prev = old.get(name)
-        if not prev:
-            continue
-        started = ((prev.get("state") or {}).get("running") or {}).get("startedAt")
-        if started is None:  # never ran (still waiting): the kubelet keeps the waiting state
-            statuses.append(prev)
-            continue
-        term: Obj = {
-            "exitCode": exit_code,
-            "reason": reason,
-            "startedAt": started,
-            "finishedAt": stamp,
-            "containerID": prev.get("containerID") or random_container_id(name),
-        }
-        if signal is not None:
-            term["signal"] = signal
-        if message:
-            term["message"] = message
-        statuses.append({**prev, "ready": False, "started": False, "state": {"terminated": term}})
+    term: Obj = {"exitCode": exit_code, "reason": reason, "finishedAt": stamp}
+    if signal is not None:
+        term["signal"] = signal
+    if message:
+        term["message"] = message
+    statuses = [_ended(old[name], term) for name, _image in containers(pod) if old.get(name)]
     succeeded = exit_code == 0 and not failed
     why = "PodCompleted" if succeeded else "PodFailed"
     conditions = _conditions(pod)
@@ -161,6 +146,16 @@ def terminated(
         conditions = set_condition(conditions, type_, "False", why, None)
     conditions = _unprobed(conditions, c.CONDITION_READY, c.CONDITION_CONTAINERS_READY)
     return {"phase": "Succeeded" if succeeded else "Failed", "conditions": conditions, "containerStatuses": statuses}
+
+
+def _ended(prev: Obj, term: Obj) -> Obj:
+    """One container's status after the pod ended; one that never ran keeps its waiting state."""
+    started = ((prev.get("state") or {}).get("running") or {}).get("startedAt")
+    if started is None:
+        return prev
+    container_id = prev.get("containerID") or random_container_id(prev.get("name", ""))
+    ended = {**term, "startedAt": started, "containerID": container_id}
+    return {**prev, "ready": False, "started": False, "state": {"terminated": ended}}
 
 
 def disrupted(pod: Mapping[str, Any], reason: str, message: str) -> Obj:

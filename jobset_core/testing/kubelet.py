@@ -73,28 +73,31 @@ class ScriptedKubelet:
 
     def _sync_pod(self, pod: Obj, fate: Fate | None, now: float) -> None:
         action = fate.rule.action if fate is not None else None
-        spec, status = pod.get("spec") or {}, pod.get("status") or {}
-        if not spec.get("nodeName"):
-            if action == UNSCHEDULABLE:
-                self._unschedulable(pod, fate.rule.params["message"])  # type: ignore[union-attr]
+        status = pod.get("status") or {}
+        if not (pod.get("spec") or {}).get("nodeName"):
+            if fate is not None and action == UNSCHEDULABLE:
+                self._unschedulable(pod, fate.rule.params["message"])
             else:
                 self._bind(pod)
-            return
-        if status.get("phase") == "Pending" and not status.get("containerStatuses"):
-            if action == IMAGE_PULL_BACKOFF:
-                message = fate.rule.params.get("message")  # type: ignore[union-attr]
-                write_status(self.store, pod, pod_status.waiting(
-                    pod, c.REASON_IMAGE_PULL_BACKOFF, lambda image: message or IMAGE_NOT_FOUND.format(image=image)
-                ))
-            else:
-                ip = f"10.1.0.{len(self._running_since) % 250 + 1}"
-                write_status(self.store, pod, pod_status.running(pod, pod_ip=ip))
-                self._running_since[pod["metadata"]["uid"]] = now
-            return
-        if status.get("phase") != "Running":
-            return
+        elif status.get("phase") == "Pending" and not status.get("containerStatuses"):
+            self._start(pod, fate, now)
+        elif status.get("phase") == "Running":
+            self._run(pod, fate, now)
+
+    def _start(self, pod: Obj, fate: Fate | None, now: float) -> None:
+        if fate is not None and fate.rule.action == IMAGE_PULL_BACKOFF:
+            message = fate.rule.params.get("message")
+            status = pod_status.waiting(
+                pod, c.REASON_IMAGE_PULL_BACKOFF, lambda image: message or IMAGE_NOT_FOUND.format(image=image)
+            )
+        else:
+            status = pod_status.running(pod, pod_ip=f"10.1.0.{len(self._running_since) % 250 + 1}")
+            self._running_since[pod["metadata"]["uid"]] = now
+        write_status(self.store, pod, status)
+
+    def _run(self, pod: Obj, fate: Fate | None, now: float) -> None:
         since = self._running_since.setdefault(pod["metadata"]["uid"], now)
-        if fate is not None and action in RUNNING_ACTIONS:
+        if fate is not None and fate.rule.action in RUNNING_ACTIONS:
             fate.due = max(fate.due, since + fate.rule.after)
             if now >= fate.due:
                 self._apply(pod, fate.rule)

@@ -669,7 +669,7 @@ class _Streams:
         resource_version: str | None = None
         reconnect = tenacity.Retrying(
             retry=tenacity.retry_if_exception(lambda exc: is_transient(exc) and not self._stop.is_set()),
-            wait=tenacity.wait_random_exponential(multiplier=runtime.retry.initial, max=runtime.retry.max_wait),
+            wait=runtime.retry.wait(),  # a throttled watch honours Retry-After like every call
             stop=tenacity.stop_after_delay(runtime.retry.max_seconds),
             reraise=True,
         )
@@ -748,6 +748,8 @@ class _Tracker:
         """Fold watch events in; True when anything changed. An ERROR event raises what the stream hit."""
         for source, kind, payload in batch:
             if kind == "ERROR":
+                if isinstance(payload, ApiException):  # a denied or broken watch: the same one line as a call
+                    raise explain_api_error(payload, ("watch", source, ""))
                 raise payload if isinstance(payload, BaseException) else KubeApiError(str(payload))
             if source == "main":
                 self._main(kind, payload)

@@ -10,5 +10,9 @@ from .errors import ApiError
 from .faults import FaultPlan
 from .handler import RequestRecord
 from .kinds import ResourceKind
+from .rbac import Authorizer, PolicyRule, rules_from_yaml
 
-__all__ = ["ApiError", "FaultPlan", "LocalApiServer", "RequestRecord", "ResourceKind"]
+__all__ = [
+    "ApiError", "Authorizer", "FaultPlan", "LocalApiServer", "PolicyRule", "RequestRecord", "ResourceKind",
+    "rules_from_yaml",
+]

@@ -9,16 +9,18 @@ with the same semantics (resourceVersion bumps, watch events, GC).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
 import kubernetes.client
 
 from .errors import ApiError
-from .faults import FaultPlan
+from .faults import DEFAULT_USER, FaultPlan
 from .handler import ApiHTTPServer, RequestRecord, ServerContext
 from .kinds import KindRegistry, ResourceKind
 from .patch import PATCH_TYPE_ALIASES
+from .rbac import Authorizer, PolicyRule
 from .store import Store
 
 # Groups whose kinds are compiled into the real apiserver (strategic merge
@@ -43,7 +45,10 @@ class LocalApiServer:
     older resourceVersions answer 410; ``seed`` makes generated names
     reproducible; ``require_namespaces`` makes a create into a namespace with
     no Namespace object a 404, as on a real cluster (``default``,
-    ``kube-system`` and ``kube-public`` always exist).
+    ``kube-system`` and ``kube-public`` always exist); ``authorize`` (the
+    rules of a Role, see ``rules_from_yaml``) turns on RBAC for HTTP clients
+    acting as ``user``: what the rules do not grant is a 403 (in-process
+    calls are not checked: they play the cluster's controllers).
     """
 
     def __init__(
@@ -56,11 +61,14 @@ class LocalApiServer:
         watch_timeout: float = 1800.0,
         seed: int | None = None,
         require_namespaces: bool = False,
+        authorize: Iterable[PolicyRule] | None = None,
+        user: str = DEFAULT_USER,
     ) -> None:
         self._address = (host, port)
         self.registry = KindRegistry()
         self.store = Store(event_window=event_window, seed=seed, require_namespaces=require_namespaces)
         self.faults = FaultPlan()
+        self.authorizer = Authorizer(authorize, user) if authorize is not None else None
         self._requests: list[RequestRecord] = []
         self._requests_lock = threading.Lock()
         self._context = ServerContext(
@@ -70,6 +78,7 @@ class LocalApiServer:
             record=self._record,
             bookmark_interval=bookmark_interval,
             watch_timeout=watch_timeout,
+            authorizer=self.authorizer,
         )
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -26,6 +26,7 @@ from .faults import FaultPlan, RequestInfo, WatchDrop
 from .kinds import KindRegistry
 from .logs import PodLogs, tail
 from .patch import APPLY_PATCH
+from .rbac import Authorizer
 from .routing import Route, discovery_document, parse_route
 from .store import Store
 from .watch import Watcher
@@ -55,6 +56,7 @@ class ServerContext:
     watch_timeout: float = 1800.0
     stopping: threading.Event = field(default_factory=threading.Event)
     logs: PodLogs = field(default_factory=PodLogs)
+    authorizer: Authorizer | None = None
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -142,6 +144,9 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
                 name=route.name if route else None,
                 subresource=route.subresource if route else None,
             )
+            denied = ctx.authorizer.check(info) if ctx.authorizer is not None else None
+            if denied is not None:
+                raise denied
             decision = ctx.faults.decide(info)
             if decision.delay > 0:
                 ctx.stopping.wait(decision.delay)

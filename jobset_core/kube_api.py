@@ -19,12 +19,30 @@ import tenacity
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from .constants import FORBIDDEN_MESSAGE_PATTERN
+from .constants import CLIENT_RESPONSE_BODY_LOG, CLIENT_REST_LOGGER, FORBIDDEN_MESSAGE_PATTERN
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class WithoutResponseBodies(logging.Filter):
+    """Drop the client's DEBUG log of whole response bodies: they carry pod specs, and so the env values a
+    user put there (tokens, passwords), into any log that runs at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(CLIENT_RESPONSE_BODY_LOG)
+
+
+def quiet_response_bodies() -> None:
+    """Install the filter once on the client's logger (idempotent)."""
+    logger = logging.getLogger(CLIENT_REST_LOGGER)
+    if not any(isinstance(f, WithoutResponseBodies) for f in logger.filters):
+        logger.addFilter(WithoutResponseBodies())
+
+
+quiet_response_bodies()
 
 
 class KubeApiError(RuntimeError):

@@ -141,12 +141,18 @@ class RunResult:
 
 def make_run_key(*parts: object) -> str:
     """A label-safe key for one task run, stable across engine retries and watcher restarts."""
-    text = "/".join(str(p) for p in parts if p is not None and str(p) != "")
+    # "/" inside a part is escaped, so ("a/b", "c") and ("a", "b/c") never share a key; parts without it
+    # give the same key as before.
+    text = "/".join(_escape(str(p)) for p in parts if p is not None and str(p) != "")
     if not text:
         raise SpecError("run_key", "is empty", "derive it from the engine's execution id and task name")
     readable = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40].strip("-")
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return f"{readable}-{digest}" if readable else digest
+
+
+def _escape(part: str) -> str:
+    return part.replace("\\", "\\\\").replace("/", "\\/")
 
 
 def attempt_name(spec: JobSetSpec | GangJobSpec, run_key: str, attempt: int) -> str:

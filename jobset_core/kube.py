@@ -456,13 +456,37 @@ class KubernetesRuntime:
             patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": ev.meta(pod).get("resourceVersion")}]
             patch.append({"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, EVIDENCE_FINALIZER]})
         else:
-            patch = ev.finalizer_removal_patch(pod, EVIDENCE_FINALIZER)
-            if patch is None:
-                return
+            self._remove_finalizer(namespace, pod)
+            return
         try:
             self.retry.call(self.core.patch_namespaced_pod, ev.name_of(pod), namespace, patch)
         except (ApiException, KubeApiError) as exc:  # gone or changed: the next event brings it back
             log.debug("finalizer patch on %s skipped: %s", ev.name_of(pod), exc)
+
+    def _remove_finalizer(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        """Remove our finalizer, reading the pod again when its finalizers moved under the guarded patch (the
+        Job controller drops its own at the same moment): no later event would retry a release."""
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(5), wait=tenacity.wait_none(), reraise=True,
+            retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, KubeApiError) and exc.status == 422),
+        )
+        for attempt in retrying:
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    listing = self.retry.call(
+                        self.core.list_namespaced_pod, namespace, field_selector=f"metadata.name={ev.name_of(pod)}"
+                    )
+                    found = self._sanitize(listing.items)
+                    if not found:
+                        return
+                    pod = found[0]
+                patch = ev.finalizer_removal_patch(pod, EVIDENCE_FINALIZER)
+                if patch is None:
+                    return
+                try:
+                    self.retry.call(self.core.patch_namespaced_pod, ev.name_of(pod), namespace, patch)
+                except ApiException as exc:  # 404: gone, nothing to hold
+                    log.debug("finalizer removal on %s skipped: %s", ev.name_of(pod), exc)
 
     def _store_evidence(self, handle: Handle) -> None:
         """Persist the kept pod records, bounded, in a ConfigMap the JobSet/Job owns (deleted with it)."""

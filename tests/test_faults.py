@@ -21,7 +21,7 @@ import pytest
 import tenacity
 
 from jobset_core import Coscheduling, GangJobSpec, JobSetRun, RetryPolicy, RunResult, Volcano, make_run_key
-from jobset_core.constants import CANCELLED_ANNOTATION
+from jobset_core.constants import CANCELLED_ANNOTATION, EVIDENCE_FINALIZER
 from jobset_core.kube_api import ApiRetry, KubeApiError
 from jobset_core.runtime import Handle
 from jobset_core.testing import LocalApiServer, PolicyRule, rules_from_yaml
@@ -275,3 +275,22 @@ def test_every_permission_the_role_grants_is_used() -> None:
     unused = {grant for grant in granted - used if grant[2] in RUN_RESOURCES}
     assert unused == set(), f"granted but never used: {sorted(unused)}"
 
+
+
+def test_pods_held_by_a_dead_watchers_evidence_finalizer_are_released(cluster: KubeCluster) -> None:
+    """The watcher that put its finalizer on the pods dies, then someone deletes the JobSet: cleanup from any
+    process releases the pods, so none stays Terminating."""
+    runtime = make_runtime(cluster.server, evidence_finalizer=True)
+    handle = JobSetRun(make_spec(), runtime, run_key=make_run_key("finalizer", "crash")).start()
+
+    def held() -> list[str]:
+        return [p["metadata"]["name"] for p in cluster.server.list("v1", "Pod", NS)
+                if EVIDENCE_FINALIZER in (p["metadata"].get("finalizers") or [])]
+
+    wait_until(lambda: (runtime.observe(handle), len(held()) >= 5)[1], "the finalizer on every pod")
+    cluster.server.delete(JOBSET_API, "JobSet", handle.name, NS, "Foreground")
+    assert held(), "the pods wait for the dead watcher's finalizer"
+
+    assert make_runtime(cluster.server).cleanup(NS) >= 5
+    assert held() == []
+    wait_until(lambda: cluster.server.list("v1", "Pod", NS) == [], "every pod to go")

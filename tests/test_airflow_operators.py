@@ -492,3 +492,30 @@ def test_gang_spec_from_a_yaml_file(tmp_path: Path) -> None:
     path.write_text("name: shards\npods: 4\nimage: busybox\ncommand: [echo, hi]\n")
     spec = load_spec(str(path), GangJobSpec)
     assert isinstance(spec, GangJobSpec) and spec.pods == 4
+
+
+@pytest.mark.faults
+def test_no_secret_reaches_the_xcoms_or_the_task_log(
+    server: LocalApiServer, driver: ClusterDriver, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A secret env value, a Secret reference and the connection's bearer token never reach an XCom or the log."""
+    secret, token = "env-s3cr3t-5d1e0a", "tok-s3cr3t-93b7f1"
+    kubeconfig = json.loads(os.environ[f"AIRFLOW_CONN_{CONN.upper()}"])
+    kubeconfig["extra"]["kube_config"]["users"][0]["user"] = {"token": token}
+    os.environ[f"AIRFLOW_CONN_{CONN.upper()}"] = json.dumps(kubeconfig)
+    env = [{"name": "API_KEY", "value": secret},
+           {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": "password"}}}]
+    spec = dataclasses.replace(make_spec(), replicated_jobs=[
+        dataclasses.replace(rj, env=env) for rj in make_spec().replicated_jobs])
+    ti = ti_for("secret")
+    driver.exit("workers-0-1", 1, after=0.3, message="ValueError: bad learning rate")
+
+    with caplog.at_level(logging.DEBUG):
+        outcome: Tries = in_thread(lambda: run_tries(lambda: JobSetOperator(
+            task_id="train", jobset=spec, kubernetes_conn_id=CONN, retry=RetryPolicy(retries=1, backoff=tenacity.wait_none())
+        ), ti, StateStore()))
+    out, err = capsys.readouterr()
+
+    assert outcome.state == "failed" and ti.xcoms["diagnosis"]["kind"] == "ApplicationError"
+    text = "\n".join([json.dumps(ti.xcoms, default=str), caplog.text, out, err, *map(str, outcome.errors)])
+    assert secret not in text and token not in text

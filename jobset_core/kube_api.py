@@ -146,6 +146,9 @@ def describe_server(api_client: Any) -> str:
 
 def unreachable(api_client: Any, exc: BaseException) -> UnreachableError:
     reason = getattr(exc, "reason", None) or exc
+    args = getattr(reason, "args", ())
+    if len(args) > 1 and isinstance(args[-1], str):  # urllib3's (connection object, what happened)
+        reason = args[-1]
     return UnreachableError(
         f"cannot reach the Kubernetes API server at {describe_server(api_client)}: {_one_line(reason)}; "
         "check that the cluster is up and the kubeconfig points at it"

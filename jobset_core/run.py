@@ -250,6 +250,7 @@ class JobSetRun:
         self._sleep = sleep
         self._now = now
         self._cancel = threading.Event()
+        self._seen_cancelled: set[str] = set()  # attempts seen marked cancelled by any process
         self.handle: Handle | None = None
         self.attempts: list[Handle] = []
         self._base = Ledger()
@@ -445,7 +446,10 @@ class JobSetRun:
 
     def _step_on(self, handle: Handle, observation: Observation) -> Step:
         """Assess one observation and do the I/O it asks for; an ended attempt is decided at once."""
-        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=self._cancel.is_set())
+        if observation.main is not None and (ev.meta(observation.main).get("annotations") or {}).get(CANCELLED_ANNOTATION):
+            self._seen_cancelled.add(handle.name)  # once gone, it was cancelled, not deleted by someone else
+        cancelled = self._cancel.is_set() or handle.name in self._seen_cancelled
+        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled)
         self._report(handle, step)
         notes = notes_for(step, handle, observation)
         if notes:

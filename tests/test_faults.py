@@ -12,7 +12,9 @@ The least-privilege proof runs the runtime against an API server that enforces t
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,8 @@ import tenacity
 
 from jobset_core import Coscheduling, GangJobSpec, JobSetRun, RetryPolicy, RunResult, Volcano, make_run_key
 from jobset_core.constants import CANCELLED_ANNOTATION, EVIDENCE_FINALIZER
-from jobset_core.kube_api import ApiRetry, KubeApiError
+from jobset_core.kube import KubernetesRuntime
+from jobset_core.kube_api import ApiRetry, KubeApiError, UnreachableError
 from jobset_core.runtime import Handle
 from jobset_core.testing import LocalApiServer, PolicyRule, rules_from_yaml
 from tests.kube_driver import JOBSET_API, ClusterDriver
@@ -131,6 +134,31 @@ def test_a_canceller_killed_half_way_is_finished_by_the_next_process(cluster: Ku
     assert cluster.runtime.find(key, NS) == []
     assert leftovers(cluster.server) == {}
 
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_cancel_from_another_process_during_a_restart_ends_the_run_cancelled(cluster: KubeCluster, driver: str) -> None:
+    spec, key = cluster.spec("cdr", RetryPolicy(retries=2, backoff=tenacity.wait_none())), make_run_key("cancel-restart", driver)
+    cluster.preempt(attempt=0, restarts=range(1))
+
+    cancelling: list[threading.Thread] = []
+
+    def cancel_in_the_restart(handle: Handle) -> None:
+        def later() -> None:
+            reach(cluster, "restarting", handle.name)
+            JobSetRun.resume(handle.to_dict(), fresh_runtime(cluster)).cancel()
+
+        cancelling.append(threading.Thread(target=later, daemon=True))
+        cancelling[0].start()
+
+    result = DRIVERS[driver](JobSetRun(spec, cluster.runtime, run_key=key, resubmit=False), cluster, cancel_in_the_restart)
+    cancelling[0].join(15)
+
+    # A watcher saw the attempt marked cancelled; a poller from a fresh process that looks only once the
+    # objects are gone cannot tell a cancel from a `kubectl delete`: either way it never retries.
+    assert result.cancelled or (driver == "step" and "deleted outside this run" in result.message), result.message
+    assert not result.succeeded and result.decision is not None and not result.decision.retry
+    assert cluster.runtime.find(key, NS) == [] and len(creates(cluster.server)) == 1
 
 # ----------------------------------------------------------------------------------------------------
 # API storms, dropped watches and 410 Gone, at each phase
@@ -294,3 +322,25 @@ def test_pods_held_by_a_dead_watchers_evidence_finalizer_are_released(cluster: K
     assert make_runtime(cluster.server).cleanup(NS) >= 5
     assert held() == []
     wait_until(lambda: cluster.server.list("v1", "Pod", NS) == [], "every pod to go")
+
+
+def test_a_server_that_accepts_but_never_answers_is_a_clear_error_not_a_hang() -> None:
+    """A black hole (a listening socket nobody serves): one line naming the address, long before the retry
+    budget is spent."""
+    from kubernetes import client
+
+    retry = ApiRetry(max_seconds=60, request_timeout=1.0, initial=0.05, max_wait=0.5)
+    with socket.socket() as hole:
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(0)
+        configuration = client.Configuration()
+        configuration.host = f"http://127.0.0.1:{hole.getsockname()[1]}"
+        run = JobSetRun(make_spec(), KubernetesRuntime(client.ApiClient(configuration), NS, retry=retry), run_key=make_run_key("hole"))
+        started = time.monotonic()
+        with pytest.raises(UnreachableError) as err:
+            run_to_end(run, timeout=retry.max_seconds)
+        elapsed = time.monotonic() - started
+    message = str(err.value)
+    assert message.startswith(f"cannot reach the Kubernetes API server at {configuration.host}: ") and "\n" not in message
+    assert "HTTPConnection" not in message, message
+    assert elapsed < retry.max_seconds / 2, "gave up only when the whole retry budget was spent"

@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import tenacity
@@ -38,7 +38,7 @@ from jobset_core.kube_api import (
     without_transport_retries,
 )
 from jobset_core.ledger import RUN_KEY_LABEL
-from jobset_core.runtime import Handle, Observation, state_of
+from jobset_core.runtime import Handle, Observation, marked_cancelled, state_of
 
 log = logging.getLogger(__name__)
 
@@ -470,6 +470,12 @@ class KubernetesRuntime:
             stop=tenacity.stop_after_attempt(5), wait=tenacity.wait_none(), reraise=True,
             retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, KubeApiError) and exc.status == 422),
         )
+        try:
+            self._remove_finalizer_with(retrying, namespace, pod)
+        except KubeApiError as exc:  # as before: a release that cannot be made is not the run's failure
+            log.warning("could not remove the evidence finalizer from %s: %s", ev.name_of(pod), exc)
+
+    def _remove_finalizer_with(self, retrying: tenacity.Retrying, namespace: str, pod: Mapping[str, Any]) -> None:
         for attempt in retrying:
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
@@ -761,6 +767,7 @@ class _Tracker:
         self.pods: dict[str, dict[str, Any]] = {}
         self.related = _Related()
         self._synced: set[str] = set()
+        self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
         group, version, _ = runtime._main_ref(handle)
         self._api_version = f"{group}/{version}"
 
@@ -786,6 +793,7 @@ class _Tracker:
             self._synced.add("main")
             self.main = payload[0] if payload else None
         else:
+            self.cancelled = self.cancelled or marked_cancelled(payload)
             self.main = None if kind == "DELETED" else payload
         if self.main is not None:
             self.main.setdefault("kind", self.handle.kind)
@@ -816,4 +824,5 @@ class _Tracker:
             stale = changed and time.monotonic() - self.related.at >= RELATED_REFRESH_SECONDS
             if moved or stale or state_of(main).terminal:
                 self.related = self.runtime._related(self.handle, main)
-        return self.runtime._assemble(self.handle, main, self.pods, self.related)
+        seen = self.runtime._assemble(self.handle, main, self.pods, self.related)
+        return replace(seen, cancelled=True) if self.cancelled else seen

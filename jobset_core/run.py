@@ -49,7 +49,7 @@ from jobset_core.lifecycle import (
     notes_for,
     recorded_outcome,
 )
-from jobset_core.runtime import Handle, Observation, Runtime, State, state_of
+from jobset_core.runtime import Handle, Observation, Runtime, State, marked_cancelled, state_of
 from jobset_core.spec import GangJobSpec, JobSetSpec
 from jobset_core.validation import MAX_LABEL_LENGTH
 
@@ -446,7 +446,7 @@ class JobSetRun:
 
     def _step_on(self, handle: Handle, observation: Observation) -> Step:
         """Assess one observation and do the I/O it asks for; an ended attempt is decided at once."""
-        if observation.main is not None and (ev.meta(observation.main).get("annotations") or {}).get(CANCELLED_ANNOTATION):
+        if observation.cancelled or marked_cancelled(observation.main):
             self._seen_cancelled.add(handle.name)  # once gone, it was cancelled, not deleted by someone else
         cancelled = self._cancel.is_set() or handle.name in self._seen_cancelled
         step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled)

@@ -95,7 +95,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             kwargs["retry_policy"] = JobSetRetryPolicy()
         super().__init__(**kwargs)
         if retry is not None and not isinstance(retry, RetryPolicy):
-            raise TypeError(f"retry must be a jobset_core.RetryPolicy, got {type(retry).__name__}")
+            raise SpecError("retry", f"must be a jobset_core.RetryPolicy, got {type(retry).__name__}", "use retry=RetryPolicy(retries=...)")
         self.namespace = namespace
         self.kubernetes_conn_id = kubernetes_conn_id
         self.retry = retry

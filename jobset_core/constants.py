@@ -194,3 +194,14 @@ EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # kueue pkg/controller/constants/constants.go JobUIDLabel
 KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")  # Workload versions Kueue serves, newest first
+
+# ----------------------------------------------------------------------------------------------------
+# API server answers
+
+# The RBAC authorizer's denial (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go):
+# `jobsets.jobset.x-k8s.io "a" is forbidden: User "system:serviceaccount:ns:sa" cannot create resource
+# "jobsets" in API group "jobset.x-k8s.io" in the namespace "default"`
+FORBIDDEN_MESSAGE_PATTERN = r'cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
+# The official client logs every response body at DEBUG (kubernetes/client/rest.py): pod specs with their env.
+CLIENT_REST_LOGGER = "kubernetes.client.rest"
+CLIENT_RESPONSE_BODY_LOG = "response body"

@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import tenacity
@@ -38,7 +38,7 @@ from jobset_core.kube_api import (
     without_transport_retries,
 )
 from jobset_core.ledger import RUN_KEY_LABEL
-from jobset_core.runtime import Handle, Observation, state_of
+from jobset_core.runtime import Handle, Observation, marked_cancelled, state_of
 
 log = logging.getLogger(__name__)
 
@@ -456,13 +456,43 @@ class KubernetesRuntime:
             patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": ev.meta(pod).get("resourceVersion")}]
             patch.append({"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, EVIDENCE_FINALIZER]})
         else:
-            patch = ev.finalizer_removal_patch(pod, EVIDENCE_FINALIZER)
-            if patch is None:
-                return
+            self._remove_finalizer(namespace, pod)
+            return
         try:
             self.retry.call(self.core.patch_namespaced_pod, ev.name_of(pod), namespace, patch)
         except (ApiException, KubeApiError) as exc:  # gone or changed: the next event brings it back
             log.debug("finalizer patch on %s skipped: %s", ev.name_of(pod), exc)
+
+    def _remove_finalizer(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        """Remove our finalizer, reading the pod again when its finalizers moved under the guarded patch (the
+        Job controller drops its own at the same moment): no later event would retry a release."""
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(5), wait=tenacity.wait_none(), reraise=True,
+            retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, KubeApiError) and exc.status == 422),
+        )
+        try:
+            self._remove_finalizer_with(retrying, namespace, pod)
+        except KubeApiError as exc:  # as before: a release that cannot be made is not the run's failure
+            log.warning("could not remove the evidence finalizer from %s: %s", ev.name_of(pod), exc)
+
+    def _remove_finalizer_with(self, retrying: tenacity.Retrying, namespace: str, pod: Mapping[str, Any]) -> None:
+        for attempt in retrying:
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    listing = self.retry.call(
+                        self.core.list_namespaced_pod, namespace, field_selector=f"metadata.name={ev.name_of(pod)}"
+                    )
+                    found = self._sanitize(listing.items)
+                    if not found:
+                        return
+                    pod = found[0]
+                patch = ev.finalizer_removal_patch(pod, EVIDENCE_FINALIZER)
+                if patch is None:
+                    return
+                try:
+                    self.retry.call(self.core.patch_namespaced_pod, ev.name_of(pod), namespace, patch)
+                except ApiException as exc:  # 404: gone, nothing to hold
+                    log.debug("finalizer removal on %s skipped: %s", ev.name_of(pod), exc)
 
     def _store_evidence(self, handle: Handle) -> None:
         """Persist the kept pod records, bounded, in a ConfigMap the JobSet/Job owns (deleted with it)."""
@@ -669,7 +699,7 @@ class _Streams:
         resource_version: str | None = None
         reconnect = tenacity.Retrying(
             retry=tenacity.retry_if_exception(lambda exc: is_transient(exc) and not self._stop.is_set()),
-            wait=tenacity.wait_random_exponential(multiplier=runtime.retry.initial, max=runtime.retry.max_wait),
+            wait=runtime.retry.wait(),  # a throttled watch honours Retry-After like every call
             stop=tenacity.stop_after_delay(runtime.retry.max_seconds),
             reraise=True,
         )
@@ -737,6 +767,7 @@ class _Tracker:
         self.pods: dict[str, dict[str, Any]] = {}
         self.related = _Related()
         self._synced: set[str] = set()
+        self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
         group, version, _ = runtime._main_ref(handle)
         self._api_version = f"{group}/{version}"
 
@@ -748,6 +779,8 @@ class _Tracker:
         """Fold watch events in; True when anything changed. An ERROR event raises what the stream hit."""
         for source, kind, payload in batch:
             if kind == "ERROR":
+                if isinstance(payload, ApiException):  # a denied or broken watch: the same one line as a call
+                    raise explain_api_error(payload, ("watch", source, ""))
                 raise payload if isinstance(payload, BaseException) else KubeApiError(str(payload))
             if source == "main":
                 self._main(kind, payload)
@@ -760,6 +793,7 @@ class _Tracker:
             self._synced.add("main")
             self.main = payload[0] if payload else None
         else:
+            self.cancelled = self.cancelled or marked_cancelled(payload)
             self.main = None if kind == "DELETED" else payload
         if self.main is not None:
             self.main.setdefault("kind", self.handle.kind)
@@ -790,4 +824,5 @@ class _Tracker:
             stale = changed and time.monotonic() - self.related.at >= RELATED_REFRESH_SECONDS
             if moved or stale or state_of(main).terminal:
                 self.related = self.runtime._related(self.handle, main)
-        return self.runtime._assemble(self.handle, main, self.pods, self.related)
+        seen = self.runtime._assemble(self.handle, main, self.pods, self.related)
+        return replace(seen, cancelled=True) if self.cancelled else seen

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,10 +19,30 @@ import tenacity
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from .constants import CLIENT_RESPONSE_BODY_LOG, CLIENT_REST_LOGGER, FORBIDDEN_MESSAGE_PATTERN
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class WithoutResponseBodies(logging.Filter):
+    """Drop the client's DEBUG log of whole response bodies: they carry pod specs, and so the env values a
+    user put there (tokens, passwords), into any log that runs at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(CLIENT_RESPONSE_BODY_LOG)
+
+
+def quiet_response_bodies() -> None:
+    """Install the filter once on the client's logger (idempotent)."""
+    logger = logging.getLogger(CLIENT_REST_LOGGER)
+    if not any(isinstance(f, WithoutResponseBodies) for f in logger.filters):
+        logger.addFilter(WithoutResponseBodies())
+
+
+quiet_response_bodies()
 
 
 class KubeApiError(RuntimeError):
@@ -125,6 +146,9 @@ def describe_server(api_client: Any) -> str:
 
 def unreachable(api_client: Any, exc: BaseException) -> UnreachableError:
     reason = getattr(exc, "reason", None) or exc
+    args = getattr(reason, "args", ())
+    if len(args) > 1 and isinstance(args[-1], str):  # urllib3's (connection object, what happened)
+        reason = args[-1]
     return UnreachableError(
         f"cannot reach the Kubernetes API server at {describe_server(api_client)}: {_one_line(reason)}; "
         "check that the cluster is up and the kubeconfig points at it"
@@ -196,10 +220,14 @@ class ApiRetry:
         """A server that never answered is given up on after one request timeout, not the full budget."""
         return min(self.max_seconds, self.request_timeout or self.max_seconds)
 
+    def wait(self) -> tenacity.wait.wait_base:
+        """Between tries of a call and reconnects of a watch alike: Retry-After when the server says it."""
+        return wait_retry_after(tenacity.wait_random_exponential(multiplier=self.initial, max=self.max_wait))
+
     def retrying(self) -> tenacity.Retrying:
         return tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient),
-            wait=wait_retry_after(tenacity.wait_random_exponential(multiplier=self.initial, max=self.max_wait)),
+            wait=self.wait(),
             stop=tenacity.stop_after_delay(self.max_seconds) | stop_unreachable_after(self.unreachable_seconds),
             reraise=True,
             before_sleep=lambda state: log.warning(
@@ -261,13 +289,7 @@ def explain_api_error(exc: ApiException, call: tuple[str, str, str]) -> KubeApiE
     except (TypeError, ValueError):
         pass
     if exc.status == 403:
-        where = f'resource "{resource}"' + (f' in API group "{group}"' if group else "")
-        return KubeApiError(
-            f"forbidden: {message}. Grant verb {verb!r} on {where} to this identity "
-            "(see plugins/kubernetes/rbac.yaml)",
-            403,
-            "Forbidden",
-        )
+        return explain_forbidden(message, call)
     if exc.status == 401:
         return KubeApiError(f"unauthorized: {message}; check the kubeconfig or service account token", 401)
     if exc.status == 422:
@@ -275,6 +297,20 @@ def explain_api_error(exc: ApiException, call: tuple[str, str, str]) -> KubeApiE
     if exc.status == 404:
         return explain_not_found(exc, call, message)
     return KubeApiError(f"Kubernetes API {verb} {resource} failed: {exc.status} {message}", exc.status)
+
+
+def explain_forbidden(message: str, call: tuple[str, str, str]) -> KubeApiError:
+    """One line naming what to grant. The server's own message says which verb and resource were refused
+    (a watch, a subresource such as pods/log); the client method is the fallback when it does not."""
+    said = re.search(FORBIDDEN_MESSAGE_PATTERN, message)
+    verb, resource, group = (said["verb"], said["resource"], said["group"]) if said else call
+    where = f'resource "{resource}"' + (f' in API group "{group}"' if group else ' in the core API group ""')
+    return KubeApiError(
+        f"forbidden: {_one_line(message)}. Grant verb {verb!r} on {where} to this identity "
+        "(see plugins/kubernetes/rbac.yaml)",
+        403,
+        "Forbidden",
+    )
 
 
 def explain_not_found(exc: ApiException, call: tuple[str, str, str], message: str) -> KubeApiError:

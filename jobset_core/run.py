@@ -49,7 +49,7 @@ from jobset_core.lifecycle import (
     notes_for,
     recorded_outcome,
 )
-from jobset_core.runtime import Handle, Observation, Runtime, State, state_of
+from jobset_core.runtime import Handle, Observation, Runtime, State, marked_cancelled, state_of
 from jobset_core.spec import GangJobSpec, JobSetSpec
 from jobset_core.validation import MAX_LABEL_LENGTH
 
@@ -141,12 +141,18 @@ class RunResult:
 
 def make_run_key(*parts: object) -> str:
     """A label-safe key for one task run, stable across engine retries and watcher restarts."""
-    text = "/".join(str(p) for p in parts if p is not None and str(p) != "")
+    # "/" inside a part is escaped, so ("a/b", "c") and ("a", "b/c") never share a key; parts without it
+    # give the same key as before.
+    text = "/".join(_escape(str(p)) for p in parts if p is not None and str(p) != "")
     if not text:
         raise SpecError("run_key", "is empty", "derive it from the engine's execution id and task name")
     readable = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40].strip("-")
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return f"{readable}-{digest}" if readable else digest
+
+
+def _escape(part: str) -> str:
+    return part.replace("\\", "\\\\").replace("/", "\\/")
 
 
 def attempt_name(spec: JobSetSpec | GangJobSpec, run_key: str, attempt: int) -> str:
@@ -244,6 +250,7 @@ class JobSetRun:
         self._sleep = sleep
         self._now = now
         self._cancel = threading.Event()
+        self._seen_cancelled: set[str] = set()  # attempts seen marked cancelled by any process
         self.handle: Handle | None = None
         self.attempts: list[Handle] = []
         self._base = Ledger()
@@ -439,7 +446,10 @@ class JobSetRun:
 
     def _step_on(self, handle: Handle, observation: Observation) -> Step:
         """Assess one observation and do the I/O it asks for; an ended attempt is decided at once."""
-        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=self._cancel.is_set())
+        if observation.cancelled or marked_cancelled(observation.main):
+            self._seen_cancelled.add(handle.name)  # once gone, it was cancelled, not deleted by someone else
+        cancelled = self._cancel.is_set() or handle.name in self._seen_cancelled
+        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled)
         self._report(handle, step)
         notes = notes_for(step, handle, observation)
         if notes:

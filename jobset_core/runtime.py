@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from jobset_core import evidence as ev
+from jobset_core.constants import CANCELLED_ANNOTATION
 
 HANDLE_VERSION = 1
 
@@ -63,10 +64,19 @@ class Observation:
     pods: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     workloads: list[dict[str, Any]] = field(default_factory=list)
+    # The object carried the cancel mark when last seen, though it may be gone now: a watch can deliver the
+    # mark and the deletion together, and a cancelled run must not read as one deleted by someone else.
+    cancelled: bool = False
 
     @property
     def state(self) -> State:
         return state_of(self.main)
+
+
+def marked_cancelled(obj: Mapping[str, Any] | None) -> bool:
+    """True when a process cancelling the run has marked this object (before deleting it)."""
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(CANCELLED_ANNOTATION))
 
 
 @dataclass(frozen=True)

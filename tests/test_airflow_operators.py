@@ -492,3 +492,51 @@ def test_gang_spec_from_a_yaml_file(tmp_path: Path) -> None:
     path.write_text("name: shards\npods: 4\nimage: busybox\ncommand: [echo, hi]\n")
     spec = load_spec(str(path), GangJobSpec)
     assert isinstance(spec, GangJobSpec) and spec.pods == 4
+
+
+@pytest.mark.faults
+def test_no_secret_reaches_the_xcoms_or_the_task_log(
+    server: LocalApiServer, driver: ClusterDriver, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A secret env value, a Secret reference and the connection's bearer token never reach an XCom or the log."""
+    secret, token = "env-s3cr3t-5d1e0a", "tok-s3cr3t-93b7f1"
+    kubeconfig = json.loads(os.environ[f"AIRFLOW_CONN_{CONN.upper()}"])
+    kubeconfig["extra"]["kube_config"]["users"][0]["user"] = {"token": token}
+    os.environ[f"AIRFLOW_CONN_{CONN.upper()}"] = json.dumps(kubeconfig)
+    env = [{"name": "API_KEY", "value": secret},
+           {"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": "password"}}}]
+    spec = dataclasses.replace(make_spec(), replicated_jobs=[
+        dataclasses.replace(rj, env=env) for rj in make_spec().replicated_jobs])
+    ti = ti_for("secret")
+    driver.exit("workers-0-1", 1, after=0.3, message="ValueError: bad learning rate")
+
+    with caplog.at_level(logging.DEBUG):
+        outcome: Tries = in_thread(lambda: run_tries(lambda: JobSetOperator(
+            task_id="train", jobset=spec, kubernetes_conn_id=CONN, retry=RetryPolicy(retries=1, backoff=tenacity.wait_none())
+        ), ti, StateStore()))
+    out, err = capsys.readouterr()
+
+    assert outcome.state == "failed" and ti.xcoms["diagnosis"]["kind"] == "ApplicationError"
+    text = "\n".join([json.dumps(ti.xcoms, default=str), caplog.text, out, err, *map(str, outcome.errors)])
+    assert secret not in text and token not in text
+
+
+@pytest.mark.faults
+def test_a_deferred_run_survives_api_faults_and_a_new_triggerer(server: LocalApiServer, driver: ClusterDriver) -> None:
+    """The triggerer that took the deferral dies; the restart happens meanwhile; a new triggerer rebuilds the
+    trigger from its serialized form and watches through a 5xx/429 storm and cut watches to the same end."""
+    ti = ti_for("deferred-faults")
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.succeed("*", restart=1, times=None, after=0.5)
+    trigger = deferred(operator(deferrable=True), ti)
+    driver.run_until(lambda: (jobsets(server)[0].get("status") or {}).get("restarts") == 1, 15, "the restart")
+    server.faults.fail_ratio(0.3, statuses=(500, 503, 429), seed=5, count=30, retry_after=0.2)
+    server.faults.drop_watch_after(events=1, times=2)
+
+    event = in_thread(lambda: first_event(trigger))
+
+    assert event.payload["status"] == "done"
+    value = operator(deferrable=True).execute_complete({"ti": ti}, event.payload)
+    assert value["succeeded"] and "1 in-cluster restart + 0 resubmissions" in value["ledger"]
+    assert len(jobsets(server)) == 1
+    assert [r for r in server.requests if r.status in (500, 503, 429)], "the storm did not happen"

@@ -95,6 +95,7 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.faults
 def test_an_unreachable_server_is_one_line_naming_the_address_within_the_request_timeout(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -124,6 +125,7 @@ def test_no_kubeconfig_and_no_cluster_is_one_line(tmp_path: Path, monkeypatch: p
     assert str(tmp_path / "missing-config") in message and "\n" not in message
 
 
+@pytest.mark.faults
 def test_the_kubeconfig_context_is_named_when_the_server_is_unreachable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -156,6 +156,7 @@ SHIFTS = [
 ]
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("path,index,seconds", SHIFTS, ids=[f"{p.stem[:2]}-{i}-{s:+d}s" for p, i, s in SHIFTS])
 def test_one_event_a_second_off_changes_nothing(path, index, seconds):
     case = load(path)

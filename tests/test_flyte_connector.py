@@ -319,3 +319,20 @@ def test_ctrl_c_in_a_local_run_deletes_the_jobset(
     finally:
         train._connector, train._clean_up_task = None, False
     assert leftovers(server) == {}
+
+
+@pytest.mark.faults
+def test_the_connector_survives_api_faults_with_a_new_process_per_call(
+    flyte: Flyte, server: LocalApiServer, driver: ClusterDriver  # noqa: F811
+) -> None:
+    """create and every get through a 5xx/429 storm, each from a fresh connector: one JobSet, one restart."""
+    server.faults.fail_ratio(0.3, statuses=(500, 502, 503, 429), seed=9, count=40, retry_after=0.2)
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.succeed("*", restart=1, times=None, after=0.5)
+
+    resource = flyte.until_terminal(flyte.create(train, 0))
+
+    assert resource.phase == TaskExecution.SUCCEEDED, resource.message
+    assert resource.custom_info["budget"] == "1 in-cluster restart + 0 resubmissions used"
+    assert len(jobsets(server)) == 1
+    assert [r for r in server.requests if r.status in (500, 502, 503, 429)], "the storm did not happen"

@@ -241,6 +241,7 @@ def test_application_error_fails_fast_without_restart(server: LocalApiServer, dr
     assert result.ledger.counted_attempts == 1
 
 
+@pytest.mark.faults
 def test_pods_deleted_by_a_restart_stay_in_the_diagnosis(
     server: LocalApiServer, driver: ClusterDriver
 ) -> None:
@@ -348,6 +349,7 @@ print("finished", flush=True)
 """
 
 
+@pytest.mark.faults
 def test_killed_watcher_is_replaced_by_one_that_adopts_and_reloads_evidence(
     server: LocalApiServer, driver: ClusterDriver
 ) -> None:
@@ -412,6 +414,7 @@ def test_killed_watcher_is_replaced_by_one_that_adopts_and_reloads_evidence(
 # an unreliable API server
 
 
+@pytest.mark.faults
 def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, driver: ClusterDriver) -> None:
     spec, key = make_spec(), make_run_key("exec-5", "train")
     name = attempt_name(spec, key, 0)
@@ -472,6 +475,7 @@ def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, dri
     assert len(pod_requests(watching=True)) >= 4, "the dropped watches were not resumed"
 
 
+@pytest.mark.faults
 def test_slow_responses_are_abandoned_and_retried(server: LocalApiServer, driver: ClusterDriver) -> None:
     """An API server that holds answers past the request timeout must not hang the run."""
     spec, key = make_spec(), make_run_key("exec-9", "train")
@@ -547,6 +551,7 @@ def test_cancel_leaves_nothing_behind(server: LocalApiServer, driver: ClusterDri
     run.cancel()  # idempotent
 
 
+@pytest.mark.faults
 def test_name_taken_by_another_run_is_a_clear_conflict_and_cleans_up(server: LocalApiServer) -> None:
     spec, key = make_spec(gang=Coscheduling()), make_run_key("exec-7", "train")
     name = attempt_name(spec, key, 0)
@@ -566,6 +571,7 @@ def test_name_taken_by_another_run_is_a_clear_conflict_and_cleans_up(server: Loc
     assert all("/podgroups/" in r.path for r in deletes), "only our own object may be deleted"
 
 
+@pytest.mark.faults
 def test_a_terminating_attempt_is_not_adopted(server: LocalApiServer) -> None:
     """A JobSet of this run that is being deleted (a cancel in flight) must not be watched as if alive."""
     spec, key = make_spec(), make_run_key("exec-8", "train")
@@ -582,6 +588,7 @@ def test_a_terminating_attempt_is_not_adopted(server: LocalApiServer) -> None:
     assert not second.adopted and second.attempt == 1 and second.name == attempt_name(spec, key, 1)
 
 
+@pytest.mark.faults
 def test_forbidden_names_verb_resource_and_group(server: LocalApiServer) -> None:
     server.faults.forbid("create", "jobsets")
     spec, key = make_spec(gang=Coscheduling()), make_run_key("exec-8", "train")
@@ -675,6 +682,7 @@ def test_engine_resubmission_gets_what_the_ledger_leaves(
 # the optional evidence finalizer
 
 
+@pytest.mark.faults
 def test_evidence_finalizer_is_removed_and_never_leaves_a_pod_stuck(
     server: LocalApiServer, driver: ClusterDriver
 ) -> None:

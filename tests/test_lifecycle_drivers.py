@@ -264,6 +264,7 @@ def test_a_bug_fails_at_once(cluster: Cluster, driver: str) -> None:
     assert result.ledger.in_cluster_restarts == 0 and result.ledger.counted_attempts == 1
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_a_stuck_attempt_is_ended_and_still_counted(cluster: Cluster, driver: str) -> None:
     cluster.stuck()
@@ -280,6 +281,7 @@ def test_a_stuck_attempt_is_ended_and_still_counted(cluster: Cluster, driver: st
     assert not [o for o in cluster.main_objects(key) if not o["metadata"].get("deletionTimestamp")]
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_free_interruptions_over_the_cap_end_the_run(cluster: Cluster, driver: str) -> None:
     cluster.preempt(attempt=0, restarts=range(5))
@@ -294,6 +296,7 @@ def test_free_interruptions_over_the_cap_end_the_run(cluster: Cluster, driver: s
     assert result.ledger.free_interruptions == 3 and result.ledger.counted_attempts == 1
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_deleted_by_someone_else_is_not_retried(cluster: Cluster, driver: str) -> None:
     def delete_when_running(handle: Handle) -> None:

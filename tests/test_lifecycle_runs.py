@@ -127,6 +127,7 @@ def test_a_free_resubmission_keeps_its_spot_capacity(tmp_path: Path) -> None:
 # Kueue: a preemption by suspension is progress, not failure, and it is in the result
 
 
+@pytest.mark.faults
 def test_a_kueue_preemption_is_reported_in_progress_and_in_the_result(kube: KubeCluster) -> None:
     server = kube.server
     spec = kube.spec("kq", policy(retries=2))
@@ -182,6 +183,7 @@ def test_a_kueue_preemption_is_reported_in_progress_and_in_the_result(kube: Kube
 # cancellation: from any process, and of an async watch
 
 
+@pytest.mark.faults
 def test_a_fresh_run_cancels_what_another_process_submitted_and_says_it_was_cancelled(kube: KubeCluster) -> None:
     spec, key = kube.spec("cx", policy(retries=2)), make_run_key("cancel", "elsewhere")
     seen: list[RunEvent] = []
@@ -206,6 +208,7 @@ def watch_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("jobset-watch-")]
 
 
+@pytest.mark.faults
 def test_a_cancelled_arun_stops_its_watch_within_a_second_and_leaves_no_thread(kube: KubeCluster) -> None:
     spec, key = kube.spec("ac", policy(retries=2)), make_run_key("cancel", "arun")
     before = watch_threads()

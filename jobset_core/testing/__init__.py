@@ -14,5 +14,9 @@ from .apiserver import LocalApiServer
 from .cluster import FakeCluster
 from .faults import FaultPlan
 from .handler import RequestRecord
+from .rbac import Authorizer, PolicyRule, rules_from_yaml
 
-__all__ = ["ApiError", "FakeCluster", "FaultPlan", "LocalApiServer", "RequestRecord", "ResourceKind"]
+__all__ = [
+    "ApiError", "Authorizer", "FakeCluster", "FaultPlan", "LocalApiServer", "PolicyRule", "RequestRecord",
+    "ResourceKind", "rules_from_yaml",
+]

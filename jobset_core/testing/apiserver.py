@@ -16,8 +16,9 @@ import kubernetes.client
 
 from jobset_core.apistore.objects import ObjectStore
 
-from .faults import FaultPlan
+from .faults import DEFAULT_USER, FaultPlan
 from .handler import ApiHTTPServer, RequestRecord, ServerContext
+from .rbac import Authorizer, PolicyRule
 
 
 class LocalApiServer(ObjectStore):
@@ -29,6 +30,9 @@ class LocalApiServer(ObjectStore):
     reproducible. As on a real cluster, a create into a namespace with no
     Namespace object is a 404 (``default``, ``kube-system`` and
     ``kube-public`` always exist); ``require_namespaces=False`` lifts that; ``namespaces`` are created at once.
+    ``authorize`` (the rules of a Role, see ``rules_from_yaml``) turns on RBAC for HTTP clients acting as
+    ``user``: what the rules do not grant is a 403 (in-process calls are not checked: they play the
+    cluster's controllers).
     """
 
     def __init__(
@@ -42,10 +46,13 @@ class LocalApiServer(ObjectStore):
         seed: int | None = None,
         require_namespaces: bool = True,
         namespaces: Iterable[str] = (),
+        authorize: Iterable[PolicyRule] | None = None,
+        user: str = DEFAULT_USER,
     ) -> None:
         super().__init__(event_window=event_window, seed=seed, require_namespaces=require_namespaces, namespaces=namespaces)
         self._address = (host, port)
         self.faults = FaultPlan()
+        self.authorizer = Authorizer(authorize, user) if authorize is not None else None
         self._requests: list[RequestRecord] = []
         self._requests_lock = threading.Lock()
         self._context = ServerContext(
@@ -55,6 +62,7 @@ class LocalApiServer(ObjectStore):
             record=self._record,
             bookmark_interval=bookmark_interval,
             watch_timeout=watch_timeout,
+            authorizer=self.authorizer,
         )
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -29,6 +29,7 @@ from jobset_core.apistore.watch import Watcher
 
 from .faults import FaultPlan, RequestInfo, WatchDrop
 from .logs import PodLogs, tail
+from .rbac import Authorizer
 from .routing import Route, discovery_document, parse_route
 
 _TRUE = ("true", "1")
@@ -56,6 +57,7 @@ class ServerContext:
     watch_timeout: float = 1800.0
     stopping: threading.Event = field(default_factory=threading.Event)
     logs: PodLogs = field(default_factory=PodLogs)
+    authorizer: Authorizer | None = None
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -143,6 +145,9 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
                 name=route.name if route else None,
                 subresource=route.subresource if route else None,
             )
+            denied = ctx.authorizer.check(info) if ctx.authorizer is not None else None
+            if denied is not None:
+                raise denied
             decision = ctx.faults.decide(info)
             if decision.delay > 0:
                 ctx.stopping.wait(decision.delay)

@@ -99,6 +99,7 @@ class KubernetesRuntime:
         self.custom = client.CustomObjectsApi(api_client)
         self._evidence: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self._evidence_stored: set[tuple[str, str]] = set()  # evidence ConfigMaps known to exist
+        self._watching: dict[tuple[str, str], int] = {}  # attempts watched now, and by how many watches
         self._lock = threading.Lock()
         self.informers = InformerHub(self)
 
@@ -265,7 +266,7 @@ class KubernetesRuntime:
         subscriptions = self._subscribe(handle, events.put)
         tracker.events = subscriptions[-1]
         try:
-            self._load_evidence(handle)
+            self._load_evidence(handle, watching=True)
             last_yield = 0.0
             while True:
                 try:
@@ -304,7 +305,7 @@ class KubernetesRuntime:
         subscriptions = self._subscribe(handle, sink)
         tracker.events = subscriptions[-1]
         try:
-            await asyncio.to_thread(self._load_evidence, handle)
+            await asyncio.to_thread(self._load_evidence, handle, watching=True)
             last_yield = 0.0
             while True:
                 try:
@@ -347,6 +348,7 @@ class KubernetesRuntime:
         return subscriptions
 
     def _release_after_watch(self, handle: Handle) -> None:
+        self._forget(handle, watched=True)
         if not self.evidence_finalizer:
             return
         # Nobody removes our finalizer once this watcher is gone: never leave it behind.
@@ -439,7 +441,22 @@ class KubernetesRuntime:
         pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
         for pod in pods:
             self._on_pod(handle, pod)
-        return self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
+        observation = self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
+        self._forget(handle)
+        return observation
+
+    def _forget(self, handle: Handle, *, watched: bool = False) -> None:
+        """Drop an attempt's kept pods from memory once nothing here watches it: the ConfigMap holds them,
+        and a long-lived watcher process (a triggerer, a connector) must not grow with every run it saw."""
+        key = (handle.namespace, handle.name)
+        with self._lock:
+            left = self._watching.get(key, 0) - (1 if watched else 0)
+            if left > 0:
+                self._watching[key] = left
+                return
+            self._watching.pop(key, None)
+            self._evidence.pop(key, None)
+            self._evidence_stored.discard((handle.namespace, handle.name + EVIDENCE_SUFFIX))
 
     # ----- evidence ---------------------------------------------------------------------------------
 
@@ -537,7 +554,11 @@ class KubernetesRuntime:
             self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": body["data"]})
         self._evidence_stored.add(key)
 
-    def _load_evidence(self, handle: Handle) -> None:
+    def _load_evidence(self, handle: Handle, *, watching: bool = False) -> None:
+        if watching:
+            with self._lock:
+                key = (handle.namespace, handle.name)
+                self._watching[key] = self._watching.get(key, 0) + 1
         stored = self._get("v1", "ConfigMap", handle.name + EVIDENCE_SUFFIX, handle.namespace)
         if not stored:
             return

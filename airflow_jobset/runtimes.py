@@ -4,6 +4,8 @@
 `ApiClient`), so the connection users already have works unchanged. `local`: every pod is a local process
 (`LocalRuntime`); its state lives in memory, so one runtime is shared per process and per fault plan, which
 lets a retry, a reattach or an in-process trigger (`airflow dags test`) find the run a previous try made.
+The triggerer shares one `KubernetesRuntime` per connection and cluster too: its runs then share one watch
+stream per namespace and resource instead of opening their own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ DEFAULT_CONN_ID = "kubernetes_default"
 
 _local: dict[tuple[str | None, bool], LocalRuntime] = {}
 _local_lock = threading.Lock()
+_kubernetes: dict[tuple[str, str | None, str], KubernetesRuntime] = {}
 
 
 def check_runtime(name: str) -> str:
@@ -43,18 +46,30 @@ def local_runtime(faults: str | None = None, *, stream_output: bool = True) -> L
         return runtime
 
 
-def kubernetes_runtime(conn_id: str, namespace: str | None, **kwargs: Any) -> KubernetesRuntime:
-    """A runtime on the connection's cluster; the namespace falls back to the connection's own."""
+def kubernetes_runtime(conn_id: str, namespace: str | None, *, shared: bool = False, **kwargs: Any) -> KubernetesRuntime:
+    """A runtime on the connection's cluster; the namespace falls back to the connection's own.
+
+    `shared` returns the process's runtime for this connection, namespace and API server (the same
+    connection id may point elsewhere later, so the server is part of the key).
+    """
     from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
     hook = KubernetesHook(conn_id=conn_id)
-    return KubernetesRuntime(hook.get_conn(), namespace or hook.get_namespace(), **kwargs)
+    api_client, namespace = hook.get_conn(), namespace or hook.get_namespace()
+    if not shared:
+        return KubernetesRuntime(api_client, namespace, **kwargs)
+    key = (conn_id, namespace, str(api_client.configuration.host))
+    with _local_lock:
+        runtime = _kubernetes.get(key)
+        if runtime is None:
+            runtime = _kubernetes[key] = KubernetesRuntime(api_client, namespace, **kwargs)
+    return runtime
 
 
 def make_runtime(
     name: str, *, conn_id: str = DEFAULT_CONN_ID, namespace: str | None = None, local_faults: str | None = None,
-    stream_output: bool = True,
+    stream_output: bool = True, shared: bool = False,
 ) -> KubernetesRuntime | LocalRuntime:
     if check_runtime(name) == LOCAL:
         return local_runtime(local_faults, stream_output=stream_output)
-    return kubernetes_runtime(conn_id, namespace)
+    return kubernetes_runtime(conn_id, namespace, shared=shared)

@@ -68,7 +68,8 @@ class JobSetTrigger(BaseTrigger):
 
     def _runtime(self, handle: Handle) -> Any:
         return make_runtime(
-            self.runtime, conn_id=self.kubernetes_conn_id, namespace=handle.namespace, local_faults=self.local_faults
+            self.runtime, conn_id=self.kubernetes_conn_id, namespace=handle.namespace, local_faults=self.local_faults,
+            shared=True,
         )
 
     def _follow_leader(self, runtime: Any, handle: Handle) -> LeaderLog | None:

@@ -1,7 +1,9 @@
 """How `diagnose` scales with gang size: time and peak memory on 1k-, 10k- and 50k-pod cascades, side by side.
 
-A gang where one pod exits 1 and every peer is then torn down with SIGTERM 143 one second later: the
-worst realistic input (every pod has a terminated container). Reported as ratios so machine noise
+Two realistic failures, both worst cases (every pod has a terminated container): a gang where one pod exits
+1 and every peer is then torn down with SIGTERM 143 one second later; and a preemption cascade, where the
+scheduler preempts one pod and every peer then crashes with exit 1 on the lost connection (the root cause is
+the preemption, not the hundreds of crashes after it). Reported as ratios so machine noise
 cancels: linear scaling gives about 10x from 1k to 10k pods and 5x from 10k to 50k. The engine as it was
 before the `diagnosis` package (loaded from git by `baseline.py`) runs on the same 10k-pod input in the
 same process, so "no slower than before" is one ratio.
@@ -18,10 +20,11 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.baseline import BASELINE_REV, load_baseline
+from benchmarks.report import save
 from jobset_core import diagnose
 
 
-def cascade(pods: int, per_job: int = 8) -> dict[str, Any]:
+def cascade(pods: int, per_job: int = 8, preemption: bool = False) -> dict[str, Any]:
     jobs = pods // per_job
     name = "big"
     jobset = {
@@ -60,12 +63,13 @@ def cascade(pods: int, per_job: int = 8) -> dict[str, Any]:
                     "spec": {"nodeName": f"node-{j}", "containers": [{"name": "trainer"}]},
                     "status": {
                         "phase": "Failed",
+                        "conditions": [_DISRUPTED] if preemption and culprit else [],
                         "containerStatuses": [
                             {
                                 "name": "trainer",
                                 "state": {
                                     "terminated": {
-                                        "exitCode": 1 if culprit else 143,
+                                        "exitCode": _exit_code(culprit, preemption),
                                         "reason": "Error",
                                         "finishedAt": "2026-11-22T12:00:03Z" if culprit else "2026-11-22T12:00:04Z",
                                     }
@@ -80,14 +84,29 @@ def cascade(pods: int, per_job: int = 8) -> dict[str, Any]:
 
 Diagnose = Callable[..., Any]
 
+_DISRUPTED = {
+    "type": "DisruptionTarget",
+    "status": "True",
+    "reason": "PreemptionByScheduler",
+    "message": "default-scheduler: preempting to accommodate a higher priority pod",
+    "lastTransitionTime": "2026-11-22T12:00:02Z",
+}
 
-def measure(pods: int, repeats: int = 3, engine: Diagnose = diagnose) -> tuple[float, float]:
-    objects = cascade(pods)
+
+def _exit_code(culprit: bool, preemption: bool) -> int:
+    if preemption:
+        return 143 if culprit else 1  # the preempted pod is SIGTERMed; its peers crash on the lost peer
+    return 1 if culprit else 143
+
+
+def measure(pods: int, repeats: int = 3, engine: Diagnose = diagnose, preemption: bool = False) -> tuple[float, float]:
+    objects = cascade(pods, preemption=preemption)
     times = []
     for _ in range(repeats):
         elapsed, result = timed(engine, objects)
         times.append(elapsed)
     assert result.pod == "big-workers-3-5-abcde", result.summary
+    assert result.retryable is preemption, result.summary
     tracemalloc.start()
     engine(**objects)
     _, peak = tracemalloc.get_traced_memory()
@@ -97,14 +116,20 @@ def measure(pods: int, repeats: int = 3, engine: Diagnose = diagnose) -> tuple[f
 
 def main() -> None:
     sizes = (1_000, 10_000, 50_000)
-    results = {n: measure(n, repeats=3 if n <= 10_000 else 2) for n in sizes}
-    print("| pods | diagnose median (s) | peak memory (MB) |")
-    print("|---:|---:|---:|")
-    for n, (t, m) in results.items():
-        print(f"| {n:,} | {t:.3f} | {m:.1f} |")
-    (t1, m1), (t10, m10), (t50, m50) = (results[n] for n in sizes)
-    print(f"ratio 10k/1k: time {t10 / t1:.1f}x, memory {m10 / m1:.1f}x (linear = 10x)")
-    print(f"ratio 50k/10k: time {t50 / t10:.1f}x, memory {m50 / m10:.1f}x (linear = 5x)")
+    rows = []
+    for preemption in (False, True):
+        name = "preemption, peers crash" if preemption else "exit 1, peers SIGTERMed"
+        results = {n: measure(n, repeats=3 if n <= 10_000 else 2, preemption=preemption) for n in sizes}
+        print(f"### {name}")
+        print("| pods | diagnose median (s) | peak memory (MB) |")
+        print("|---:|---:|---:|")
+        for n, (t, m) in results.items():
+            print(f"| {n:,} | {t:.3f} | {m:.1f} |")
+            rows.append({"cascade": name, "pods": n, "median_s": t, "peak_mb": m})
+        (t1, m1), (t10, m10), (t50, m50) = (results[n] for n in sizes)
+        print(f"ratio 10k/1k: time {t10 / t1:.1f}x, memory {m10 / m1:.1f}x (linear = 10x)")
+        print(f"ratio 50k/10k: time {t50 / t10:.1f}x, memory {m50 / m10:.1f}x (linear = 5x)")
+    save("diagnose_scale", rows)
     try:
         baseline = load_baseline()
     except (OSError, subprocess.CalledProcessError) as exc:  # no git history (an sdist): skip the comparison

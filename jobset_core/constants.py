@@ -184,6 +184,10 @@ FAILURE_POLICY_ACTION_SUFFIX = "FailurePolicyAction"  # jobset failure_policy.go
 
 PROJECT_PREFIX = "jobset-plugins.io/"
 RUN_KEY_LABEL = PROJECT_PREFIX + "run-key"
+# On everything a submission makes: a gang Job and, through the templates, a JobSet's child Jobs and every
+# pod. One label selector then finds all of them for the process's shared watches. A separate label from
+# RUN_KEY_LABEL, which marks submissions only (the ledger counts what carries it).
+RUN_MEMBER_LABEL = PROJECT_PREFIX + "run-member"
 ATTEMPT_ANNOTATION = PROJECT_PREFIX + "attempt"
 FREE_ANNOTATION = PROJECT_PREFIX + "free-attempt"
 POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"

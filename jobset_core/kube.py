@@ -21,19 +21,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import tenacity
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.errors import SpecError
+from jobset_core.informers import EVENTS, JOBS, JOBSETS, PODS, InformerHub, Subscription
 from jobset_core.kube_api import (
     ApiRetry,
     KubeApiError,
     NameConflictError,
     default_api_client,
     explain_api_error,
-    is_transient,
     kubeconfig_namespace,
     without_transport_retries,
 )
@@ -48,9 +48,6 @@ EVIDENCE_SUFFIX = "-evidence"
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
 EVIDENCE_MAX_PODS = 64
 RUN_RECORD_KEY = "record.json"
-# While only pods change, the Jobs and events are listed again at most this often (the JobSet or Job object
-# changes whenever its controller acts, and that always triggers a listing).
-RELATED_REFRESH_SECONDS = 5.0
 PLURALS = {
     "JobSet": "jobsets",
     "Job": "jobs",
@@ -102,7 +99,9 @@ class KubernetesRuntime:
         self.custom = client.CustomObjectsApi(api_client)
         self._evidence: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self._evidence_stored: set[tuple[str, str]] = set()  # evidence ConfigMaps known to exist
+        self._watching: dict[tuple[str, str], int] = {}  # attempts watched now, and by how many watches
         self._lock = threading.Lock()
+        self.informers = InformerHub(self)
 
     # ----- generic object access ----------------------------------------------------------------------
 
@@ -177,6 +176,7 @@ class KubernetesRuntime:
         for obj in [*extras, main]:
             obj["metadata"]["namespace"] = namespace
             obj["metadata"].setdefault("labels", {})[RUN_KEY_LABEL] = run_key
+        stamp_run_member(main, run_key)
         created: list[dict[str, Any]] = []
         try:
             for extra in extras:
@@ -262,11 +262,11 @@ class KubernetesRuntime:
     def watch(self, handle: Handle) -> Iterator[Observation]:
         """Observations of one attempt on every change and at least every tick; close the generator to stop."""
         events: queue.Queue = queue.Queue()
-        streams = _Streams(self, handle, events.put)
         tracker = _Tracker(self, handle)
-        streams.start()
+        subscriptions = self._subscribe(handle, events.put)
+        tracker.events = subscriptions[-1]
         try:
-            self._load_evidence(handle)
+            self._load_evidence(handle, watching=True)
             last_yield = 0.0
             while True:
                 try:
@@ -284,15 +284,15 @@ class KubernetesRuntime:
                 if observation.state.terminal:
                     return
         finally:
-            streams.close()
+            self.informers.unsubscribe(subscriptions)
             self._release_after_watch(handle)
 
     async def awatch(self, handle: Handle) -> AsyncIterator[Observation]:
         """The same observations for async callers (an Airflow trigger, a Flyte connector).
 
-        The two watch streams still read on threads (the official client is synchronous), but cancelling
-        the awaiting task closes their connections at once, and every other call is a short hop to a
-        worker thread: no thread is held for the life of a run.
+        The shared streams read on threads (the official client is synchronous), but cancelling the
+        awaiting task leaves them at once (the last run to leave a stream closes its connection), and every
+        other call is a short hop to a worker thread: no thread is held for the life of a run.
         """
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
@@ -301,11 +301,11 @@ class KubernetesRuntime:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
                 loop.call_soon_threadsafe(events.put_nowait, item)
 
-        streams = _Streams(self, handle, sink)
         tracker = _Tracker(self, handle)
-        streams.start()
+        subscriptions = self._subscribe(handle, sink)
+        tracker.events = subscriptions[-1]
         try:
-            await asyncio.to_thread(self._load_evidence, handle)
+            await asyncio.to_thread(self._load_evidence, handle, watching=True)
             last_yield = 0.0
             while True:
                 try:
@@ -323,10 +323,32 @@ class KubernetesRuntime:
                 if observation.state.terminal:
                     return
         finally:
-            streams.close()
+            self.informers.unsubscribe(subscriptions)
             await asyncio.shield(asyncio.to_thread(self._release_after_watch, handle))
 
+    def _subscribe(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> list[Subscription]:
+        """Join the process's shared streams under this attempt's keys; the events subscription comes last.
+
+        Each message is relabelled with the role the stream plays for this attempt (its object, its Jobs,
+        its pods), so the tracker does not care whether a gang Job arrived on the Job stream.
+        """
+        name = handle.name
+        if handle.kind == "JobSet":
+            wanted = [("main", JOBSETS, f"name:{name}"), ("jobs", JOBS, f"jobset:{name}"), ("pods", PODS, f"jobset:{name}")]
+        else:
+            wanted = [("main", JOBS, f"name:{name}"), ("pods", PODS, f"job:{name}")]
+        wanted.append(("events", EVENTS, None))
+        subscriptions: list[Subscription] = []
+        try:
+            for role, resource, key in wanted:
+                subscriptions.append(self.informers.subscribe(handle.namespace, resource, key, _relabel(role, sink)))
+        except BaseException:
+            self.informers.unsubscribe(subscriptions)
+            raise
+        return subscriptions
+
     def _release_after_watch(self, handle: Handle) -> None:
+        self._forget(handle, watched=True)
         if not self.evidence_finalizer:
             return
         # Nobody removes our finalizer once this watcher is gone: never leave it behind.
@@ -353,7 +375,6 @@ class KubernetesRuntime:
             self._events(handle.namespace),
             self._kueue_workloads(main),
             str(ev.meta(main).get("resourceVersion") or ""),
-            time.monotonic(),
         )
 
     def _kueue_workloads(self, main: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -387,6 +408,18 @@ class KubernetesRuntime:
             item.setdefault("kind", "Job")
         return items
 
+    def _events_of(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The events of one object, selected by the server (not the namespace's, filtered here)."""
+        selector = f"involvedObject.kind={obj.get('kind')},involvedObject.name={ev.name_of(obj)}"
+        items = self._sanitize(self.retry.call(self.core.list_namespaced_event, ev.meta(obj).get("namespace"), field_selector=selector).items)
+        for item in items:
+            item.setdefault("kind", "Event")
+        return items
+
+    def _kept_pod_names(self, handle: Handle) -> list[str]:
+        with self._lock:
+            return list(self._evidence.get((handle.namespace, handle.name), {}))
+
     def _events(self, namespace: str) -> list[dict[str, Any]]:
         items = self._sanitize(self.retry.call(self.core.list_namespaced_event, namespace).items)
         for item in items:
@@ -408,7 +441,22 @@ class KubernetesRuntime:
         pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
         for pod in pods:
             self._on_pod(handle, pod)
-        return self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
+        observation = self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
+        self._forget(handle)
+        return observation
+
+    def _forget(self, handle: Handle, *, watched: bool = False) -> None:
+        """Drop an attempt's kept pods from memory once nothing here watches it: the ConfigMap holds them,
+        and a long-lived watcher process (a triggerer, a connector) must not grow with every run it saw."""
+        key = (handle.namespace, handle.name)
+        with self._lock:
+            left = self._watching.get(key, 0) - (1 if watched else 0)
+            if left > 0:
+                self._watching[key] = left
+                return
+            self._watching.pop(key, None)
+            self._evidence.pop(key, None)
+            self._evidence_stored.discard((handle.namespace, handle.name + EVIDENCE_SUFFIX))
 
     # ----- evidence ---------------------------------------------------------------------------------
 
@@ -536,7 +584,11 @@ class KubernetesRuntime:
             self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": body["data"]})
         self._evidence_stored.add(key)
 
-    def _load_evidence(self, handle: Handle) -> None:
+    def _load_evidence(self, handle: Handle, *, watching: bool = False) -> None:
+        if watching:
+            with self._lock:
+                key = (handle.namespace, handle.name)
+                self._watching[key] = self._watching.get(key, 0) + 1
         stored = self._get("v1", "ConfigMap", handle.name + EVIDENCE_SUFFIX, handle.namespace)
         if not stored:
             return
@@ -642,187 +694,116 @@ class _Related:
     events: list[dict[str, Any]] = field(default_factory=list)
     workloads: list[dict[str, Any]] = field(default_factory=list)
     resource_version: str = ""  # of the attempt's object at that listing
-    at: float = 0.0  # time.monotonic()
 
 
-class _Streams:
-    """The two resumable watches of one attempt (its object, its pods), each read on its own thread.
+def _relabel(role: str, sink: Callable[[tuple[str, str, Any]], None]) -> Callable[[tuple[str, str, Any]], None]:
+    return lambda message: sink((role, message[1], message[2]))
 
-    Each lists once, then streams from that resourceVersion, relists on 410 Gone, and retries transient
-    errors with the runtime's tenacity policy; anything else is handed to the consumer, which raises it.
-    `close()` interrupts a read blocked on a quiet stream (urllib3's `HTTPResponse.shutdown`), so a stop
-    takes effect at once instead of when the server next writes.
-    """
 
-    def __init__(self, runtime: KubernetesRuntime, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> None:
-        self.runtime = runtime
-        self.sink = sink
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._watches: list[watch.Watch] = []
-        group, version, plural = runtime._main_ref(handle)
-        streams = [
-            (
-                runtime.custom.list_namespaced_custom_object,
-                dict(group=group, version=version, namespace=handle.namespace, plural=plural, field_selector=f"metadata.name={handle.name}"),
-                "main",
-            ),
-            (runtime.core.list_namespaced_pod, dict(namespace=handle.namespace, label_selector=runtime._pod_selector(handle)), "pods"),
-        ]
-        self._threads = [
-            threading.Thread(target=self._run, args=(fn, kw, src), daemon=True, name=f"jobset-watch-{src}-{handle.name}")
-            for fn, kw, src in streams
-        ]
+def stamp_run_member(obj: dict[str, Any], run_key: str) -> None:
+    """Label a gang Job, or a JobSet's Job and pod templates, so the objects the controllers make from them
+    (child Jobs copy `replicatedJobs[].template.metadata`, pods copy the pod template) carry the label the
+    shared streams select on."""
+    def label(meta_holder: dict[str, Any]) -> None:
+        meta_holder.setdefault("metadata", {}).setdefault("labels", {})[c.RUN_MEMBER_LABEL] = run_key
 
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def close(self, timeout: float = 2.0) -> None:
-        self._stop.set()
-        with self._lock:
-            watches = list(self._watches)
-        for stream in watches:
-            stream.stop()
-            response = getattr(stream, "_resp", None)  # the kubernetes client keeps the open response here
-            if response is not None:
-                with contextlib.suppress(Exception):
-                    shutdown = getattr(response, "shutdown", None)
-                    (shutdown or response.close)()
-        deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-
-    def _run(self, list_fn: Any, kwargs: dict[str, Any], source: str) -> None:
-        runtime = self.runtime
-        resource_version: str | None = None
-        reconnect = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(lambda exc: is_transient(exc) and not self._stop.is_set()),
-            wait=runtime.retry.wait(),  # a throttled watch honours Retry-After like every call
-            stop=tenacity.stop_after_delay(runtime.retry.max_seconds),
-            reraise=True,
-        )
-        while not self._stop.is_set():
-            try:
-                for attempt in reconnect:
-                    with attempt:
-                        if resource_version is None:
-                            listing = list_fn(**kwargs, _request_timeout=runtime.retry.request_timeout)
-                            if not isinstance(listing, dict):
-                                listing = runtime._sanitize(listing)
-                            resource_version = (listing.get("metadata") or {}).get("resourceVersion")
-                            self.sink((source, "SYNC", listing.get("items", [])))
-                        resource_version = self._stream(list_fn, kwargs, source, resource_version)
-                        if self._stop.is_set():
-                            return
-            except ApiException as exc:
-                if exc.status == 410:
-                    log.info("watch of %s expired (410 Gone): relisting", source)
-                    resource_version = None
-                    continue
-                if not self._stop.is_set():
-                    self.sink((source, "ERROR", exc))
-                return
-            except Exception as exc:  # noqa: BLE001 - reported to the consumer, which raises it
-                if not self._stop.is_set():
-                    self.sink((source, "ERROR", exc))
-                return
-
-    def _stream(self, list_fn: Any, kwargs: dict[str, Any], source: str, resource_version: str | None) -> str | None:
-        runtime = self.runtime
-        stream = watch.Watch()
-        with self._lock:
-            self._watches = [w for w in self._watches if getattr(w, "_resp", None) is not None] + [stream]
-        # The server ends a watch after timeout_seconds; a stream silent for longer than that (a
-        # half-open connection) is cut by the client and resumed.
-        read_limit = runtime.watch_timeout_seconds + (runtime.retry.request_timeout or 30.0)
-        try:
-            for event in stream.stream(
-                list_fn, resource_version=resource_version, timeout_seconds=runtime.watch_timeout_seconds,
-                allow_watch_bookmarks=True, _request_timeout=read_limit, **kwargs,
-            ):
-                obj = event["object"]
-                if not isinstance(obj, dict):
-                    obj = runtime._sanitize(obj)
-                resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
-                if event["type"] != "BOOKMARK":
-                    self.sink((source, event["type"], obj))
-                if self._stop.is_set():
-                    break
-        except Exception:
-            if self._stop.is_set():  # our own shutdown of the connection
-                return resource_version
-            raise
-        return resource_version
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "JobSet":
+        for rjob in spec.get("replicatedJobs") or []:
+            template = rjob.setdefault("template", {})
+            label(template)
+            label(template.setdefault("spec", {}).setdefault("template", {}))
+    elif obj.get("kind") == "Job":
+        label(obj)
+        label(spec.setdefault("template", {}))
 
 
 class _Tracker:
-    """One attempt as its two watches show it: the object, the live pods, and the evidence kept of the rest."""
+    """One attempt as the shared streams show it: the object, its Jobs and live pods, the evidence kept of
+    the pods already gone, and the events of all of them."""
 
     def __init__(self, runtime: KubernetesRuntime, handle: Handle) -> None:
         self.runtime = runtime
         self.handle = handle
         self.main: dict[str, Any] | None = None
         self.pods: dict[str, dict[str, Any]] = {}
-        self.related = _Related()
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.events: Subscription | None = None
+        self.workloads = _Related()
         self._synced: set[str] = set()
         self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
-        group, version, _ = runtime._main_ref(handle)
-        self._api_version = f"{group}/{version}"
+        self._roles = {"main", "pods", "events"} | ({"jobs"} if handle.kind == "JobSet" else set())
 
     @property
     def synced(self) -> bool:
-        return len(self._synced) == 2
+        return self._synced >= self._roles
 
     def apply(self, batch: list[tuple[str, str, Any]]) -> bool:
-        """Fold watch events in; True when anything changed. An ERROR event raises what the stream hit."""
-        for source, kind, payload in batch:
+        """Fold stream messages in; True when anything changed. An ERROR raises what the stream hit."""
+        for role, kind, payload in batch:
             if kind == "ERROR":
-                if isinstance(payload, ApiException):  # a denied or broken watch: the same one line as a call
-                    raise explain_api_error(payload, ("watch", source, ""))
                 raise payload if isinstance(payload, BaseException) else KubeApiError(str(payload))
-            if source == "main":
+            if kind == "SYNC":
+                self._synced.add(role)
+            if role == "main":
                 self._main(kind, payload)
-            else:
+            elif role == "pods":
                 self._pod(kind, payload)
+            elif role == "jobs":
+                _fold(self.jobs, kind, payload)
         return bool(batch)
 
     def _main(self, kind: str, payload: Any) -> None:
         if kind == "SYNC":
-            self._synced.add("main")
             self.main = payload[0] if payload else None
         else:
             self.cancelled = self.cancelled or marked_cancelled(payload)
             self.main = None if kind == "DELETED" else payload
-        if self.main is not None:
-            self.main.setdefault("kind", self.handle.kind)
-            self.main.setdefault("apiVersion", self._api_version)
 
     def _pod(self, kind: str, payload: Any) -> None:
-        runtime, handle = self.runtime, self.handle
-        if kind == "SYNC":
-            self._synced.add("pods")
-            self.pods = {}
-            for pod in payload:
-                runtime._on_pod(handle, pod)
-                self.pods[ev.name_of(pod)] = pod
-            return
-        runtime._on_pod(handle, payload)
-        if kind == "DELETED":
-            self.pods.pop(ev.name_of(payload), None)
-        else:
-            self.pods[ev.name_of(payload)] = payload
+        for pod in payload if kind == "SYNC" else [payload]:
+            self.runtime._on_pod(self.handle, pod)
+        _fold(self.pods, kind, payload)
 
     def observation(self, changed: bool) -> Observation:
-        """Jobs, events and Workloads are listed again when the attempt's object moved (its controller acted),
-        at the end, or at most every `RELATED_REFRESH_SECONDS` while pods change; otherwise the last listing
-        stands, so one observation never shows less history than the one before it."""
-        main = self.main
-        if main is not None:
-            moved = str(ev.meta(main).get("resourceVersion") or "") != self.related.resource_version
-            stale = changed and time.monotonic() - self.related.at >= RELATED_REFRESH_SECONDS
-            if moved or stale or state_of(main).terminal:
-                self.related = self.runtime._related(self.handle, main)
-        seen = self.runtime._assemble(self.handle, main, self.pods, self.related)
+        """Jobs and events come from the shared caches. Kueue's Workload (not streamed) is listed again when
+        the attempt's object moved; at the end, the Jobs and the object's own events are read once more,
+        since the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs."""
+        main, runtime, handle = self.main, self.runtime, self.handle
+        if main is None:
+            return self._marked(runtime._assemble(handle, None, self.pods, _Related()))
+        version = str(ev.meta(main).get("resourceVersion") or "")
+        if version != self.workloads.resource_version:
+            self.workloads = _Related(workloads=runtime._kueue_workloads(main), resource_version=version)
+        final = state_of(main).terminal
+        if final and handle.kind == "JobSet":
+            self.jobs = {ev.name_of(j): j for j in runtime._child_jobs(handle)}
+        jobs = [self.jobs[n] for n in sorted(self.jobs)]
+        events = self._events(main, jobs, final)
+        return self._marked(runtime._assemble(handle, main, self.pods, _Related(jobs, events, self.workloads.workloads)))
+
+    def _marked(self, seen: Observation) -> Observation:
         return replace(seen, cancelled=True) if self.cancelled else seen
+
+    def _events(self, main: Mapping[str, Any], jobs: list[dict[str, Any]], final: bool) -> list[dict[str, Any]]:
+        names = {self.handle.name, *(ev.name_of(j) for j in jobs), *self.pods, *self.runtime._kept_pod_names(self.handle)}
+        seen: dict[str, dict[str, Any]] = {}
+        if self.events is not None:
+            for name in names:
+                for event in self.events.informer.items(f"obj:{name}"):
+                    seen[ev.name_of(event)] = event
+        if final:
+            for event in self.runtime._events_of(main):
+                seen.setdefault(ev.name_of(event), event)
+        return sorted(seen.values(), key=lambda e: (str(e.get("lastTimestamp") or e.get("eventTime") or ""), ev.name_of(e)))
+
+
+def _fold(cache: dict[str, dict[str, Any]], kind: str, payload: Any) -> None:
+    """Apply one stream message to a name -> object map (a SYNC replaces it)."""
+    if kind == "SYNC":
+        cache.clear()
+        cache.update((ev.name_of(obj), obj) for obj in payload)
+    elif kind == "DELETED":
+        cache.pop(ev.name_of(payload), None)
+    else:
+        cache[ev.name_of(payload)] = payload

@@ -31,6 +31,7 @@ from jobset_core import (
     RetryPolicy,
     Volcano,
 )
+from jobset_core.constants import RUN_MEMBER_LABEL
 from jobset_core.evidence import finalizer_removal_patch
 from jobset_core.kube import EVIDENCE_FINALIZER, KubernetesRuntime
 from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError
@@ -420,27 +421,18 @@ def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, dri
     name = attempt_name(spec, key, 0)
     selector = f"jobset.sigs.k8s.io/jobset-name={name}"
 
-    def pod_requests(watching: bool) -> list[RequestRecord]:
-        return [
-            r
-            for r in server.requests
-            if r.method == "GET"
-            and r.path == f"/api/v1/namespaces/{NS}/pods"
-            and r.query.get("labelSelector") == selector
-            and (str(r.query.get("watch", "")).lower() == "true") is watching
-        ]
-
     def relists() -> int:
-        """LISTs that start a watch (pods by label, the JobSet by name): one per (re)sync."""
-        main = [
-            r
+        """LISTs that start a watch of one of the shared streams: one per (re)sync."""
+        return sum(
+            1
             for r in server.requests
             if r.method == "GET"
-            and r.path.endswith("/jobsets")
-            and r.query.get("fieldSelector") == f"metadata.name={name}"
             and str(r.query.get("watch", "")).lower() != "true"
-        ]
-        return len(main) + len(pod_requests(watching=False))
+            and (
+                r.query.get("labelSelector") in (RUN_KEY_LABEL, RUN_MEMBER_LABEL)
+                or (r.path.endswith("/events") and not r.query.get("fieldSelector"))
+            )
+        )
 
     # A stretch of 5xx/429 from the submission on, with one Retry-After; the first watches are cut
     # (cleanly, then abruptly) and must resume from their resourceVersion.
@@ -472,7 +464,9 @@ def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, dri
     assert len(jobsets(server)) == 1
     faulted = [r for r in server.requests if r.status in (500, 503, 429)]
     assert len(faulted) >= 5 and len(faulted) >= 0.15 * len(server.requests), "the faults did not happen"
-    assert len(pod_requests(watching=True)) >= 4, "the dropped watches were not resumed"
+    watches = [r for r in server.requests if str(r.query.get("watch", "")).lower() == "true"]
+    # Four shared streams (JobSets, Jobs, pods, events), three of them cut: each cut one is watched again.
+    assert len(watches) >= 4 + 3, "the dropped watches were not resumed"
 
 
 @pytest.mark.faults

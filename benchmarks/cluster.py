@@ -15,8 +15,7 @@ import tenacity
 from benchmarks.baseline import ROOT, _module, _source
 from benchmarks.report import percentile, save, table
 from jobset_core import JobSetSpec, ReplicatedJob, RetryPolicy
-from jobset_core.testing import LocalApiServer, RequestRecord
-from tests.kube_driver import ClusterDriver
+from jobset_core.testing import FakeCluster, LocalApiServer, RequestRecord
 
 NAMESPACE = "bench"
 # The last revision with one pair of watch streams per run.
@@ -32,15 +31,14 @@ def tiny_spec(name: str, pods: int = 1, retries: int = 0) -> JobSetSpec:
     )
 
 
-def fake_cluster(tick: float = 0.02) -> tuple[LocalApiServer, ClusterDriver]:
-    server = LocalApiServer().start()
-    driver = ClusterDriver(server, NAMESPACE, tick=tick).start()
-    return server, driver
+def fake_cluster(tick: float = 0.02) -> tuple[LocalApiServer, FakeCluster]:
+    """The public fake cluster (its API server, and the cluster that scripts the pods)."""
+    cluster = FakeCluster([NAMESPACE], tick=tick).start()
+    return cluster.server, cluster
 
 
-def stop(server: LocalApiServer, driver: ClusterDriver) -> None:
-    driver.stop()
-    server.stop()
+def stop(server: LocalApiServer, cluster: FakeCluster) -> None:
+    cluster.stop()
 
 
 def old_runtime_class() -> type:

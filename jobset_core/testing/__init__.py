@@ -12,7 +12,8 @@ from jobset_core.apistore.kinds import ResourceKind
 
 from .apiserver import LocalApiServer
 from .cluster import FakeCluster
+from .fates import PodRule
 from .faults import FaultPlan
 from .handler import RequestRecord
 
-__all__ = ["ApiError", "FakeCluster", "FaultPlan", "LocalApiServer", "RequestRecord", "ResourceKind"]
+__all__ = ["ApiError", "FakeCluster", "FaultPlan", "LocalApiServer", "PodRule", "RequestRecord", "ResourceKind"]

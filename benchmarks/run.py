@@ -1,11 +1,22 @@
-"""Run every benchmark in one process, side by side, and print the tables the README quotes."""
+"""Run every benchmark, side by side, and print the tables the README quotes (JSON in benchmarks/results/).
 
-from benchmarks import diagnose_scale
+Each one is also a command of its own: `python -m benchmarks.<name> --help`.
+"""
+
+from benchmarks import detection, diagnose_scale, manifests, wasted_time, watchers
 
 
 def main() -> None:
-    print("## diagnose on a gang cascade (1 app error, every peer torn down)")
+    print("## 1. detection latency and API requests: watches against a poller")
+    detection.main([])
+    print("\n## 2. runs per watcher process")
+    watchers.main([])
+    print("\n## 3. diagnose on big gangs")
     diagnose_scale.main()
+    print("\n## 4. cluster time an application bug burns")
+    wasted_time.main()
+    print("\n## 5. manifest build and validation, 100 replicated jobs")
+    manifests.main()
 
 
 if __name__ == "__main__":

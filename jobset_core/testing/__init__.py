@@ -12,11 +12,12 @@ from jobset_core.apistore.kinds import ResourceKind
 
 from .apiserver import LocalApiServer
 from .cluster import FakeCluster
+from .fates import PodRule
 from .faults import FaultPlan
 from .handler import RequestRecord
 from .rbac import Authorizer, PolicyRule, rules_from_yaml
 
 __all__ = [
-    "ApiError", "Authorizer", "FakeCluster", "FaultPlan", "LocalApiServer", "PolicyRule", "RequestRecord",
-    "ResourceKind", "rules_from_yaml",
+    "ApiError", "Authorizer", "FakeCluster", "FaultPlan", "LocalApiServer", "PodRule", "PolicyRule",
+    "RequestRecord", "ResourceKind", "rules_from_yaml",
 ]

@@ -116,8 +116,8 @@ class _Cache:
             self.put(obj)
 
     def put(self, obj: Obj) -> list[str]:
+        """Add an object not in the cache (remove its previous version first)."""
         name = ev.name_of(obj)
-        self.remove(name)
         self.objects[name] = obj
         keys = self.keys(obj)
         for key in keys:

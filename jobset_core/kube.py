@@ -731,6 +731,10 @@ class _Tracker:
         self.events: Subscription | None = None
         self.workloads = _Related()
         self._synced: set[str] = set()
+        # Every Job and pod of the attempt this watch has seen: their events stay in view after they are
+        # gone (a restart deletes the pod whose Preempted event says why it happened).
+        self.members: set[str] = {handle.name}
+        self._restarts: object = None  # status.restarts when the object's own events were last read
         self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
         self._roles = {"main", "pods", "events"} | ({"jobs"} if handle.kind == "JobSet" else set())
 
@@ -751,6 +755,8 @@ class _Tracker:
                 self._pod(kind, payload)
             elif role == "jobs":
                 _fold(self.jobs, kind, payload)
+            if role in ("pods", "jobs"):
+                self.members.update(ev.name_of(obj) for obj in (payload if kind == "SYNC" else [payload]))
         return bool(batch)
 
     def _main(self, kind: str, payload: Any) -> None:
@@ -768,7 +774,8 @@ class _Tracker:
     def observation(self, changed: bool) -> Observation:
         """Jobs and events come from the shared caches. Kueue's Workload (not streamed) is listed again when
         the attempt's object moved; at the end, the Jobs and the object's own events are read once more,
-        since the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs."""
+        since the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs, and
+        so are its own events whenever its restart count moves."""
         main, runtime, handle = self.main, self.runtime, self.handle
         if main is None:
             return self._marked(runtime._assemble(handle, None, self.pods, _Related()))
@@ -779,20 +786,25 @@ class _Tracker:
         if final and handle.kind == "JobSet":
             self.jobs = {ev.name_of(j): j for j in runtime._child_jobs(handle)}
         jobs = [self.jobs[n] for n in sorted(self.jobs)]
-        events = self._events(main, jobs, final)
+        # A restart is recorded by the object's own event, written with its status: read it from the server
+        # when the count moves, as the event stream may deliver it after the status that a decision uses.
+        restarts = (main.get("status") or {}).get("restarts")
+        reread = final or restarts != self._restarts
+        self._restarts = restarts
+        events = self._events(main, jobs, reread)
         return self._marked(runtime._assemble(handle, main, self.pods, _Related(jobs, events, self.workloads.workloads)))
 
     def _marked(self, seen: Observation) -> Observation:
         return replace(seen, cancelled=True) if self.cancelled else seen
 
-    def _events(self, main: Mapping[str, Any], jobs: list[dict[str, Any]], final: bool) -> list[dict[str, Any]]:
-        names = {self.handle.name, *(ev.name_of(j) for j in jobs), *self.pods, *self.runtime._kept_pod_names(self.handle)}
+    def _events(self, main: Mapping[str, Any], jobs: list[dict[str, Any]], reread: bool) -> list[dict[str, Any]]:
+        names = {*self.members, *(ev.name_of(j) for j in jobs), *self.runtime._kept_pod_names(self.handle)}
         seen: dict[str, dict[str, Any]] = {}
         if self.events is not None:
             for name in names:
                 for event in self.events.informer.items(f"obj:{name}"):
                     seen[ev.name_of(event)] = event
-        if final:
+        if reread:
             for event in self.runtime._events_of(main):
                 seen.setdefault(ev.name_of(event), event)
         return sorted(seen.values(), key=lambda e: (str(e.get("lastTimestamp") or e.get("eventTime") or ""), ev.name_of(e)))

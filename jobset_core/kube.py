@@ -16,6 +16,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -38,7 +39,7 @@ from jobset_core.kube_api import (
     without_transport_retries,
 )
 from jobset_core.ledger import RUN_KEY_LABEL
-from jobset_core.runtime import Handle, Observation, marked_cancelled, state_of
+from jobset_core.runtime import Handle, Observation, State, marked_cancelled, state_of
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ EVIDENCE_FINALIZER = c.EVIDENCE_FINALIZER
 EVIDENCE_SUFFIX = "-evidence"
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
 EVIDENCE_MAX_PODS = 64
+# Attempts this process created, remembered so their first watch skips reading an evidence ConfigMap that
+# cannot exist yet; bounded, since a submitting process (an Airflow worker that defers) may never watch.
+SUBMITTED_MEMORY = 1024
+# A gang torn down by a restart fails pod by pod within moments: its failures are stored in one write this
+# long after the first, not one write each (a decision, or the end of the watch, stores them at once).
+EVIDENCE_FLUSH_SECONDS = 0.5
 RUN_RECORD_KEY = "record.json"
 PLURALS = {
     "JobSet": "jobsets",
@@ -99,6 +106,8 @@ class KubernetesRuntime:
         self.custom = client.CustomObjectsApi(api_client)
         self._evidence: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self._evidence_stored: set[tuple[str, str]] = set()  # evidence ConfigMaps known to exist
+        self._evidence_loaded: set[tuple[str, str]] = set()  # attempts whose stored evidence is in memory
+        self._submitted: OrderedDict[tuple[str, str], None] = OrderedDict()  # created here: nothing stored yet
         self._watching: dict[tuple[str, str], int] = {}  # attempts watched now, and by how many watches
         self._lock = threading.Lock()
         self.informers = InformerHub(self)
@@ -193,6 +202,11 @@ class KubernetesRuntime:
             if not any(r.get("uid") == owner["uid"] for r in refs):
                 self._patch(obj, {"metadata": {"ownerReferences": [*refs, owner]}})
         adopted = bool(live.get("_adopted"))
+        if not adopted:
+            with self._lock:
+                self._submitted[(namespace, live["metadata"]["name"])] = None
+                while len(self._submitted) > SUBMITTED_MEMORY:
+                    self._submitted.popitem(last=False)
         return Handle(main["kind"], live["metadata"]["name"], namespace, run_key, attempt, adopted=adopted)
 
     def _namespace_for(self, main: Mapping[str, Any]) -> str:
@@ -266,7 +280,7 @@ class KubernetesRuntime:
         subscriptions = self._subscribe(handle, events.put)
         tracker.events = subscriptions[-1]
         try:
-            self._load_evidence(handle, watching=True)
+            self._hold(handle)
             last_yield = 0.0
             while True:
                 try:
@@ -285,6 +299,7 @@ class KubernetesRuntime:
                     return
         finally:
             self.informers.unsubscribe(subscriptions)
+            tracker.close()
             self._release_after_watch(handle)
 
     async def awatch(self, handle: Handle) -> AsyncIterator[Observation]:
@@ -305,7 +320,7 @@ class KubernetesRuntime:
         subscriptions = self._subscribe(handle, sink)
         tracker.events = subscriptions[-1]
         try:
-            await asyncio.to_thread(self._load_evidence, handle, watching=True)
+            self._hold(handle)
             last_yield = 0.0
             while True:
                 try:
@@ -324,6 +339,7 @@ class KubernetesRuntime:
                     return
         finally:
             self.informers.unsubscribe(subscriptions)
+            await asyncio.shield(asyncio.to_thread(tracker.close))
             await asyncio.shield(asyncio.to_thread(self._release_after_watch, handle))
 
     def _subscribe(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> list[Subscription]:
@@ -439,8 +455,8 @@ class KubernetesRuntime:
                 raise
         self._load_evidence(handle)
         pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
-        for pod in pods:
-            self._on_pod(handle, pod)
+        if [pod for pod in pods if self._on_pod(handle, pod)]:
+            self._store_evidence(handle, main)
         observation = self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
         self._forget(handle)
         return observation
@@ -456,12 +472,14 @@ class KubernetesRuntime:
                 return
             self._watching.pop(key, None)
             self._evidence.pop(key, None)
+            self._evidence_loaded.discard(key)
             self._evidence_stored.discard((handle.namespace, handle.name + EVIDENCE_SUFFIX))
 
     # ----- evidence ---------------------------------------------------------------------------------
 
-    def _on_pod(self, handle: Handle, pod: dict[str, Any]) -> None:
-        """Keep a failed pod's record; hold live pods with the evidence finalizer, release finished ones.
+    def _on_pod(self, handle: Handle, pod: dict[str, Any]) -> bool:
+        """Keep a failed pod's record (True when it is new: the caller stores the batch in one write); hold
+        live pods with the evidence finalizer, release finished ones.
 
         The finalizer only exists so a pod cannot vanish before its failure is recorded: it is added to
         live pods only, and removed (ungated) as soon as the pod is terminal, failed or not. A Succeeded
@@ -474,17 +492,18 @@ class KubernetesRuntime:
         terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
         if self.evidence_finalizer and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self._set_finalizer(handle.namespace, pod, add=True)
+        new = False
         if failed:
+            self._load_evidence(handle)  # what an earlier process stored is kept too, not overwritten
             key = (handle.namespace, handle.name)
             with self._lock:
                 kept = self._evidence.setdefault(key, {})
                 new = name not in kept or kept[name].get("status") != pod.get("status")
                 if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
                     kept[name] = ev.compact_pod(pod)
-            if new:
-                self._store_evidence(handle)
         if ours and (failed or terminal):
             self._set_finalizer(handle.namespace, pod, add=False)
+        return new
 
     def _release_finalizers(self, handle: Handle) -> int:
         """Remove our finalizer from every pod of one submission; returns how many were released."""
@@ -542,8 +561,11 @@ class KubernetesRuntime:
                 except ApiException as exc:  # 404: gone, nothing to hold
                     log.debug("finalizer removal on %s skipped: %s", ev.name_of(pod), exc)
 
-    def _store_evidence(self, handle: Handle) -> None:
-        """Persist the kept pod records, bounded, in a ConfigMap the JobSet/Job owns (deleted with it)."""
+    def _store_evidence(self, handle: Handle, owner: Mapping[str, Any] | None = None) -> None:
+        """Persist the kept pod records, bounded, in a ConfigMap the JobSet/Job owns (deleted with it).
+
+        `owner` is the object as last seen (its uid makes the owner reference); without it, it is read.
+        """
         with self._lock:
             pods = list(self._evidence.get((handle.namespace, handle.name), {}).values())
         pods.sort(key=lambda p: ev.meta(p).get("creationTimestamp") or "")
@@ -562,7 +584,7 @@ class KubernetesRuntime:
                     raise
                 self._evidence_stored.discard(key)
         group, version, plural = self._main_ref(handle)
-        main = self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
+        main = owner if owner is not None and ev.meta(owner).get("uid") else self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
         if main is None or ev.meta(main).get("deletionTimestamp"):
             return  # a dependent created now would hold up the owner's foreground deletion
         body = {
@@ -584,12 +606,26 @@ class KubernetesRuntime:
             self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": body["data"]})
         self._evidence_stored.add(key)
 
-    def _load_evidence(self, handle: Handle, *, watching: bool = False) -> None:
-        if watching:
-            with self._lock:
-                key = (handle.namespace, handle.name)
-                self._watching[key] = self._watching.get(key, 0) + 1
+    def _hold(self, handle: Handle) -> None:
+        """One more watch of this attempt here: its kept pods stay in memory until the last one ends."""
+        with self._lock:
+            key = (handle.namespace, handle.name)
+            self._watching[key] = self._watching.get(key, 0) + 1
+
+    def _load_evidence(self, handle: Handle) -> None:
+        """Read the evidence an earlier process stored, once per watch (before the first observation, and
+        before this process stores its own, which must not overwrite it); an attempt this process created
+        has nothing stored yet, so it is not read at all."""
+        key = (handle.namespace, handle.name)
+        with self._lock:
+            if key in self._evidence_loaded:
+                return
+            if key in self._submitted:
+                self._evidence_loaded.add(key)
+                return
         stored = self._get("v1", "ConfigMap", handle.name + EVIDENCE_SUFFIX, handle.namespace)
+        with self._lock:
+            self._evidence_loaded.add(key)
         if not stored:
             return
         self._evidence_stored.add((handle.namespace, handle.name + EVIDENCE_SUFFIX))
@@ -734,7 +770,8 @@ class _Tracker:
         # Every Job and pod of the attempt this watch has seen: their events stay in view after they are
         # gone (a restart deletes the pod whose Preempted event says why it happened).
         self.members: set[str] = {handle.name}
-        self._restarts: object = None  # status.restarts when the object's own events were last read
+        self._restarts = 0  # status.restarts when the object's own events were last read
+        self._dirty_since: float | None = None  # when a failed pod was first kept and not stored yet
         self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
         self._roles = {"main", "pods", "events"} | ({"jobs"} if handle.kind == "JobSet" else set())
 
@@ -744,6 +781,27 @@ class _Tracker:
 
     def apply(self, batch: list[tuple[str, str, Any]]) -> bool:
         """Fold stream messages in; True when anything changed. An ERROR raises what the stream hit."""
+        try:
+            return self._apply(batch)
+        finally:
+            self.flush()
+
+    def flush(self, *, now: bool = False) -> None:
+        """Store the failed pods kept since the last write, once `EVIDENCE_FLUSH_SECONDS` have passed since
+        the first of them (or `now`: a decision, or the end of the watch)."""
+        if self._dirty_since is None or (not now and time.monotonic() - self._dirty_since < EVIDENCE_FLUSH_SECONDS):
+            return
+        self._dirty_since = None
+        self.runtime._store_evidence(self.handle, self.main)
+
+    def close(self) -> None:
+        """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins)."""
+        try:
+            self.flush(now=True)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not store the evidence of %s: %s", self.handle.name, exc)
+
+    def _apply(self, batch: list[tuple[str, str, Any]]) -> bool:
         for role, kind, payload in batch:
             if kind == "ERROR":
                 raise payload if isinstance(payload, BaseException) else KubeApiError(str(payload))
@@ -768,7 +826,8 @@ class _Tracker:
 
     def _pod(self, kind: str, payload: Any) -> None:
         for pod in payload if kind == "SYNC" else [payload]:
-            self.runtime._on_pod(self.handle, pod)
+            if self.runtime._on_pod(self.handle, pod) and self._dirty_since is None:
+                self._dirty_since = time.monotonic()
         _fold(self.pods, kind, payload)
 
     def observation(self, changed: bool) -> Observation:
@@ -777,20 +836,26 @@ class _Tracker:
         since the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs, and
         so are its own events whenever its restart count moves."""
         main, runtime, handle = self.main, self.runtime, self.handle
+        runtime._load_evidence(handle)  # once: what an earlier process kept of the attempt's failed pods
         if main is None:
+            self.flush(now=True)
             return self._marked(runtime._assemble(handle, None, self.pods, _Related()))
         version = str(ev.meta(main).get("resourceVersion") or "")
         if version != self.workloads.resource_version:
             self.workloads = _Related(workloads=runtime._kueue_workloads(main), resource_version=version)
-        final = state_of(main).terminal
+        state = state_of(main)
+        # A success needs no diagnosis: only a failure is worth reading the last writes again.
+        final = state.terminal and state is not State.SUCCEEDED
         if final and handle.kind == "JobSet":
             self.jobs = {ev.name_of(j): j for j in runtime._child_jobs(handle)}
         jobs = [self.jobs[n] for n in sorted(self.jobs)]
         # A restart is recorded by the object's own event, written with its status: read it from the server
         # when the count moves, as the event stream may deliver it after the status that a decision uses.
-        restarts = (main.get("status") or {}).get("restarts")
+        restarts = ev.count((main.get("status") or {}).get("restarts"))
         reread = final or restarts != self._restarts
         self._restarts = restarts
+        if reread:  # a decision: the failures seen so far are stored before it
+            self.flush(now=True)
         events = self._events(main, jobs, reread)
         return self._marked(runtime._assemble(handle, main, self.pods, _Related(jobs, events, self.workloads.workloads)))
 

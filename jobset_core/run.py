@@ -255,6 +255,9 @@ class JobSetRun:
         self.attempts: list[Handle] = []
         self._base = Ledger()
         self._reported: dict[str, _Reported] = {}
+        # The run record was read and found absent, and this object has not written one since: nothing to
+        # delete at the end (one request less per run; the record only exists once an attempt was ended).
+        self._no_record = False
 
     @classmethod
     def resume(
@@ -275,7 +278,9 @@ class JobSetRun:
         run.namespace = handle.namespace
         run.handle = handle
         objects = runtime.find(handle.run_key, handle.namespace)
-        run._fix_policy(objects, runtime.read_run_record(handle.run_key, handle.namespace))
+        record = runtime.read_run_record(handle.run_key, handle.namespace)
+        run._no_record = record is None
+        run._fix_policy(objects, record)
         known = {handle.name}
         run.attempts = [
             handle_of(o, handle.run_key, handle.namespace) for o in sorted(objects, key=_attempt_of) if ev.name_of(o) not in known
@@ -320,6 +325,14 @@ class JobSetRun:
 
     def _record(self) -> dict[str, Any]:
         return self.runtime.read_run_record(self.run_key, self.namespace) or {}
+
+    def _write_record(self, record: Mapping[str, Any]) -> None:
+        self._no_record = False
+        self.runtime.write_run_record(self.run_key, self.namespace, record)
+
+    def _delete_record(self) -> None:
+        if not self._no_record:
+            self.runtime.delete_run_record(self.run_key, self.namespace)
 
     def _ledger(self, objects: list[dict[str, Any]] | None = None, record: Mapping[str, Any] | None = None, *, before_current: bool = False) -> Ledger:
         """What the run spent: its objects on the cluster, plus the attempts it deleted itself (run record).
@@ -390,6 +403,8 @@ class JobSetRun:
         """Submit the next attempt, or adopt the run's live submission: never submit twice."""
         objects = self.runtime.find(self.run_key, self.namespace)
         record = self.runtime.read_run_record(self.run_key, self.namespace)
+        self._no_record = record is None
+        record = record or {}
         self._fix_policy(objects, record)
         mine = sorted(objects, key=_attempt_of)
         live = [o for o in mine if _live(o)]
@@ -432,7 +447,11 @@ class JobSetRun:
         manifests = self._manifests(attempt, remaining, final, free)
         self.handle = self.runtime.submit(manifests, run_key=self.run_key, attempt=attempt)
         self.attempts.append(self.handle)
-        self._base = self._ledger()
+        submitted = submission_from_object(manifests[-1], self.run_key)
+        if self.handle.adopted or submitted is None:  # someone else's write won: read what is there
+            self._base = self._ledger()
+        else:  # what we created is known: the ledger needs no second read of the cluster
+            self._base = dataclasses.replace(ledger.with_submission(submitted), engine_attempt=self.engine_attempt)
         verb = EventType.ADOPTED if self.handle.adopted else EventType.SUBMITTED
         note = " on on-demand capacity (final attempt)" if final and attempt > 0 and self.policy.final_attempt_on_demand else ""
         self._emit(
@@ -470,7 +489,7 @@ class JobSetRun:
         record = self._record()
         ended = [s for s in record.get(RECORD_ENDED, []) if s.get("name") != handle.name]
         record.update({RECORD_ENDED: [*ended, step.ended.to_dict()], RECORD_POLICY: self.policy.to_annotation()})
-        self.runtime.write_run_record(self.run_key, self.namespace, record)
+        self._write_record(record)
         what = "cannot make progress" if step.ended and '"stuck"' in (step.ended.outcome or "") else "is stopped"
         self._emit(EventType.STUCK, f"{handle.name} {what}: {step.diagnosis.summary if step.diagnosis else ''}; ending it", handle)
         self.runtime.cancel(handle)
@@ -496,7 +515,7 @@ class JobSetRun:
         if step.action is Action.SUCCEEDED:
             result = self._result(handle, step)
             self._emit(EventType.SUCCEEDED, f"{handle.name} {result.message}", handle)
-            self.runtime.delete_run_record(self.run_key, self.namespace)
+            self._delete_record()
             return result
         if step.action is Action.RESUBMIT and self.resubmit and not self._cancel.is_set():
             assert step.decision is not None
@@ -507,7 +526,7 @@ class JobSetRun:
         result = self._result(handle, step)
         self._emit(EventType.CANCELLED if step.cancelled else EventType.FAILED, step.note, handle)
         if step.action is Action.FAILED:
-            self.runtime.delete_run_record(self.run_key, self.namespace)
+            self._delete_record()
         return result
 
     def _resubmit(self, step: Step) -> Handle:
@@ -609,12 +628,12 @@ class JobSetRun:
         if due is None and step.decision.delay_seconds:
             due = datetime.fromtimestamp(now.timestamp() + step.decision.delay_seconds, UTC)
             record.update({RECORD_NOT_BEFORE: due.isoformat(), RECORD_POLICY: self.policy.to_annotation()})
-            self.runtime.write_run_record(self.run_key, self.namespace, record)
+            self._write_record(record)
             self._emit(EventType.RETRY, f"waiting {step.decision.delay_seconds:.0f}s before attempt {step.decision.attempt}", handle)
         if due is not None and now < due:
             return self._result(handle, step, done=False)
         if record.pop(RECORD_NOT_BEFORE, None) is not None:
-            self.runtime.write_run_record(self.run_key, self.namespace, record)
+            self._write_record(record)
         new = self._submit(self._ledger(), free=not step.decision.counted)
         return RunResult(False, new, step.diagnosis, step.decision, step.ledger, list(self.attempts), done=False, progress=step.progress)
 
@@ -632,7 +651,7 @@ class JobSetRun:
                 self._annotate(handle, {CANCELLED_ANNOTATION: "true"})
         for handle in handles.values():
             self.runtime.cancel(handle)
-        self.runtime.delete_run_record(self.run_key, self.namespace)
+        self.runtime.delete_run_record(self.run_key, self.namespace)  # any process may have written it
         if handles:
             self._emit(EventType.CANCELLED, f"cancelled: deleted {', '.join(sorted(handles))}")
 

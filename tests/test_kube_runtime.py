@@ -411,6 +411,67 @@ def test_killed_watcher_is_replaced_by_one_that_adopts_and_reloads_evidence(
     assert preempted in {p["metadata"]["name"] for p in runtime.observe(run.handle).pods}
 
 
+
+def test_a_run_with_one_restart_makes_no_request_it_does_not_need(server: LocalApiServer, driver: ClusterDriver) -> None:
+    """Preempted, restarted in place, then done: under 20 requests at the server, the four shared streams
+    included. Each read is made once (the run record, the ledger), nothing the run knows is read back
+    (what it created, an evidence ConfigMap that cannot exist yet, a run record it never wrote), and the gang
+    torn down by the restart is stored in fewer writes than it has failed pods."""
+    spec, key = make_spec(), make_run_key("requests", "train")
+    name = attempt_name(spec, key, 0)
+    driver.preempt("workers-1-0", restart=0, after=0.3)
+    driver.succeed("*", restart=1, times=None, after=0.5)
+    before = len(server.requests)
+
+    result = run_to_end(new_run(spec, make_runtime(server), key))
+
+    assert result.succeeded and result.ledger.in_cluster_restarts == 1, result.message
+    requests = server.requests[before:]
+    assert len(requests) < 20, "\n".join(f"{r.method} {r.path} {r.query}" for r in requests)
+    by_run_key = [r for r in requests if r.query.get("labelSelector", "").startswith(f"{RUN_KEY_LABEL}=")]
+    assert len(by_run_key) == 2, "the ledger is read once (JobSets and Jobs), not again after the create"
+    record_reads = [r for r in requests if r.method == "GET" and "/configmaps/jobset-run-" in r.path]
+    assert len(record_reads) == 1, record_reads
+    assert not [r for r in requests if r.method == "GET" and r.path.endswith(f"/configmaps/{name}-evidence")]
+    assert not [r for r in requests if r.method == "DELETE"], "there was no run record to delete"
+    assert not [r for r in requests if r.method == "GET" and r.path.endswith(f"/jobsets/{name}")], "the owner was on the stream"
+    stored = json.loads(server.get("v1", "ConfigMap", f"{name}-evidence", NS)["data"]["pods.json"])
+    writes = [r for r in requests if r.path.endswith("/configmaps") and r.method == "POST" or r.path.endswith(f"/configmaps/{name}-evidence")]
+    assert any("PreemptionByScheduler" in json.dumps(p) for p in stored)
+    assert len(stored) >= 3 and len(writes) < len(stored), (len(writes), [p["metadata"]["name"] for p in stored])
+
+
+def test_a_second_process_adds_to_the_evidence_of_the_first(server: LocalApiServer, driver: ClusterDriver) -> None:
+    """Evidence is read only when needed, but always before a write: the second watcher of an attempt keeps
+    what the first stored (the first restart's preempted pod, gone from the cluster) next to its own."""
+    spec, key = make_spec(retries=3), make_run_key("evidence", "two-processes")
+    handle = JobSetRun(spec, make_runtime(server), run_key=key).start()
+    driver.preempt("workers-1-0", restart=0, after=0.2)
+    driver.preempt("workers-0-1", restart=1, after=0.4)
+
+    def stored() -> set[str]:
+        cm = server.get("v1", "ConfigMap", f"{handle.name}-evidence", NS)
+        pods = json.loads(cm["data"]["pods.json"]) if cm else []
+        return {p["metadata"]["name"] for p in pods if "PreemptionByScheduler" in json.dumps(p)}
+
+    def watch_until_restarts(runtime: KubernetesRuntime, restarts: int) -> None:
+        """Until the restart count is reached and stored, or 50 more observations (ticks of 0.1 s) after it."""
+        watch, after = runtime.watch(handle), 0
+        try:
+            for seen in watch:
+                if (seen.main or {}).get("status", {}).get("restarts") == restarts:
+                    after += 1
+                    if len(stored()) >= restarts or after > 50:
+                        return
+        finally:
+            watch.close()
+
+    watch_until_restarts(make_runtime(server), 1)
+    first = stored()
+    watch_until_restarts(make_runtime(server), 2)
+    assert len(first) == 1 and first < stored() and len(stored()) == 2, (first, stored())
+
+
 # ----------------------------------------------------------------------------------------------------
 # an unreliable API server
 

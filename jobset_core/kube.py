@@ -620,7 +620,8 @@ class KubernetesRuntime:
         with self._lock:
             if key in self._evidence_loaded:
                 return
-            if key in self._submitted:
+            if key in self._submitted:  # only the first look is skipped: later, others may have stored some
+                del self._submitted[key]
                 self._evidence_loaded.add(key)
                 return
         stored = self._get("v1", "ConfigMap", handle.name + EVIDENCE_SUFFIX, handle.namespace)

@@ -35,7 +35,7 @@ from jobset_core.testing import FakeCluster, VirtualClock
 
 CASES = ((1000, 120, 60, 10), (256, 300, 600, 5), (64, 60, 30, 3), (8, 30, 10, 20))
 COLUMNS = [
-    "N, S, T, R", "policy", "restarts", "pods_created", "time_to_failure_min", "ideal_min",
+    "N, S, T, R", "policy", "failed_reason", "restarts", "pods_created", "time_to_failure_min", "ideal_min",
     "node_hours", "ideal_node_hours", "saved_node_hours", "wall_s", "cpu_s",
 ]
 Obj = dict[str, Any]
@@ -129,6 +129,7 @@ def simulate(nodes: int, start_s: float, crash_s: float, restarts: int, generate
     return {
         "policy": "generated" if generated else f"plain maxRestarts={restarts}",
         "N, S, T, R": f"{nodes}, {start_s:g}, {crash_s:g}, {restarts}",
+        "failed_reason": failure.get("reason"),
         "restarts": int(final["status"].get("restarts") or 0),
         "pods_created": len(lifetimes),
         "time_to_failure_min": (_seconds(failure["lastTransitionTime"]) - _seconds(final["metadata"]["creationTimestamp"])) / 60,

@@ -68,6 +68,8 @@ def table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return ""
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
     return str(value)

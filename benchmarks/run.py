@@ -14,7 +14,7 @@ def main() -> None:
     print("\n## 3. diagnose on big gangs")
     diagnose_scale.main()
     print("\n## 4. cluster time an application bug burns")
-    wasted_time.main()
+    wasted_time.main([])
     print("\n## 5. manifest build and validation, 100 replicated jobs")
     manifests.main()
 

@@ -1,8 +1,10 @@
 """The fake cluster's scripted fates end up as the diagnosis a real cluster's would, and its Job controller
-enforces what only it enforces (activeDeadlineSeconds); the API server refuses unknown namespaces."""
+enforces what only it enforces (activeDeadlineSeconds); the API server refuses unknown namespaces; on a
+virtual clock, scripted durations come out exact in the objects' timestamps."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,17 +13,17 @@ import tenacity
 from jobset_core import FailureKind, JobSetRun, JobSetSpec, ReplicatedJob, RetryPolicy, make_run_key
 from jobset_core import constants as c
 from jobset_core.run import RunEvent
-from jobset_core.testing import ApiError, FakeCluster, LocalApiServer
+from jobset_core.testing import ApiError, FakeCluster, LocalApiServer, VirtualClock
 
 NS = "ml-team"
 
 
-def spec() -> JobSetSpec:
+def spec(retry: RetryPolicy | None = None) -> JobSetSpec:
     common: dict[str, Any] = dict(image="ghcr.io/acme/train:1", command=["python", "train.py"])
     return JobSetSpec(
         name="train",
         replicated_jobs=[ReplicatedJob("leader", **common), ReplicatedJob("workers", replicas=2, **common)],
-        retry=RetryPolicy(retries=2, backoff=tenacity.wait_none()),
+        retry=retry or RetryPolicy(retries=2, backoff=tenacity.wait_none()),
     )
 
 
@@ -98,3 +100,59 @@ def test_a_create_in_a_namespace_that_does_not_exist_is_a_404() -> None:
         assert err.value.code == 404 and 'namespaces "nowhere" not found' in str(err.value)
         for namespace in ("default", "kube-system", "made"):
             assert server.create({**pod, "metadata": {"name": "p", "namespace": namespace}})["metadata"]["uid"]
+
+
+def _at(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def _jobset(fake: FakeCluster) -> dict[str, Any]:
+    (jobset,) = fake.jobsets()
+    return jobset
+
+
+def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((x for x in obj.get("status", {}).get("conditions", []) if x["type"] == type_ and x["status"] == "True"), None)
+
+
+def test_on_a_virtual_clock_restarts_take_exactly_the_scripted_time() -> None:
+    # 2 minutes to start, a crash 1 minute later, every attempt: 9 minutes of cluster time for 3 attempts,
+    # which would outlast the test's timeout on the wall clock.
+    clock = VirtualClock()
+    with FakeCluster([NS], clock=clock, start_after=120) as fake:
+        fake.exit("leader-0-0", 1, after=60, times=None)
+        retryable = spec(RetryPolicy(retries=2, retryable_exit_codes=(1,), backoff=tenacity.wait_none()))
+        fake.runtime().submit(retryable.manifests(), run_key=make_run_key("virtual", "train"), attempt=0)
+
+        fake.run_until(lambda: _condition(_jobset(fake), "Failed") is not None, timeout=3600, what="the JobSet to fail")
+
+        jobset = _jobset(fake)
+        assert not fake.errors, fake.errors
+    assert jobset["status"]["restarts"] == 2
+    assert jobset["metadata"]["creationTimestamp"] == "2026-01-01T00:00:00Z"  # the API server's stamp, virtual
+    failed = _condition(jobset, "Failed")
+    assert failed is not None
+    assert _at(failed["lastTransitionTime"]) - _at(jobset["metadata"]["creationTimestamp"]) == 3 * (120 + 60)
+    assert clock.monotonic() == 3 * (120 + 60)
+    (leader,) = [p for p in fake.pods() if p["spec"]["hostname"].endswith("leader-0-0")]
+    state = leader["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert state["exitCode"] == 1
+    assert _at(state["startedAt"]) - _at(leader["metadata"]["creationTimestamp"]) == 120
+    assert _at(state["finishedAt"]) - _at(state["startedAt"]) == 60
+
+
+def test_on_a_virtual_clock_the_timeout_is_virtual_and_run_until_stops_at_the_next_scripted_moment() -> None:
+    clock = VirtualClock()
+    with FakeCluster([NS], clock=clock, start_after=10) as fake:
+        fake.succeed("*", after=50, times=None)
+        fake.runtime().submit(spec().manifests(), run_key=make_run_key("virtual", "done"), attempt=0)
+
+        with pytest.raises(TimeoutError, match="virtual time"):
+            fake.run_until(lambda: _condition(_jobset(fake), "Completed") is not None, timeout=30)
+        assert clock.monotonic() == 10  # the pods started; their success at 60 s lies past the deadline
+        fake.run_until(lambda: _condition(_jobset(fake), "Completed") is not None, timeout=100)
+
+        completed = _condition(_jobset(fake), "Completed")
+        assert not fake.errors, fake.errors
+    assert completed is not None and completed["lastTransitionTime"] == "2026-01-01T00:01:00Z"
+    assert clock.monotonic() == 60

@@ -23,9 +23,9 @@ _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def now_rfc3339() -> str:
+def rfc3339(seconds: float) -> str:
     """Timestamps as the apiserver writes them: second precision, ``Z`` suffix."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def object_meta(obj: Obj) -> Obj:

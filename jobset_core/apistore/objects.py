@@ -8,7 +8,8 @@ controllers act through it; ``LocalApiServer`` serves the same calls over HTTP.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from jobset_core.apistore.errors import ApiError
@@ -36,7 +37,7 @@ class ObjectStore:
     As on a real cluster, a create into a namespace with no Namespace object is a 404 (``default``,
     ``kube-system`` and ``kube-public`` always exist); ``require_namespaces=False`` lifts that, and
     ``namespaces`` are created at once. ``seed`` makes generated names reproducible; ``event_window`` is
-    how many writes stay replayable for watches.
+    how many writes stay replayable for watches; ``clock`` stamps creation and deletion.
     """
 
     def __init__(
@@ -46,9 +47,10 @@ class ObjectStore:
         seed: int | None = None,
         require_namespaces: bool = True,
         namespaces: Iterable[str] = (),
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.registry = KindRegistry()
-        self.store = Store(event_window=event_window, seed=seed, require_namespaces=require_namespaces)
+        self.store = Store(event_window=event_window, seed=seed, require_namespaces=require_namespaces, clock=clock)
         for name in namespaces:
             self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 

@@ -7,9 +7,9 @@ server does.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from .clone import clone
 from .errors import ApiError, bad_request, unsupported_media_type
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -39,8 +39,8 @@ def _unprocessable(message: str) -> ApiError:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return clone(patch)
+    result = clone(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -57,12 +57,12 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     ``$retainKeys`` are accepted and ignored.
     """
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    result = clone(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if key.startswith(_DELETE_PRIMITIVE_PREFIX):
             field = key[len(_DELETE_PRIMITIVE_PREFIX) :]
@@ -82,7 +82,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
             else:
                 result[key] = merged
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = clone(value)
     return result
 
 
@@ -104,13 +104,13 @@ def _strategic_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     key = _merge_key(patch)
     if key is None or not isinstance(current, list):
         return [
-            copy.deepcopy({k: v for k, v in item.items() if k != "$patch"})
+            clone({k: v for k, v in item.items() if k != "$patch"})
             if isinstance(item, dict)
             else item
             for item in patch
             if not (isinstance(item, dict) and item.get("$patch") == "delete")
         ]
-    merged = copy.deepcopy(current)
+    merged = clone(current)
     for item in patch:
         index = next(
             (
@@ -211,7 +211,7 @@ def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902 operations applied atomically to a copy of ``target``."""
     if not isinstance(operations, list):
         raise bad_request("json patch must be a list of operations")
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     for op in operations:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise bad_request(f"invalid json patch operation: {op!r}")
@@ -219,13 +219,13 @@ def json_patch(target: Any, operations: Any) -> Any:
         if kind in ("add", "replace", "test") and "value" not in op:
             raise bad_request(f"json patch operation {kind} at {path} needs a value")
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, clone(op["value"]))
         elif kind == "remove":
             doc, _ = _remove(doc, path)
         elif kind == "replace":
             if _pointer(path):
                 doc, _ = _remove(doc, path)
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, clone(op["value"]))
         elif kind == "test":
             if _get(doc, path) != op["value"]:
                 raise _unprocessable(f"testing value {path} failed: test failed")
@@ -236,7 +236,7 @@ def json_patch(target: Any, operations: Any) -> Any:
             if kind == "move":
                 doc, value = _remove(doc, source)
             else:
-                value = copy.deepcopy(_get(doc, source))
+                value = clone(_get(doc, source))
             doc = _add(doc, path, value)
         else:
             raise bad_request(f"unexpected json patch operation {kind!r}")
@@ -244,7 +244,8 @@ def json_patch(target: Any, operations: Any) -> Any:
 
 
 def apply_patch(document: dict[str, Any], patch: Any, content_type: str, *, strategic_allowed: bool) -> Any:
-    """Dispatch on the request's content type, as the apiserver's PATCH handler does."""
+    """Dispatch on the request's content type, as the apiserver's PATCH handler does (on a copy: the store
+    passes the object it keeps)."""
     content_type = PATCH_TYPE_ALIASES.get(content_type, content_type).split(";")[0].strip().lower()
     accepted = [JSON_PATCH, MERGE_PATCH] + ([STRATEGIC_MERGE_PATCH] if strategic_allowed else [])
     if content_type == JSON_PATCH:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from jobset_core import clock
 from jobset_core import constants as c
 from jobset_core import controller_rules as rules
 from jobset_core.emulation import child_objects
@@ -57,7 +58,7 @@ def _past_deadline(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     if deadline is None or not started:
         return False
     start = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    return (datetime.now(UTC) - start).total_seconds() >= float(deadline)
+    return (clock.utcnow() - start).total_seconds() >= float(deadline)
 
 
 class _Sync:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
+from jobset_core import clock
 from jobset_core import constants as c
 from jobset_core.evidence import owner_reference
 
@@ -15,12 +15,12 @@ FINISHED_CONDITIONS = (c.CONDITION_FAILED, c.CONDITION_COMPLETE, c.CONDITION_COM
 
 def now_seconds() -> str:
     """RFC 3339 with second precision, as object timestamps and core/v1 event timestamps are written."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_micro() -> str:
     """MicroTime, as events.k8s.io recorders (JobSet controller, scheduler) write `eventTime`."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return clock.utcnow().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

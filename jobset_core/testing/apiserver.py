@@ -9,7 +9,8 @@ with the same semantics (resourceVersion bumps, watch events, GC).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from types import TracebackType
 
 import kubernetes.client
@@ -32,7 +33,8 @@ class LocalApiServer(ObjectStore):
     ``kube-public`` always exist); ``require_namespaces=False`` lifts that; ``namespaces`` are created at once.
     ``authorize`` (the rules of a Role, see ``rules_from_yaml``) turns on RBAC for HTTP clients acting as
     ``user``: what the rules do not grant is a 403 (in-process calls are not checked: they play the
-    cluster's controllers).
+    cluster's controllers). ``clock`` (seconds since the epoch) stamps creation and deletion: a fake
+    cluster on virtual time passes its own.
     """
 
     def __init__(
@@ -48,8 +50,11 @@ class LocalApiServer(ObjectStore):
         namespaces: Iterable[str] = (),
         authorize: Iterable[PolicyRule] | None = None,
         user: str = DEFAULT_USER,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(event_window=event_window, seed=seed, require_namespaces=require_namespaces, namespaces=namespaces)
+        super().__init__(
+            event_window=event_window, seed=seed, require_namespaces=require_namespaces, namespaces=namespaces, clock=clock
+        )
         self._address = (host, port)
         self.faults = FaultPlan()
         self.authorizer = Authorizer(authorize, user) if authorize is not None else None

@@ -6,6 +6,11 @@ a JobSet submitted to it comes alive: child Jobs, pods, restarts, failures with 
 scripts what happens to the pods (`exit`, `oom`, `preempt`, `evict`, `node_shutdown`,
 `image_pull_backoff`, `unschedulable`, `succeed`); a pod with no script runs until told otherwise, or
 succeeds after `succeed_after` seconds.
+
+On a `VirtualClock` the cluster runs as a discrete-event simulation instead of in the background:
+`run_until` lets the controllers settle, then moves the clock straight to the next moment a pod is
+scripted to start or meet its fate, so scripted durations are exact in the objects' timestamps and cost no
+wall time (a thousand-pod gang restarting for hours of cluster time runs in seconds).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from jobset_core import clock as clocks
 from jobset_core import constants as c
 from jobset_core.apistore.errors import ApiError
 from jobset_core.emulation import Controllers
@@ -48,7 +54,10 @@ class FakeCluster:
 
     `namespaces` are created (a real server 404s a create in a namespace that does not exist; `default`
     always exists); the first one is where `runtime()` submits. `server` reuses a running LocalApiServer
-    instead of starting one. `tick` is how often the controllers and kubelets reconcile in the background.
+    instead of starting one (it stamps objects with its own clock). `tick` is how often the controllers and
+    kubelets reconcile in the background; on a `VirtualClock` nothing runs in the background, and `tick` is
+    how far `run_until` moves the clock when no pod has anything scripted (a Job's activeDeadlineSeconds is
+    seen at that granularity). Bound pods start `start_after` seconds later (scheduling, image pull).
     """
 
     def __init__(
@@ -60,19 +69,24 @@ class FakeCluster:
         succeed_after: float | None = None,
         nodes: int = 4,
         seed: int | None = None,
+        start_after: float = 0.0,
+        clock: clocks.Clock = clocks.WALL,
     ) -> None:
         names = [namespaces] if isinstance(namespaces, str) else list(namespaces)
         if not names:
             raise ValueError("namespaces: give at least one namespace, e.g. ('default',)")
         self.namespace = names[0]
         self._own_server = server is None
-        self.server = server if server is not None else LocalApiServer(seed=seed)
+        self.clock = clock
+        self.server = server if server is not None else LocalApiServer(seed=seed, clock=clock.time)
         self.tick = tick
         self.errors: list[BaseException] = []
         self.steps = 0
         self._scope = self.namespace if not self._own_server else None
         self.controllers = Controllers(self.server, self._scope)
-        self.kubelet = ScriptedKubelet(self.server, self._scope, nodes, succeed_after)
+        self.kubelet = ScriptedKubelet(
+            self.server, self._scope, nodes, succeed_after, start_after=start_after, clock=clock
+        )
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -85,7 +99,7 @@ class FakeCluster:
             self.server.start()
         for name in self._names:
             self.create_namespace(name)
-        if self._thread is None:
+        if self._thread is None and not isinstance(self.clock, clocks.VirtualClock):
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="fake-cluster", daemon=True)
             self._thread.start()
@@ -143,7 +157,7 @@ class FakeCluster:
 
     def step(self) -> None:
         """One reconcile pass of every controller; errors are kept in `errors` for the test to check."""
-        with self._lock:
+        with self._lock, clocks.using(self.clock):
             self.steps += 1
             for name, fn in (
                 ("jobset", self.controllers.reconcile_jobsets),
@@ -158,8 +172,25 @@ class FakeCluster:
                     log.exception("%s controller failed", name)
                     self.errors.append(exc)
 
+    def settle(self, max_steps: int = 1000) -> int:
+        """Step until a pass writes nothing (the controllers are level-triggered: the next pass would do
+        nothing either, until time moves); the number of passes. RuntimeError when they never settle."""
+        for steps in range(1, max_steps + 1):
+            before = self.server.resource_version
+            self.step()
+            if self.server.resource_version == before:
+                return steps
+        raise RuntimeError(f"the controllers still write after {max_steps} passes: a reconcile loop that never settles")
+
     def run_until(self, predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-        """Wait (stepping if no background thread runs) until `predicate()`; TimeoutError names `what`."""
+        """Wait (stepping if no background thread runs) until `predicate()`; TimeoutError names `what`.
+
+        On a `VirtualClock`, `timeout` is in virtual seconds and the clock jumps from one scripted moment
+        to the next.
+        """
+        if isinstance(self.clock, clocks.VirtualClock):
+            self._run_virtual(self.clock, predicate, timeout, what)
+            return
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() >= deadline:
@@ -168,11 +199,23 @@ class FakeCluster:
                 self.step()
             time.sleep(self.tick)
 
+    def _run_virtual(self, clock: clocks.VirtualClock, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = clock.monotonic() + timeout
+        while True:
+            self.settle()
+            if predicate():
+                return
+            now, due = clock.monotonic(), self.kubelet.next_due()
+            moment = due if due is not None and due > now else now + self.tick
+            if moment > deadline:
+                raise TimeoutError(f"timed out after {timeout}s of virtual time waiting for {what}")
+            clock.advance_to(moment)
+
     # ----- scripting pod fates -----------------------------------------------------------------------
 
     def _add(self, selector: Selector, action: str, after: float, times: int | None, restart: int | None,
              jobset: str | None, **params: Any) -> PodRule:
-        rule = PodRule(selector, action, after, times, restart, jobset, params)
+        rule = PodRule(selector, action, after, times, restart, jobset, params, added_at=self.clock.monotonic())
         with self._lock:
             self.kubelet.rules.append(rule)
         return rule

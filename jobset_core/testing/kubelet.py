@@ -13,10 +13,10 @@ local runtime's kubelet.
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Mapping
 from typing import Any
 
+from jobset_core import clock as clocks
 from jobset_core import constants as c
 from jobset_core.emulation import pod_status
 from jobset_core.emulation.events import SCHEDULER, record_event
@@ -49,20 +49,28 @@ UNSCHEDULABLE_MESSAGE = (
 
 
 class ScriptedKubelet:
-    """Scheduler + kubelets of `nodes` fake nodes, playing the fates in `rules` (first match wins)."""
+    """Scheduler + kubelets of `nodes` fake nodes, playing the fates in `rules` (first match wins).
 
-    def __init__(self, store: ClusterStore, namespace: str | None, nodes: int, succeed_after: float | None) -> None:
+    A bound pod starts `start_after` seconds later (image pull, container start); `clock` times that and
+    the fates, so that on a virtual clock `next_due()` says when to move it next.
+    """
+
+    def __init__(self, store: ClusterStore, namespace: str | None, nodes: int, succeed_after: float | None,
+                 *, start_after: float = 0.0, clock: clocks.Clock = clocks.WALL) -> None:
         self.store = store
         self.namespace = namespace
         self.nodes = [f"node-{i}" for i in range(nodes)]
         self.succeed_after = succeed_after
+        self.start_after = start_after
+        self.clock = clock
         self.rules: list[PodRule] = []
         self._fates: dict[str, Fate] = {}
+        self._bound_at: dict[str, float] = {}
         self._running_since: dict[str, float] = {}
         self._next_node = 0
 
     def sync(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for pod in self.store.list("v1", "Pod", self.namespace):
             if terminal(pod):
                 continue
@@ -71,6 +79,25 @@ class ScriptedKubelet:
                 continue
             self._sync_pod(pod, self._fate_for(pod, now), now)
 
+    def next_due(self) -> float | None:
+        """The earliest `clock.monotonic()` at which a live pod starts or meets its fate (None: nothing is
+        scheduled); what is due already was done by the last `sync`, so this is in the future."""
+        moments = []
+        for pod in self.store.list("v1", "Pod", self.namespace):
+            if terminal(pod) or deleting(pod):
+                continue
+            uid, phase = pod["metadata"]["uid"], (pod.get("status") or {}).get("phase")
+            fate = self._fates.get(uid)
+            if phase == "Pending" and uid in self._bound_at and not (pod.get("status") or {}).get("containerStatuses"):
+                moments.append(self._bound_at[uid] + self.start_after)
+            elif phase == "Running" and uid in self._running_since:
+                since = self._running_since[uid]
+                if fate is not None and fate.rule.action in RUNNING_ACTIONS:
+                    moments.append(max(fate.due, since + fate.rule.after))
+                elif fate is None and self.succeed_after is not None:
+                    moments.append(since + self.succeed_after)
+        return min(moments, default=None)
+
     def _sync_pod(self, pod: Obj, fate: Fate | None, now: float) -> None:
         action = fate.rule.action if fate is not None else None
         status = pod.get("status") or {}
@@ -78,9 +105,10 @@ class ScriptedKubelet:
             if fate is not None and action == UNSCHEDULABLE:
                 self._unschedulable(pod, fate.rule.params["message"])
             else:
-                self._bind(pod)
+                self._bind(pod, now)
         elif status.get("phase") == "Pending" and not status.get("containerStatuses"):
-            self._start(pod, fate, now)
+            if now >= self._bound_at.setdefault(pod["metadata"]["uid"], now) + self.start_after:
+                self._start(pod, fate, now)
         elif status.get("phase") == "Running":
             self._run(pod, fate, now)
 
@@ -117,9 +145,10 @@ class ScriptedKubelet:
 
     # ----- scheduler ---------------------------------------------------------------------------------
 
-    def _bind(self, pod: Obj) -> None:
+    def _bind(self, pod: Obj, now: float) -> None:
         node = self.nodes[self._next_node % len(self.nodes)]
         self._next_node += 1
+        self._bound_at[pod["metadata"]["uid"]] = now
         bound = patch_object(self.store, pod, {"spec": {"nodeName": node}})
         write_status(self.store, bound, pod_status.scheduled(bound))
 

@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from jobset_core import KubernetesRuntime, LocalRuntime, SpecError
+from jobset_core.kube import KEEP_STREAMS_SECONDS
 from jobset_core.local.faults import parse_faults
 
 KUBERNETES = "kubernetes"
@@ -50,7 +51,9 @@ def kubernetes_runtime(conn_id: str, namespace: str | None, *, shared: bool = Fa
     """A runtime on the connection's cluster; the namespace falls back to the connection's own.
 
     `shared` returns the process's runtime for this connection, namespace and API server (the same
-    connection id may point elsewhere later, so the server is part of the key).
+    connection id may point elsewhere later, so the server is part of the key). That runtime lives as long
+    as the triggerer and steps its runs on every watch wake-up, so a run's observations come from the shared
+    streams it is subscribed to (`keep_streams_seconds`), not from reads of the cluster each time.
     """
     from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
@@ -62,6 +65,7 @@ def kubernetes_runtime(conn_id: str, namespace: str | None, *, shared: bool = Fa
     with _local_lock:
         runtime = _kubernetes.get(key)
         if runtime is None:
+            kwargs.setdefault("keep_streams_seconds", KEEP_STREAMS_SECONDS)
             runtime = _kubernetes[key] = KubernetesRuntime(api_client, namespace, **kwargs)
     return runtime
 

@@ -3,7 +3,7 @@
 Each one is also a command of its own: `python -m benchmarks.<name> --help`.
 """
 
-from benchmarks import detection, diagnose_scale, manifests, wasted_time, watchers
+from benchmarks import detection, diagnose_scale, manifests, polling, wasted_time, watchers
 
 
 def main() -> None:
@@ -11,6 +11,8 @@ def main() -> None:
     detection.main([])
     print("\n## 2. runs per watcher process")
     watchers.main([])
+    print("\n## 2b. Flyte connector polls: requests per run")
+    polling.main([])
     print("\n## 3. diagnose on big gangs")
     diagnose_scale.main()
     print("\n## 4. cluster time an application bug burns")

@@ -178,6 +178,7 @@ EVENT_NODE_NOT_READY = "NodeNotReady"  # node-controller, controller_utils.go Ma
 EVENT_NODE_SHUTDOWN = "NodeShutdown"
 EVENT_KUEUE_STOPPED = "Stopped"  # kueue pkg/controller/jobframework/reconciler.go
 FAILURE_POLICY_ACTION_SUFFIX = "FailurePolicyAction"  # jobset failure_policy.go event reasons
+INVOLVED_OBJECT_NAME_FIELD = "involvedObject.name"  # an Event field the API server selects on (core/v1 conversion)
 
 # ----------------------------------------------------------------------------------------------------
 # This project's own labels and annotations (the ledger kept on the cluster objects)

@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,6 +29,7 @@ from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.errors import SpecError
 from jobset_core.informers import EVENTS, JOBS, JOBSETS, PODS, InformerHub, Subscription
+from jobset_core.kept_streams import KeptStreams, observe_with
 from jobset_core.kube_api import (
     ApiRetry,
     KubeApiError,
@@ -55,6 +56,14 @@ SUBMITTED_MEMORY = 1024
 # long after the first, not one write each (a decision, or the end of the watch, stores them at once).
 EVIDENCE_FLUSH_SECONDS = 0.5
 RUN_RECORD_KEY = "record.json"
+# A direct observation reads the events of the object, its Jobs and these pods (one field-selected list
+# each): every failed pod, then the ones kept from earlier, then a few waiting ones (a gang's pending pods
+# wait for one reason, so a few of them tell it).
+EVENT_FAILED_PODS_MAX = 8
+EVENT_WAITING_PODS_MAX = 3
+# What a long-lived process (a Flyte connector, an Airflow triggerer) passes as `keep_streams_seconds`:
+# several of the engine's poll intervals (Flyte's is ~30 s), so a polled run stays subscribed between polls.
+KEEP_STREAMS_SECONDS = 150.0
 PLURALS = {
     "JobSet": "jobsets",
     "Job": "jobs",
@@ -89,6 +98,7 @@ class KubernetesRuntime:
         tick_seconds: float = 1.0,
         evidence_finalizer: bool = False,
         cancel_timeout_seconds: float = 120.0,
+        keep_streams_seconds: float | None = None,
     ) -> None:
         if api_client is None:
             api_client = default_api_client()
@@ -111,6 +121,9 @@ class KubernetesRuntime:
         self._watching: dict[tuple[str, str], int] = {}  # attempts watched now, and by how many watches
         self._lock = threading.Lock()
         self.informers = InformerHub(self)
+        # Set in long-lived processes that poll (`observe`): the attempt stays subscribed to the shared
+        # streams between polls, and is dropped after this long without one.
+        self.kept = KeptStreams(self, keep_streams_seconds) if keep_streams_seconds is not None else None
 
     # ----- generic object access ----------------------------------------------------------------------
 
@@ -276,9 +289,7 @@ class KubernetesRuntime:
     def watch(self, handle: Handle) -> Iterator[Observation]:
         """Observations of one attempt on every change and at least every tick; close the generator to stop."""
         events: queue.Queue = queue.Queue()
-        tracker = _Tracker(self, handle)
-        subscriptions = self._subscribe(handle, events.put)
-        tracker.events = subscriptions[-1]
+        tracker, subscriptions = self._track(handle, events.put)
         try:
             self._hold(handle)
             last_yield = 0.0
@@ -316,9 +327,7 @@ class KubernetesRuntime:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
                 loop.call_soon_threadsafe(events.put_nowait, item)
 
-        tracker = _Tracker(self, handle)
-        subscriptions = self._subscribe(handle, sink)
-        tracker.events = subscriptions[-1]
+        tracker, subscriptions = self._track(handle, sink)
         try:
             self._hold(handle)
             last_yield = 0.0
@@ -341,6 +350,13 @@ class KubernetesRuntime:
             self.informers.unsubscribe(subscriptions)
             await asyncio.shield(asyncio.to_thread(tracker.close))
             await asyncio.shield(asyncio.to_thread(self._release_after_watch, handle))
+
+    def _track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> tuple[_Tracker, list[Subscription]]:
+        """A tracker of one attempt and its subscriptions to the shared streams (a watch's, or a kept poll's)."""
+        tracker = _Tracker(self, handle)
+        subscriptions = self._subscribe(handle, sink)
+        tracker.events = subscriptions[-1]
+        return tracker, subscriptions
 
     def _subscribe(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> list[Subscription]:
         """Join the process's shared streams under this attempt's keys; the events subscription comes last.
@@ -374,7 +390,7 @@ class KubernetesRuntime:
             log.warning("could not release evidence finalizers of %s: %s", handle.name, exc)
 
     def _observation(self, handle: Handle, main: dict[str, Any] | None, pods: Mapping[str, dict[str, Any]], with_events: bool) -> Observation:
-        related = self._related(handle, main) if main is not None and with_events else _Related()
+        related = self._related(handle, main, pods) if main is not None and with_events else _Related()
         return self._assemble(handle, main, pods, related)
 
     def _assemble(self, handle: Handle, main: dict[str, Any] | None, pods: Mapping[str, dict[str, Any]], related: _Related) -> Observation:
@@ -384,14 +400,44 @@ class KubernetesRuntime:
             return Observation(main=None, pods=all_pods)
         return Observation(main=main, jobs=related.jobs, pods=all_pods, events=related.events, workloads=related.workloads)
 
-    def _related(self, handle: Handle, main: Mapping[str, Any]) -> _Related:
-        """What the watches do not carry: the child Jobs, the events, Kueue's Workload (one listing each)."""
-        return _Related(
-            self._child_jobs(handle) if handle.kind == "JobSet" else [],
-            self._events(handle.namespace),
-            self._kueue_workloads(main),
-            str(ev.meta(main).get("resourceVersion") or ""),
-        )
+    def _related(self, handle: Handle, main: Mapping[str, Any], pods: Mapping[str, dict[str, Any]]) -> _Related:
+        """What a direct observation reads besides the object and its pods: the child Jobs, the events of the
+        run's objects, Kueue's Workload."""
+        jobs = self._child_jobs(handle) if handle.kind == "JobSet" else []
+        worth = self._pods_worth_events(handle, pods)
+        every_pod = [*pods, *self._kept_pod_names(handle)]
+        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *self._jobs_of(handle, pods, every_pod), *worth]
+        return _Related(jobs, self._events_named(handle.namespace, names), self._kueue_workloads(main), str(ev.meta(main).get("resourceVersion") or ""))
+
+    def _pods_worth_events(self, handle: Handle, pods: Mapping[str, dict[str, Any]]) -> list[str]:
+        """The pods whose events can explain something (failed, kept, waiting), capped: a running pod's
+        events say nothing a diagnosis uses, and a namespace's worth of them costs what the namespace holds."""
+        failed = [name for name, pod in pods.items() if ev.pod_has_failed(pod)]
+        kept = [name for name in self._kept_pod_names(handle) if name not in pods]
+        waiting = [name for name, pod in pods.items() if _waiting(pod) and name not in failed]
+        return [*dict.fromkeys([*failed, *kept])][:EVENT_FAILED_PODS_MAX] + waiting[:EVENT_WAITING_PODS_MAX]
+
+    def _jobs_of(self, handle: Handle, pods: Mapping[str, dict[str, Any]], pod_names: Sequence[str]) -> list[str]:
+        """The Jobs of these pods, from their labels: a failed Job a restart deleted is no longer listed,
+        but its events (PodFailurePolicy) still say which failure the restart answered."""
+        with self._lock:
+            known = {**self._evidence.get((handle.namespace, handle.name), {}), **pods}
+        names = []
+        for pod in (known.get(name) for name in pod_names):
+            labels = ev.labels_of(pod) if pod is not None else {}
+            names.extend(labels[label] for label in c.JOB_NAME_LABELS if labels.get(label))
+        return names
+
+    def _events_named(self, namespace: str, names: Sequence[str]) -> list[dict[str, Any]]:
+        """The events of these objects, one server-selected list each (as the stream's `obj:` index finds
+        them: by name), in the order a watch gives them."""
+        seen: dict[str, dict[str, Any]] = {}
+        for name in dict.fromkeys(names):
+            selector = f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}"
+            for item in self._sanitize(self.retry.call(self.core.list_namespaced_event, namespace, field_selector=selector).items):
+                item.setdefault("kind", "Event")
+                seen[ev.name_of(item)] = item
+        return _by_time(seen.values())
 
     def _kueue_workloads(self, main: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Kueue's Workload for a queued JobSet/Job: its Evicted condition says why it was suspended."""
@@ -436,13 +482,12 @@ class KubernetesRuntime:
         with self._lock:
             return list(self._evidence.get((handle.namespace, handle.name), {}))
 
-    def _events(self, namespace: str) -> list[dict[str, Any]]:
-        items = self._sanitize(self.retry.call(self.core.list_namespaced_event, namespace).items)
-        for item in items:
-            item.setdefault("kind", "Event")
-        return items
-
     def observe(self, handle: Handle) -> Observation:
+        """One observation of an attempt: from the kept streams when this process keeps them (a connector
+        polling a run), else read directly."""
+        return observe_with(self.kept, handle, self._observe_directly)
+
+    def _observe_directly(self, handle: Handle) -> Observation:
         group, version, plural = self._main_ref(handle)
         main = None
         try:
@@ -690,6 +735,8 @@ class KubernetesRuntime:
 
     def cancel(self, handle: Handle) -> None:
         """Delete with foreground propagation and wait until gone (bounded); safe to call twice."""
+        if self.kept is not None:
+            self.kept.drop(handle)
         group, version, _ = self._main_ref(handle)
         # Gang objects, the Service and the evidence ConfigMap are owned by the main object: they go with it.
         self._delete(f"{group}/{version}", handle.kind, handle.name, handle.namespace, "Foreground")
@@ -873,7 +920,19 @@ class _Tracker:
         if reread:
             for event in self.runtime._events_of(main):
                 seen.setdefault(ev.name_of(event), event)
-        return sorted(seen.values(), key=lambda e: (str(e.get("lastTimestamp") or e.get("eventTime") or ""), ev.name_of(e)))
+        return _by_time(seen.values())
+
+
+def _by_time(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(events, key=lambda e: (str(e.get("lastTimestamp") or e.get("eventTime") or ""), ev.name_of(e)))
+
+
+def _waiting(pod: Mapping[str, Any]) -> bool:
+    """Pending, or a container waiting (pulling an image, crash-looping): its events may say why."""
+    status = pod.get("status") or {}
+    if status.get("phase") == "Pending":
+        return True
+    return any((cs.get("state") or {}).get("waiting") for cs in status.get("containerStatuses") or [])
 
 
 def _fold(cache: dict[str, dict[str, Any]], kind: str, payload: Any) -> None:

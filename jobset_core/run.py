@@ -67,6 +67,9 @@ SUCCEEDED, FAILED, RUNNING, PENDING, SUSPENDED, GONE = (
 RECORD_ENDED = "ended"
 RECORD_POLICY = "policy"
 RECORD_NOT_BEFORE = "nextAttemptAfter"
+# How long what `resume` read (the run's objects and record) stands in for the first `step`'s own read: a
+# poller calls them back to back; a step much later reads the cluster again.
+RESUMED_READ_SECONDS = 5.0
 
 
 class EventType(StrEnum):
@@ -258,6 +261,8 @@ class JobSetRun:
         # The run record was read and found absent, and this object has not written one since: nothing to
         # delete at the end (one request less per run; the record only exists once an attempt was ended).
         self._no_record = False
+        # What `resume` just read (objects, record, when): the first `step` uses it instead of reading again.
+        self._resumed: tuple[list[dict[str, Any]], dict[str, Any], float] | None = None
 
     @classmethod
     def resume(
@@ -280,6 +285,7 @@ class JobSetRun:
         objects = runtime.find(handle.run_key, handle.namespace)
         record = runtime.read_run_record(handle.run_key, handle.namespace)
         run._no_record = record is None
+        run._resumed = (objects, record or {}, time.monotonic())
         run._fix_policy(objects, record)
         known = {handle.name}
         run.attempts = [
@@ -333,6 +339,13 @@ class JobSetRun:
     def _delete_record(self) -> None:
         if not self._no_record:
             self.runtime.delete_run_record(self.run_key, self.namespace)
+
+    def _step_ledger(self) -> Ledger:
+        """The ledger a poll decides with: what `resume` read moments ago (once), else a fresh read."""
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None and time.monotonic() - resumed[2] <= RESUMED_READ_SECONDS:
+            return self._ledger(resumed[0], resumed[1])
+        return self._ledger()
 
     def _ledger(self, objects: list[dict[str, Any]] | None = None, record: Mapping[str, Any] | None = None, *, before_current: bool = False) -> Ledger:
         """What the run spent: its objects on the cluster, plus the attempts it deleted itself (run record).
@@ -400,7 +413,9 @@ class JobSetRun:
         return manifests
 
     def start(self) -> Handle:
-        """Submit the next attempt, or adopt the run's live submission: never submit twice."""
+        """Submit the next attempt, or adopt the run's live submission: never submit twice (so the cluster is
+        read here, never what `resume` read earlier)."""
+        self._resumed = None
         objects = self.runtime.find(self.run_key, self.namespace)
         record = self.runtime.read_run_record(self.run_key, self.namespace)
         self._no_record = record is None
@@ -610,7 +625,7 @@ class JobSetRun:
         if handle is None:
             raise SpecError("handle", "is missing", "call start() first, or JobSetRun.resume(handle, runtime)")
         self.handle = handle
-        self._base = self._ledger()
+        self._base = self._step_ledger()
         step = self._step_on(handle, self.runtime.observe(handle))
         if step.action is Action.WAIT:
             return self._result(handle, step, done=False)

@@ -280,6 +280,35 @@ def test_get_from_a_fresh_connector_decides_the_same_and_delete_is_idempotent(
     assert leftovers(server) == {}
 
 
+def test_a_long_lived_connector_polls_a_running_run_from_its_streams_and_decides_the_same(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    """One connector process kept across calls, as deployed (`keep_streams_seconds`): a `get` of a running
+    run reads the ledger and the run record, nothing else; its failure is decided as a fresh connector does."""
+    runtime = make_runtime(server, keep_streams_seconds=30)
+    connector = JobSetConnector(runtimes={"kubernetes": runtime})
+    meta = flyte.create(train, 0)
+
+    def get() -> Resource:
+        return asyncio.run(connector.get(JobSetMeta.decode(meta.encode())))
+
+    driver.run_until(lambda: get().phase == TaskExecution.RUNNING, what="RUNNING")
+    before = len(server.requests)
+    for _ in range(5):
+        assert get().phase == TaskExecution.RUNNING
+    requests = [r for r in server.requests[before:] if str(r.query.get("watch", "")).lower() != "true"]
+    assert len(requests) <= 5 * 3, "\n".join(f"{r.method} {r.path} {r.query}" for r in requests)
+    assert not [r for r in requests if r.path.endswith("/events")]
+
+    driver.exit("leader-0-0", 3, after=0.1)
+    driver.run_until(lambda: is_terminal_phase(get().phase), PHASE_TIMEOUT, "a terminal phase")
+    ended, fresh = get(), flyte.get(meta)
+    assert (ended.phase, ended.message) == (fresh.phase, fresh.message) and ended.phase == TaskExecution.FAILED
+    assert runtime.kept.active() == 0
+
+
 def test_waiting_phases_queued_while_kueue_holds_it_initializing_while_pods_start(
     flyte: Flyte,
     server: LocalApiServer,  # noqa: F811

@@ -32,7 +32,6 @@ from airflow_jobset.logs import LeaderLog, container_of, culprit_tail, leader_se
 from airflow_jobset.retry import JobSetFailed, JobSetRetryPolicy
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, check_runtime, make_runtime
 from airflow_jobset.specs import load_spec, with_overrides
-from airflow_jobset.watching import wait_for_end
 from jobset_core import (
     Diagnosis,
     GangJobSpec,
@@ -210,7 +209,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             self._defer(handle, context)
         follower = self._follow_leader(handle, context)
         try:
-            result = wait_for_end(run, self._get_runtime(), handle)
+            result = run.follow(handle)
         finally:
             if follower is not None:
                 follower.close()

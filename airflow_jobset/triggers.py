@@ -19,7 +19,6 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_jobset.logs import LeaderLog
 from airflow_jobset.operators import CORE_LOG
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, make_runtime
-from airflow_jobset.watching import await_end
 from jobset_core import Handle, JobSetRun, KubernetesRuntime, RunEvent
 
 CLASSPATH = "airflow_jobset.triggers.JobSetTrigger"
@@ -95,7 +94,7 @@ class JobSetTrigger(BaseTrigger):
             )
             follower = self._follow_leader(runtime, handle)
             try:
-                result = await await_end(run, runtime, handle)
+                result = await run.afollow(handle)
             finally:
                 if follower is not None:
                     await asyncio.to_thread(follower.close)

@@ -569,7 +569,24 @@ class JobSetRun:
 
     def run(self) -> RunResult:
         """Run to the end: the result carries the diagnosis and the decision the engine must honour."""
-        handle = self.start()
+        return self._drive(self.start())
+
+    def follow(self, handle: Handle | None = None) -> RunResult:
+        """Watch a known submission to its result, never submitting first (a reattach, a deferral): a JobSet
+        that failed a moment ago is reported, not followed by a new attempt. Each of the watch's own
+        observations is stepped, so a quiet run costs what its watch costs, not a ledger read per tick."""
+        handle = self._known(handle)
+        self._base = self._step_ledger()
+        return self._drive(handle)
+
+    def _known(self, handle: Handle | None) -> Handle:
+        handle = handle or self.handle
+        if handle is None:
+            raise SpecError("handle", "is missing", "call start() first, or JobSetRun.resume(handle, runtime)")
+        self.handle = handle
+        return handle
+
+    def _drive(self, handle: Handle) -> RunResult:
         while True:
             step = self._decide_watching(handle)
             outcome = self._conclude(handle, step)
@@ -603,7 +620,15 @@ class JobSetRun:
     async def arun(self) -> RunResult:
         """The same run on the runtime's async watch; cancelling the task stops the watch (not the run:
         the JobSet keeps running, as it must when an Airflow triggerer hands a trigger to another one)."""
-        handle = await asyncio.to_thread(self.start)
+        return await self._adrive(await asyncio.to_thread(self.start))
+
+    async def afollow(self, handle: Handle | None = None) -> RunResult:
+        """`follow` on the runtime's async watch (an Airflow trigger): cancelling the await stops the watch."""
+        handle = self._known(handle)
+        self._base = await asyncio.to_thread(self._step_ledger)
+        return await self._adrive(handle)
+
+    async def _adrive(self, handle: Handle) -> RunResult:
         while True:
             step = await self._adecide_watching(handle)
             outcome = await asyncio.to_thread(self._conclude, handle, step)
@@ -621,10 +646,7 @@ class JobSetRun:
         With `resubmit=True` a retry is submitted here (not before its backoff delay, kept in the run
         record), and the result carries the new handle to keep.
         """
-        handle = handle or self.handle
-        if handle is None:
-            raise SpecError("handle", "is missing", "call start() first, or JobSetRun.resume(handle, runtime)")
-        self.handle = handle
+        handle = self._known(handle)
         self._base = self._step_ledger()
         step = self._step_on(handle, self.runtime.observe(handle))
         if step.action is Action.WAIT:

@@ -13,6 +13,7 @@ from tests import airflow_support  # first: AIRFLOW_HOME must be set before airf
 airflow_support.HOME.mkdir(exist_ok=True)
 
 import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
@@ -33,7 +34,7 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred  # noqa: E
 from airflow_jobset import GangJobOperator, JobSetFailed, JobSetOperator, JobSetRetryPolicy, JobSetTrigger  # noqa: E402
 from airflow_jobset.operators import HANDLE_KEY, run_key_for  # noqa: E402
 from jobset_core import FailureKind, GangJobSpec, JobSetSpec, ReplicatedJob, RetryPolicy  # noqa: E402
-from jobset_core.testing import LocalApiServer  # noqa: E402
+from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
 from tests.kube_driver import JOBSET_API, ClusterDriver  # noqa: E402
 
@@ -413,6 +414,33 @@ def test_cancelling_the_trigger_stops_its_watch_and_leaves_the_jobset(server: Lo
 
     in_thread(lambda: asyncio.run(trigger.on_kill()))  # a user killed the deferred task: delete it
     driver.run_until(lambda: not jobsets(server), 20, "the JobSet to be deleted")
+
+
+
+def test_a_deferred_run_costs_the_triggerer_nothing_per_tick_while_it_runs(server: LocalApiServer, driver: ClusterDriver) -> None:
+    """The trigger follows the watch's own observations: while the run is quiet, the server sees only the
+    shared streams, not a ledger and run-record read (and an observation) at every tick of every run."""
+    trigger = deferred(operator(deferrable=True), ti_for("quiet"))
+    window: dict[str, list[RequestRecord]] = {}
+
+    async def watch_quietly() -> None:
+        task = asyncio.ensure_future(trigger.run().__anext__())
+        for _ in range(100):  # resumed, subscribed, and the leader's log followed (a stream, like a watch)
+            await asyncio.sleep(0.1)
+            if any(r.path.endswith("/log") for r in server.requests):
+                break
+        await asyncio.sleep(0.5)
+        start = len(server.requests)
+        await asyncio.sleep(3.0)
+        window["requests"] = server.requests[start:]
+        assert not task.done()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    in_thread(lambda: asyncio.run(watch_quietly()))
+    polls = [r for r in window["requests"] if str(r.query.get("watch", "")).lower() != "true" and not r.path.endswith("/log")]
+    assert polls == [], [f"{r.method} {r.path} {r.query}" for r in polls]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -100,11 +100,11 @@ class _Inliner:
         for key, value in node.items():
             if key == "$ref" or (doc == "root" and key in ("$schema", "$id")):
                 continue  # the inlined schema has no reference left to resolve against its $id
-            if key == _SUBSCHEMA_MAP:
+            if key == _SUBSCHEMA_MAP and isinstance(value, dict):
                 out[key] = {name: self.schema(sub, doc) for name, sub in value.items()}
             elif key in _SUBSCHEMA:
                 out[key] = self.schema(value, doc)
-            elif key in _SUBSCHEMA_LIST:
+            elif key in _SUBSCHEMA_LIST and isinstance(value, list):
                 out[key] = [self.schema(sub, doc) for sub in value]
             elif key in _DATA or key.startswith("x-"):
                 out[key] = value

@@ -183,6 +183,18 @@ def test_inlined_pod_schema_refuses_what_the_published_one_refuses(version, temp
     assert _best_error(inlined, template) == _best_error(published, template)
 
 
+@pytest.mark.parametrize("definitions,root", [
+    ({"$defs": {"A": {"properties": {"a": {"$ref": "#/$defs/A"}}}}}, {"$ref": "/api/_definitions.json#/$defs/A"}),
+    ({"$defs": {"A": {"not": {"type": "string"}}}}, {"$ref": "/api/_definitions.json#/$defs/A"}),
+    ({"$defs": {"A": {"type": "object"}}}, {"$ref": "/api/_definitions.json#/$defs/A", "type": "object"}),
+    ({"$defs": {}}, {"$ref": "/api/_definitions.json#/$defs/Missing"}),
+])
+def test_pod_schema_inlining_gives_up_where_it_could_change_the_meaning(definitions, root):
+    # a cycle, a keyword it does not know, an assertion beside a $ref, a dangling $ref: the registry is used
+    with pytest.raises(podschema._CannotInline):
+        podschema._Inliner(definitions).schema(root, "root")
+
+
 def _best_error(validator, template) -> tuple[str, list] | None:
     """What `check_pod_template` reports: the message and where."""
     error = jsonschema.exceptions.best_match(validator.iter_errors(template))

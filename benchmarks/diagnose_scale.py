@@ -121,7 +121,7 @@ def main() -> None:
     rows = []
     for preemption in (False, True):
         name = "preemption, peers crash" if preemption else "exit 1, peers SIGTERMed"
-        results = {n: measure(n, repeats=3 if n <= 10_000 else 2, preemption=preemption) for n in sizes}
+        results = {n: measure(n, repeats=5 if n <= 10_000 else 3, preemption=preemption) for n in sizes}
         print(f"### {name}")
         print("| pods | diagnose median (s) | CPU median (s) | peak memory (MB) |")
         print("|---:|---:|---:|---:|")

@@ -130,8 +130,9 @@ def conditions(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def condition(obj: Mapping[str, Any], type_: str, status: str = "True") -> Mapping[str, Any] | None:
-    for cond in conditions(obj):
-        if cond.get("type") == type_ and cond.get("status") == status:
+    """The first readable condition of that type and status; no list is built, as this runs per pod."""
+    for cond in as_list(status_of(obj).get("conditions")):
+        if as_map(cond) is cond and cond.get("type") == type_ and cond.get("status") == status:
             return cond
     return None
 
@@ -177,7 +178,10 @@ def restart_attempt(obj: Mapping[str, Any]) -> int | None:
 
 
 def ensure_objects(name: str, value: Any) -> list[dict[str, Any]]:
-    """Accept lists, tuples, generators and `kind: List` objects; reject anything else clearly."""
+    """Accept lists, tuples, generators and `kind: List` objects; reject anything else clearly.
+
+    Other mappings are copied into dicts; dicts are not copied, since nothing downstream writes to them.
+    """
     if value is None:
         return []
     if isinstance(value, Mapping):
@@ -189,11 +193,13 @@ def ensure_objects(name: str, value: Any) -> list[dict[str, Any]]:
         raise ValueError(f"{name}: expected a list of Kubernetes objects, got {type(value).__name__}")
     out = []
     for i, item in enumerate(value):
-        if not isinstance(item, Mapping):
-            raise ValueError(f"{name}[{i}]: expected a Kubernetes object (a JSON mapping), got {type(item).__name__}")
+        if type(item) is not dict:  # a plain dict is kept as it is: diagnosis only reads, and a gang is large
+            if not isinstance(item, Mapping):
+                raise ValueError(f"{name}[{i}]: expected a Kubernetes object (a JSON mapping), got {type(item).__name__}")
+            item = dict(item)
         if name != "events" and not isinstance(item.get("metadata"), Mapping):
             raise ValueError(f"{name}[{i}]: has no metadata; pass objects as `kubectl get -o json` prints them")
-        out.append(dict(item))
+        out.append(item)
     return out
 
 

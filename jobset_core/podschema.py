@@ -29,6 +29,27 @@ def _schema_file(version: str, name: str) -> Any:
 
 @functools.cache
 def _validator(version: str) -> Any:
+    """The validator used for every template: the schema with its `$ref`s resolved once, here.
+
+    jsonschema resolves a `$ref` through the registry each time it meets one, and a pod template meets
+    hundreds; a JobSet with a hundred replicated jobs spent half of its schema check there. The inlined
+    schema means the same thing, so the errors are the same; where it cannot be built safely (a cycle, a
+    keyword this module does not know to carry subschemas), the registry-backed validator is used instead.
+    """
+    import jsonschema
+
+    schema = _schema_file(version, "podtemplatespec-v1.json")
+    definitions = _schema_file(version, "_definitions.json")
+    try:
+        inlined = _Inliner(definitions).schema(schema, "root")
+    except _CannotInline:
+        return _reference_validator(version)
+    return jsonschema.validators.Draft202012Validator(inlined)
+
+
+@functools.cache
+def _reference_validator(version: str) -> Any:
+    """The schema as published, its `$ref`s resolved by jsonschema's registry on every use."""
     import jsonschema
     from referencing import Registry, Resource
 
@@ -36,6 +57,79 @@ def _validator(version: str) -> Any:
     definitions = Resource.from_contents(_schema_file(version, "_definitions.json"))
     registry = definitions @ (Resource.from_contents(schema) @ Registry())
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+class _CannotInline(Exception):
+    """The schema uses something the inliner does not handle; the registry-backed validator is used."""
+
+
+# Keywords whose values are subschemas, as the Kubernetes schema files use them.
+_SUBSCHEMA_MAP, _SUBSCHEMA, _SUBSCHEMA_LIST = "properties", ("additionalProperties", "items"), ("oneOf", "anyOf", "allOf")
+# Keywords whose values are plain data: copied as they are. Anything else (not, if, patternProperties,
+# $dynamicRef...) stops the inlining rather than risk changing what the schema means.
+_DATA = frozenset({
+    "type", "enum", "const", "format", "required", "description", "title", "default", "deprecated",
+    "readOnly", "writeOnly", "examples", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "multipleOf", "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems",
+    "minProperties", "maxProperties",
+})
+# Beside a `$ref`, only words that assert nothing may stand: merged into the target, they change nothing.
+_ANNOTATIONS = frozenset({"description", "title", "default", "deprecated", "readOnly", "writeOnly", "examples"})
+_DEFINITIONS_FILE = "_definitions.json"
+_DEFS_POINTER = "/$defs/"
+
+
+class _Inliner:
+    """Resolves every `$ref` of the pod template schema into the definition it points at.
+
+    Each definition is inlined once and shared wherever it is referenced, so the result is as small as
+    the two files. Documents are "root" (podtemplatespec-v1.json) and "definitions" (_definitions.json).
+    """
+
+    def __init__(self, definitions: dict[str, Any]) -> None:
+        self.defs: dict[str, Any] = definitions.get("$defs") or {}
+        self.done: dict[str, Any] = {}
+        self.open: set[str] = set()
+
+    def schema(self, node: Any, doc: str) -> Any:
+        if isinstance(node, bool):
+            return node
+        if not isinstance(node, dict):
+            raise _CannotInline(f"schema {node!r}")
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "$ref" or (doc == "root" and key in ("$schema", "$id")):
+                continue  # the inlined schema has no reference left to resolve against its $id
+            if key == _SUBSCHEMA_MAP and isinstance(value, dict):
+                out[key] = {name: self.schema(sub, doc) for name, sub in value.items()}
+            elif key in _SUBSCHEMA:
+                out[key] = self.schema(value, doc)
+            elif key in _SUBSCHEMA_LIST and isinstance(value, list):
+                out[key] = [self.schema(sub, doc) for sub in value]
+            elif key in _DATA or key.startswith("x-"):
+                out[key] = value
+            else:
+                raise _CannotInline(f"keyword {key!r}")
+        if "$ref" not in node:
+            return out
+        target = self.definition(node["$ref"], doc)
+        if not isinstance(target, dict) or not set(out) <= _ANNOTATIONS:
+            raise _CannotInline(f"$ref {node['$ref']!r} beside {sorted(out)}")
+        return {**target, **out}
+
+    def definition(self, ref: Any, doc: str) -> Any:
+        url, _, pointer = ref.partition("#") if isinstance(ref, str) else ("", "", "")
+        in_definitions = url.endswith("/" + _DEFINITIONS_FILE) or (url == "" and doc == "definitions")
+        name = pointer.removeprefix(_DEFS_POINTER)
+        if not in_definitions or not pointer.startswith(_DEFS_POINTER) or "/" in name or "~" in name or name not in self.defs:
+            raise _CannotInline(f"$ref {ref!r}")
+        if name in self.open:
+            raise _CannotInline(f"$ref cycle through {name}")
+        if name not in self.done:
+            self.open.add(name)
+            self.done[name] = self.schema(self.defs[name], "definitions")
+            self.open.discard(name)
+        return self.done[name]
 
 
 def check_pod_template(field: str, template: dict[str, Any]) -> None:

@@ -172,6 +172,11 @@ class ReplicatedJob:
         return f"-{self.name}-{self.replicas - 1}-{(self.completions or self.pods_per_job) - 1}"
 
     def validate(self, path: str) -> None:
+        self.checked_template(path)
+
+    def checked_template(self, path: str) -> dict[str, Any]:
+        """Validate, and return the merged pod template that passed: the gang check reads it too, and
+        building it again would repeat the resource and env checks of every replicated job."""
         check_dns1035(f"{path}.name", self.name)
         check_positive_int(f"{path}.replicas", self.replicas)
         if self.image is not None:
@@ -209,6 +214,7 @@ class ReplicatedJob:
                 "is missing",
                 "give command=['python', 'train.py'] (or args=[...] to run the image's entrypoint)",
             )
+        return template
 
     def dependencies(self, path: str) -> list[DependsOn]:
         out = []
@@ -404,11 +410,12 @@ class JobSetSpec:
             raise SpecError("replicated_jobs", "is empty", "give at least one ReplicatedJob(...)")
         self._check_fields()
         names: list[str] = []
+        pod_specs: list[dict[str, Any]] = []
         for i, rj in enumerate(self.replicated_jobs):
             path = f"replicated_jobs[{i}]"
             if not isinstance(rj, ReplicatedJob):
                 raise SpecError(path, f"{rj!r} is not a ReplicatedJob", "use ReplicatedJob(name=..., image=..., command=[...])")
-            rj.validate(path)
+            pod_specs.append(rj.checked_template(path)["spec"])
             if rj.name in names:
                 raise SpecError(f"{path}.name", f"{rj.name!r} is used twice", "give each replicated job a unique name")
             self._check_hostname_length(path, rj)
@@ -456,7 +463,7 @@ class JobSetSpec:
             check_positive_int("ttl_seconds_after_finished", self.ttl_seconds_after_finished, allow_zero=True)
         if self.network is not None and self.network.subdomain is not None:
             check_dns1123("network.subdomain", self.network.subdomain)
-        check_gang(self.gang, [rj.pod_template_dict()["spec"] for rj in self.replicated_jobs])
+        check_gang(self.gang, pod_specs)
         if isinstance(self.gang, WorkloadAPI):
             # The JobSet v0.12 CRD embeds a pod spec without workloadRef/schedulingGroup: the API server
             # would prune them silently and the pods would never join their gang.
@@ -641,12 +648,12 @@ class GangJobSpec:
         hostname = f"{self.name}{self.hostname_tail()}"
         if len(hostname) > MAX_LABEL_LENGTH:
             raise SpecError("name", f"pod hostname {hostname!r} is longer than 63 characters", "shorten the name")
-        self._as_replicated().validate("job")
+        template = self._as_replicated().checked_template("job")
         for name in ("active_deadline_seconds", "ttl_seconds_after_finished"):
             value = getattr(self, name)
             if value is not None:
                 check_positive_int(name, value, allow_zero=name == "ttl_seconds_after_finished")
-        check_gang(self.gang, [self._as_replicated().pod_template_dict()["spec"]])
+        check_gang(self.gang, [template["spec"]])
         if self.gang is not None:
             self.gang.validate(self.pods, self.suspend)
         self.policy  # noqa: B018

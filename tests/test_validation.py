@@ -3,8 +3,11 @@ the field; and nothing but a SpecError ever escapes from building a spec, whatev
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +23,7 @@ from jobset_core import (
     SpecError,
     SuccessPolicy,
     Volcano,
+    podschema,
 )
 from jobset_core.spec import Network
 from tests.schemas import validate_any
@@ -137,6 +141,91 @@ def test_hostname_length_is_checked_on_the_last_completion_index():
     JobSetSpec(name=name, replicated_jobs=[rj(parallelism=5, completions=10)]).to_manifest()
     with pytest.raises(SpecError, match="longest pod hostname"):
         JobSetSpec(name=name, replicated_jobs=[rj(parallelism=5, completions=100)]).to_manifest()
+
+
+# ----------------------------------------------------------------------------------------------------
+# the pod template schema, its $refs inlined once, refuses exactly what the published schema refuses
+
+SCHEMA_VERSIONS = [podschema.SCHEMA_VERSION, podschema.LEGACY_SCHEMA_VERSION]
+MAIN = {"name": "main", "image": IMAGE}
+BROKEN_TEMPLATES = [
+    {"spec": {"nodeSelecter": {"a": "b"}, "containers": [MAIN]}},
+    {"spec": {"containers": [{**MAIN, "resource": {}}]}},
+    {"spec": {"containers": [{"image": IMAGE}]}},
+    {"spec": {"containers": "main"}},
+    {"spec": {"containers": [{**MAIN, "ports": [{"containerPort": "80"}]}]}},
+    {"spec": {"containers": [{**MAIN, "livenessProbe": {"httpGet": {"port": 1.5}}}]}},
+    {"spec": {"containers": [MAIN], "volumes": [{"name": "v", "emptyDir": {"sizeLimit": []}}]}},
+    {"spec": {"containers": [MAIN], "tolerations": [{"key": "a", "tolerationSeconds": "3"}]}},
+    {"spec": {"containers": [MAIN], "workloadRef": {"name": 3}}},
+    {"metadata": {"labels": {"a": 1}, "nam": "x"}, "spec": {"containers": [MAIN]}},
+]
+SOUND_TEMPLATE = {
+    "metadata": {"labels": {"a": "b"}},
+    "spec": {
+        "containers": [{**MAIN, "ports": [{"containerPort": 80}], "livenessProbe": {"httpGet": {"port": "http"}}}],
+        "tolerations": [{"key": "gpu", "operator": "Exists"}],
+        "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}],
+    },
+}
+
+
+def _schema_errors(validator, template) -> list[str]:
+    return sorted(repr((e.message, list(e.absolute_path), e.validator)) for e in validator.iter_errors(template))
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+@pytest.mark.parametrize("template", [SOUND_TEMPLATE, *BROKEN_TEMPLATES])
+def test_inlined_pod_schema_refuses_what_the_published_one_refuses(version, template):
+    inlined, published = podschema._validator(version), podschema._reference_validator(version)
+    assert inlined is not published, "the shipped schema files are inlined, not left to the registry"
+    assert _schema_errors(inlined, template) == _schema_errors(published, template)
+    assert _best_error(inlined, template) == _best_error(published, template)
+
+
+@pytest.mark.parametrize("definitions,root", [
+    ({"$defs": {"A": {"properties": {"a": {"$ref": "#/$defs/A"}}}}}, {"$ref": "/api/_definitions.json#/$defs/A"}),
+    ({"$defs": {"A": {"not": {"type": "string"}}}}, {"$ref": "/api/_definitions.json#/$defs/A"}),
+    ({"$defs": {"A": {"type": "object"}}}, {"$ref": "/api/_definitions.json#/$defs/A", "type": "object"}),
+    ({"$defs": {}}, {"$ref": "/api/_definitions.json#/$defs/Missing"}),
+])
+def test_pod_schema_inlining_gives_up_where_it_could_change_the_meaning(definitions, root):
+    # a cycle, a keyword it does not know, an assertion beside a $ref, a dangling $ref: the registry is used
+    with pytest.raises(podschema._CannotInline):
+        podschema._Inliner(definitions).schema(root, "root")
+
+
+def _best_error(validator, template) -> tuple[str, list] | None:
+    """What `check_pod_template` reports: the message and where."""
+    error = jsonschema.exceptions.best_match(validator.iter_errors(template))
+    return (error.message, list(error.absolute_path)) if error else None
+
+
+JSONISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 2**40), st.floats(allow_nan=False), st.text(max_size=3)),
+    lambda inner: st.one_of(st.lists(inner, max_size=2), st.dictionaries(st.sampled_from(["name", "port", "x"]), inner, max_size=2)),
+    max_leaves=4,
+)
+
+
+def _paths(value, path=()):
+    yield path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        yield from _paths(child, (*path, key))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(list(_paths(SOUND_TEMPLATE))[1:]), value=JSONISH, key=st.sampled_from([None, "bogus", "name"]))
+def test_property_inlined_pod_schema_agrees_on_any_damage(path, value, key):
+    template = copy.deepcopy(SOUND_TEMPLATE)
+    parent = functools.reduce(lambda obj, k: obj[k], path[:-1], template)
+    if key is not None and isinstance(parent, dict):
+        parent[key] = value
+    else:
+        parent[path[-1]] = value
+    for version in SCHEMA_VERSIONS:
+        assert _schema_errors(podschema._validator(version), template) == _schema_errors(podschema._reference_validator(version), template)
 
 
 # ----------------------------------------------------------------------------------------------------

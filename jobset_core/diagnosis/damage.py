@@ -7,7 +7,7 @@ damaged rather than because the cluster never wrote them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobset_core import evidence as ev
@@ -40,16 +40,30 @@ SHAPES: dict[str, Shape] = {
 }
 
 
-def _readable(value: Any, expected: str) -> bool:
-    if expected is MAPPING:
-        return type(value) is dict or isinstance(value, Mapping)
-    if expected is LIST:
-        return type(value) is list
-    if expected is TEXT:
-        return type(value) is str
-    if expected is NUMBER:
-        return type(value) is int or ev.as_int(value) is not None
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is int or ev.as_int(value) is not None
+
+
+def _is_time(value: Any) -> bool:
     return ev.parse_time(value) is not None
+
+
+Check = Callable[[Any], bool]
+READABLE: dict[str, Check] = {
+    MAPPING: _is_mapping,
+    LIST: lambda value: type(value) is list,
+    TEXT: lambda value: type(value) is str,
+    NUMBER: _is_number,
+    TIME: _is_time,
+}
+
+
+def _readable(value: Any, expected: str) -> bool:
+    return READABLE[expected](value)
 
 
 def _walk(value: Any, shape: Shape, path: list[str | int], out: list[tuple[str, Any, str]]) -> None:
@@ -80,28 +94,43 @@ def _location(path: list[str | int]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
-def _whole(value: Any, shape: Shape) -> bool:
-    """Whether every field below `value` has its shape: the quick pass, taken by almost every object."""
+def _compile(shape: Shape) -> Check:
+    """`shape` as one function that says whether every field below a value has its shape.
+
+    This quick pass runs on every object, every pod of a large gang included, and almost every object is
+    whole: the shape table is interpreted once, here, rather than once per object.
+    """
     expected, inside = shape
-    if expected is MAPPING:
-        if not (type(value) is dict or isinstance(value, Mapping)):
-            return False
-        for key, sub in inside.items():
-            child = value.get(key)
-            if child is not None and not _whole(child, sub):
+    readable = READABLE[expected]
+    if expected is MAPPING and inside:
+        children = tuple((key, _compile(sub)) for key, sub in inside.items())
+
+        def whole_mapping(value: Any) -> bool:
+            if not readable(value):
                 return False
-        return True
-    if expected is LIST:
-        if type(value) is not list:
-            return False
-        item_shape = inside.get("*")
-        return item_shape is None or all(item is None or _whole(item, item_shape) for item in value)
-    return _readable(value, expected)
+            for key, whole in children:
+                child = value.get(key)
+                if child is not None and not whole(child):
+                    return False
+            return True
+
+        return whole_mapping
+    if expected is LIST and "*" in inside:
+        whole_item = _compile(inside["*"])
+
+        def whole_list(value: Any) -> bool:
+            return type(value) is list and all(item is None or whole_item(item) for item in value)
+
+        return whole_list
+    return readable
+
+
+WHOLE: dict[str, Check] = {kind: _compile(shape) for kind, shape in SHAPES.items()}
 
 
 def damaged_fields(kind: str, obj: Mapping[str, Any]) -> list[str]:
     """"Pod x: status.containerStatuses[0].state.terminated.exitCode is 'abc', not an integer", per field."""
-    if kind not in SHAPES or _whole(obj, SHAPES[kind]):
+    if kind not in WHOLE or WHOLE[kind](obj):
         return []
     found: list[tuple[str, Any, str]] = []
     _walk(obj, SHAPES[kind], [], found)

@@ -256,21 +256,25 @@ def _pod_reason_kind(reason: str) -> FailureKind | None:
 
 
 def pod_level_finding(pod: Mapping[str, Any], job: str | None) -> Finding | None:
-    """What the pod's conditions and status reason say, before any container is looked at."""
-    status, name = ev.status_of(pod), ev.name_of(pod)
+    """What the pod's conditions and status reason say, before any container is looked at.
+
+    Most pods of a failed gang have neither a DisruptionTarget nor a status reason: that is found out
+    before any text is built.
+    """
+    status = ev.status_of(pod)
     pod_reason = ev.as_str(status.get("reason"))
-    pod_message = ev.as_str(status.get("message")).strip()
-    base = dict(pod=name, node=node_of(pod), job=job)
     disruption = ev.condition(pod, c.CONDITION_DISRUPTION_TARGET)
+    kind = disruption_kind(disruption, pod_reason) if disruption is not None else _pod_reason_kind(pod_reason)
+    if kind is None:
+        return None
+    name, pod_message = ev.name_of(pod), ev.as_str(status.get("message")).strip()
+    base = dict(pod=name, node=node_of(pod), job=job)
     if disruption is not None:
         d_reason = ev.as_str(disruption.get("reason"))
         extra = f"; pod {pod_reason}: {pod_message}" if pod_reason else ""
         text = f"pod {name} has DisruptionTarget {d_reason}: {ev.as_str(disruption.get('message'))}{extra}"
         when = ev.parse_time(disruption.get("lastTransitionTime"))
-        return Finding(disruption_kind(disruption, pod_reason), time=when, evidence=text.rstrip(": "), reason=d_reason, **base)
-    kind = _pod_reason_kind(pod_reason)
-    if kind is None:
-        return None
+        return Finding(kind, time=when, evidence=text.rstrip(": "), reason=d_reason, **base)
     text = f"pod {name} {pod_reason}: {pod_message}".rstrip(": ")
     return Finding(kind, time=pod_end_time(pod), evidence=text, reason=pod_reason, **base)
 

@@ -8,6 +8,7 @@ teardown victim: its deletion is the cause.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -125,8 +126,14 @@ def _peers(pods: dict[str, Finding], root: Finding) -> Peers:
 
 
 def _evidence(root: Finding, pods: dict[str, Finding], podless: list[Finding]) -> list[str]:
+    """The root's evidence, then the earliest other pods' (at most 8) and the findings that name no pod.
+
+    Only the first few pods are quoted, so only those are ordered: a gang of 50k pods is not sorted for 8
+    lines. `nsmallest` keeps the order `sorted` would give, ties included; the root is one of at most 9.
+    """
     lines = [root.evidence]
-    lines += [f.evidence for f in sorted(pods.values(), key=Finding.sort_key) if f is not root][:8]
+    earliest = heapq.nsmallest(9, pods.values(), key=Finding.sort_key)
+    lines += [f.evidence for f in earliest if f is not root][:8]
     lines += [f.evidence for f in podless if f.evidence not in lines][:4]
     return lines
 

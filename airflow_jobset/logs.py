@@ -14,6 +14,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import tenacity
+
 from jobset_core import GangJobSpec, Handle, JobSetSpec, KubernetesRuntime, LocalRuntime
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -22,6 +24,7 @@ JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 TAIL_LINES = 20
+LEADER_POLL_MAX_SECONDS = 30.0  # the longest wait between two looks for a leader pod to follow
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +89,29 @@ class LeaderLog:
     def _run(self) -> None:
         followed: set[str] = set()
         while not self._stop.is_set():
+            name = self._next_leader(followed)
+            if name is None:  # closed while waiting
+                return
+            followed.add(name)
             try:
-                name = self._leader_pod()
-                if name is not None and name not in followed:
-                    followed.add(name)
-                    self._follow(name)
+                self._follow(name)
             except Exception as exc:  # noqa: BLE001 - logs are best effort
                 log.debug("leader log of %s not readable: %s", self.handle.name, exc)
-            self._stop.wait(self.retry_seconds)
+
+    def _next_leader(self, followed: set[str]) -> str | None:
+        """The leader pod not followed yet, looked for less and less often: a gang queued for an hour is not
+        worth a pod listing every 2 s; a restart's new leader is looked for at once again."""
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_result(lambda name: name is None or name in followed)
+            | tenacity.retry_if_exception_type(Exception),
+            wait=tenacity.wait_exponential(multiplier=self.retry_seconds, max=LEADER_POLL_MAX_SECONDS),
+            stop=tenacity.stop_when_event_set(self._stop),
+            sleep=self._stop.wait,
+            before_sleep=lambda state: log.debug("leader of %s not readable yet: %s", self.handle.name, state.outcome.exception())
+            if state.outcome is not None and state.outcome.failed else None,
+            retry_error_callback=lambda state: None,
+        )
+        return retrying(self._leader_pod)
 
     def _follow(self, pod: str) -> None:
         self._stream = self.runtime.core.read_namespaced_pod_log(

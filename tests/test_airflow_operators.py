@@ -23,6 +23,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import textwrap  # noqa: E402
 import threading  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -32,8 +33,9 @@ import tenacity  # noqa: E402
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred  # noqa: E402
 
 from airflow_jobset import GangJobOperator, JobSetFailed, JobSetOperator, JobSetRetryPolicy, JobSetTrigger  # noqa: E402
+from airflow_jobset.logs import LeaderLog, leader_selector  # noqa: E402
 from airflow_jobset.operators import HANDLE_KEY, run_key_for  # noqa: E402
-from jobset_core import FailureKind, GangJobSpec, JobSetSpec, ReplicatedJob, RetryPolicy  # noqa: E402
+from jobset_core import FailureKind, GangJobSpec, JobSetSpec, KubernetesRuntime, ReplicatedJob, RetryPolicy  # noqa: E402
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
 from tests.kube_driver import JOBSET_API, ClusterDriver  # noqa: E402
@@ -239,6 +241,21 @@ def test_the_leader_log_streams_into_the_task_log_while_the_jobset_runs_and_acro
     thread.join(30)
 
     assert box["value"]["succeeded"]
+
+
+
+def test_a_leader_that_does_not_start_is_looked_for_less_and_less_often(server: LocalApiServer, driver: ClusterDriver) -> None:
+    """A gang that waits for capacity for an hour is not worth a pod listing every few seconds."""
+    driver.unschedulable("*")
+    spec = JobSetSpec(name="queued", namespace=NS, replicated_jobs=[ReplicatedJob("leader", image="img:1", command=["x"])])
+    runtime = KubernetesRuntime(server.api_client(), NS)
+    handle = runtime.submit(spec.manifests(), run_key="leader-log-pending", attempt=0)
+    follower = LeaderLog(runtime, handle, leader_selector(spec, handle), "main", lambda line: None, retry_seconds=0.05).start()
+    time.sleep(3.0)  # at a fixed 0.05 s that is 60 looks; doubling waits make it 6 (a loaded machine makes fewer)
+    follower.close()
+
+    looks = [r for r in server.requests if r.path.endswith("/pods") and "job-index=0" in r.query.get("labelSelector", "")]
+    assert 2 <= len(looks) <= 8, len(looks)
 
 
 def test_a_failure_logs_the_culprit_pods_last_lines(

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from jobset_core import constants as c
 from jobset_core.errors import SpecError
-from jobset_core.validation import check_dns1123, check_positive_int
+from jobset_core.validation import check_dns1123, check_dns_subdomain, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,8 @@ class Coscheduling:
     def validate(self, total_pods: int, suspend: bool | None) -> None:
         _check_min("gang.min_member", self.min_member, total_pods)
         check_positive_int("gang.timeout_seconds", self.timeout_seconds)
+        if self.scheduler_name is not None:  # it becomes the pods' spec.schedulerName
+            check_dns_subdomain("gang.scheduler_name", self.scheduler_name)
 
     def decorate(self, manifest: dict[str, Any], groups: list[PodGroupPlan], total_pods: int) -> None:
         name = manifest["metadata"]["name"]

@@ -38,6 +38,7 @@ from jobset_core.kube_api import (
     without_transport_retries,
 )
 from jobset_core.ledger import RUN_KEY_LABEL
+from jobset_core.offload import offload
 from jobset_core.runtime import Handle, Observation, marked_cancelled, state_of
 
 log = logging.getLogger(__name__)
@@ -305,7 +306,7 @@ class KubernetesRuntime:
         subscriptions = self._subscribe(handle, sink)
         tracker.events = subscriptions[-1]
         try:
-            await asyncio.to_thread(self._load_evidence, handle, watching=True)
+            await offload(self._load_evidence, handle, watching=True)
             last_yield = 0.0
             while True:
                 try:
@@ -314,17 +315,17 @@ class KubernetesRuntime:
                         batch.append(events.get_nowait())
                 except TimeoutError:
                     batch = []
-                changed = await asyncio.to_thread(tracker.apply, batch) if batch else False
+                changed = await offload(tracker.apply, batch) if batch else False
                 if not tracker.synced or not (changed or time.monotonic() - last_yield >= self.tick_seconds):
                     continue
                 last_yield = time.monotonic()
-                observation = await asyncio.to_thread(tracker.observation, changed)
+                observation = await offload(tracker.observation, changed)
                 yield observation
                 if observation.state.terminal:
                     return
         finally:
             self.informers.unsubscribe(subscriptions)
-            await asyncio.shield(asyncio.to_thread(self._release_after_watch, handle))
+            await asyncio.shield(offload(self._release_after_watch, handle))
 
     def _subscribe(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> list[Subscription]:
         """Join the process's shared streams under this attempt's keys; the events subscription comes last.

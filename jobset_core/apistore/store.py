@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import json
 import random
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from . import errors
@@ -28,6 +28,7 @@ from .admission import (
     typed,
     validate_name,
 )
+from .copying import clone
 from .errors import ApiError
 from .kinds import PROPAGATION_POLICIES, ResourceKind
 from .patch import apply_patch
@@ -36,6 +37,7 @@ from .watch import EventLog, StoredEvent, Watcher
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
+Observer = Callable[[StoredEvent], None]
 
 FOREGROUND_FINALIZER = "foregroundDeletion"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -76,6 +78,7 @@ class Store:
         self._rv = 0
         self._log = EventLog(event_window)
         self._watchers: set[Watcher] = set()
+        self._observers: list[Observer] = []
         self._random = random.Random(seed)
 
     def _check_namespace_exists(self, kind: ResourceKind, namespace: str) -> None:
@@ -97,7 +100,7 @@ class Store:
         """A deep copy of the object, or None."""
         with self._lock:
             obj = self._bucket(kind).get(self._key(kind, namespace, name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return clone(obj) if obj is not None else None
 
     def get(self, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
         """A deep copy of the object; 404 ApiError when missing."""
@@ -114,22 +117,31 @@ class Store:
         field_selector: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        *,
+        shared: bool = False,
     ) -> tuple[list[Obj], int, str | None, int | None]:
-        """Matching objects sorted by namespace/name, plus (rv, continue, remaining)."""
+        """Matching objects sorted by namespace/name, plus (rv, continue, remaining).
+
+        ``shared`` hands out the committed objects themselves instead of copies: they are never changed
+        in place (every write commits a new one), so a reader that never changes what it reads can scan
+        hundreds of objects on every pass without copying them all.
+        """
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
         start = self._decode_continue(continue_token)
         with self._lock:
             rv = self._rv
-            items = [
-                obj
-                for key, obj in sorted(self._bucket(kind).items())
+            matched = sorted(  # sorting the matches, not the kind: a selective list in a big namespace is cheap
+                (key, obj)
+                for key, obj in self._bucket(kind).items()
                 if (namespace is None or key[0] == namespace)
                 and (start is None or key > start)
                 and labels(obj)
                 and fields(obj)
-            ]
-            items = copy.deepcopy(items)
+            )
+            items = [obj for _, obj in matched]
+            if not shared:
+                items = clone(items)
         if limit and limit > 0 and len(items) > limit:
             last = items[limit - 1]["metadata"]
             token = self._encode_continue(rv, (last.get("namespace", ""), last["name"]))
@@ -144,7 +156,7 @@ class Store:
         As on the real server, ``status`` in the body is discarded for kinds
         with a status subresource; seed it with a status update afterwards.
         """
-        obj = typed(kind, copy.deepcopy(obj))
+        obj = typed(kind, clone(obj))
         meta = object_meta(obj)
         namespace = resolve_namespace(kind, meta, namespace)
         with self._lock:
@@ -170,7 +182,7 @@ class Store:
                 obj.pop("status", None)  # status is only writable through the subresource
             apply_create_defaults(kind, obj)
             self._write(kind, obj, "ADDED", None)
-            created = copy.deepcopy(obj)
+            created = clone(obj)
             self._collect_if_owner_deleting(kind, obj)
             return created
 
@@ -183,7 +195,7 @@ class Store:
         subresource: str | None = None,
     ) -> Obj:
         """PUT semantics, with optimistic concurrency on ``metadata.resourceVersion``."""
-        obj = typed(kind, copy.deepcopy(obj))
+        obj = typed(kind, clone(obj))
         meta = object_meta(obj)
         namespace = resolve_namespace(kind, meta, namespace)
         body_name = meta.get("name")
@@ -199,7 +211,7 @@ class Store:
         with self._lock:
             current = self._require(kind, namespace, name)
             self._check_preconditions(kind, current, meta.get("uid"), meta.get("resourceVersion"))
-            return copy.deepcopy(self._apply_update(kind, current, obj, subresource))
+            return clone(self._apply_update(kind, current, obj, subresource))
 
     def patch(
         self,
@@ -214,13 +226,13 @@ class Store:
         with self._lock:
             current = self._require(kind, namespace, name)
             patched = apply_patch(
-                copy.deepcopy(current), patch, content_type, strategic_allowed=kind.strategic_merge
+                clone(current), patch, content_type, strategic_allowed=kind.strategic_merge
             )
             if not isinstance(patched, dict):
                 raise ApiError(422, "Invalid", "the patched document is not an object")
             meta = object_meta(patched)
             self._check_preconditions(kind, current, meta.get("uid"), meta.get("resourceVersion"))
-            return copy.deepcopy(self._apply_update(kind, current, patched, subresource))
+            return clone(self._apply_update(kind, current, patched, subresource))
 
     def delete(
         self,
@@ -246,7 +258,7 @@ class Store:
                 precondition=True,
             )
             obj, removed = self._delete(kind, current, policy, grace_period_seconds)
-            return copy.deepcopy(obj), removed
+            return clone(obj), removed
 
     def delete_collection(
         self,
@@ -265,7 +277,7 @@ class Store:
                 current = self._bucket(kind).get(self._key(kind, meta.get("namespace"), meta["name"]))
                 if current is not None:
                     obj, _ = self._delete(kind, current, propagation or kind.default_propagation, None)
-                    results.append(copy.deepcopy(obj))
+                    results.append(clone(obj))
             return results
 
     # ------------------------------------------------------------------ watch
@@ -306,6 +318,23 @@ class Store:
                     watcher.offer(event)
             self._watchers.add(watcher)
         return watcher
+
+    def observe(self, observer: Observer) -> Callable[[], None]:
+        """Call ``observer`` with every write as it commits, under the store lock; returns the remover.
+
+        A watch tells when a client read a change; this tells when the server wrote it, so a benchmark can
+        time a reaction from the write itself. The call holds up every writer: keep it short, and never
+        write to the store from it.
+        """
+        with self._lock:
+            self._observers.append(observer)
+
+        def remove() -> None:
+            with self._lock:
+                if observer in self._observers:
+                    self._observers.remove(observer)
+
+        return remove
 
     def unwatch(self, watcher: Watcher) -> None:
         """Forget a watcher whose stream has ended."""
@@ -383,13 +412,13 @@ class Store:
             raise errors.route_not_found()
         old_meta = current["metadata"]
         if subresource == "status":
-            result = copy.deepcopy(current)
+            result = clone(current)
             if "status" in desired:
-                result["status"] = copy.deepcopy(desired["status"])
+                result["status"] = clone(desired["status"])
             else:
                 result.pop("status", None)
         else:
-            result = copy.deepcopy(desired)
+            result = clone(desired)
             result["apiVersion"], result["kind"] = kind.api_version, kind.kind
             meta = object_meta(result)
             for field in _SYSTEM_META:
@@ -399,7 +428,7 @@ class Store:
                     meta.pop(field, None)
             if kind.has_status:
                 if "status" in current:
-                    result["status"] = copy.deepcopy(current["status"])
+                    result["status"] = clone(current["status"])
                 else:
                     result.pop("status", None)
             if old_meta.get("deletionTimestamp"):
@@ -446,7 +475,7 @@ class Store:
         key = self._key(kind, meta.get("namespace"), meta["name"])
         prev = self._bucket(kind).pop(key)
         self._uids.pop(meta["uid"], None)
-        final = copy.deepcopy(obj)
+        final = clone(obj)
         self._rv += 1
         final["metadata"]["resourceVersion"] = str(self._rv)
         self._publish(StoredEvent(self._rv, "DELETED", kind, final, prev))
@@ -459,6 +488,8 @@ class Store:
 
     def _publish(self, event: StoredEvent) -> None:
         self._log.append(event)
+        for observer in self._observers:
+            observer(event)
         for watcher in self._watchers:
             watcher.offer(event)
 
@@ -476,12 +507,12 @@ class Store:
             finalizers.append(FOREGROUND_FINALIZER)
         if not finalizers:
             return self._remove(kind, current), True
-        marked = copy.deepcopy(current)
+        marked = clone(current)
         marked["metadata"]["deletionTimestamp"] = now_rfc3339()
         marked["metadata"]["deletionGracePeriodSeconds"] = grace if grace is not None else 0
         marked["metadata"]["finalizers"] = finalizers
         self._write(kind, marked, "MODIFIED", current)
-        response = copy.deepcopy(marked)
+        response = clone(marked)
         if foreground:
             for dep_kind, dep_key in self._dependents(uid):
                 dependent = self._bucket(dep_kind).get(dep_key)
@@ -507,7 +538,7 @@ class Store:
         current = self._bucket(kind)[key]
         refs = current["metadata"].get("ownerReferences") or []
         kept = [r for r in refs if (keep is None or r.get("uid") in keep) and r.get("uid") != drop]
-        updated = copy.deepcopy(current)
+        updated = clone(current)
         if kept:
             updated["metadata"]["ownerReferences"] = kept
         else:
@@ -554,7 +585,7 @@ class Store:
             return
         if self._dependents(owner_uid):
             return
-        updated = copy.deepcopy(owner)
+        updated = clone(owner)
         remaining = [f for f in updated["metadata"]["finalizers"] if f != FOREGROUND_FINALIZER]
         if remaining:
             updated["metadata"]["finalizers"] = remaining

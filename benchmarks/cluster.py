@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import tenacity
 
 from benchmarks.baseline import ROOT, _module, _source
-from benchmarks.report import percentile, save, table
+from benchmarks.report import percentile, save, spread, spread_columns, table
 from jobset_core import JobSetSpec, ReplicatedJob, RetryPolicy
 from jobset_core.testing import FakeCluster, LocalApiServer, RequestRecord
 
@@ -58,4 +58,5 @@ def split_requests(records: Iterable[RequestRecord]) -> tuple[int, int]:
     return len(records) - watches, watches
 
 
-__all__ = ["NAMESPACE", "ROOT", "fake_cluster", "old_runtime_class", "percentile", "save", "split_requests", "stop", "table", "tiny_spec"]
+__all__ = ["NAMESPACE", "ROOT", "fake_cluster", "old_runtime_class", "percentile", "save", "split_requests", "spread", "spread_columns", "stop", "table",
+           "tiny_spec"]

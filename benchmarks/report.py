@@ -26,6 +26,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
+def spread(prefix: str, values: Sequence[float]) -> dict[str, float]:
+    """Median and p95 of sorted `values`, as `<prefix>_median_s` and `<prefix>_p95_s`."""
+    return {f"{prefix}_median_s": percentile(values, 50), f"{prefix}_p95_s": percentile(values, 95)}
+
+
+def spread_columns(prefix: str) -> list[str]:
+    return [f"{prefix}_median_s", f"{prefix}_p95_s"]
+
+
 def machine() -> dict[str, Any]:
     try:
         cpu = next(
@@ -53,10 +62,17 @@ def _head() -> str:
         return "unknown"
 
 
-def save(name: str, rows: Any) -> Path:
+def save(name: str, rows: Any, *, append: bool = False) -> Path:
+    """Write the results; `append` adds the rows to those of an earlier invocation (a configuration too slow
+    to run for every size, measured separately), keeping both invocations' machine stamps."""
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2) + "\n")
+    stamp = machine()
+    if append and path.exists():
+        earlier = json.loads(path.read_text())
+        rows = [*earlier["rows"], *rows]
+        stamp["earlier"] = earlier["machine"]
+    path.write_text(json.dumps({"machine": stamp, "rows": rows}, indent=2) + "\n")
     return path
 
 

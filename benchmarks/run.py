@@ -10,7 +10,10 @@ def main() -> None:
     print("## 1. detection latency and API requests: watches against a poller")
     detection.main([])
     print("\n## 2. runs per watcher process")
-    watchers.main([])
+    # The README's rows: per-run streams are left out at 500 runs (1,000 streams), the burst is also spread.
+    watchers.main(["--runs", "10", "100", "500", "--watchers", "now"])
+    watchers.main(["--runs", "500", "--watchers", "now", "--spread", "30", "--append"])
+    watchers.main(["--runs", "10", "100", "--watchers", "before", "--append"])
     print("\n## 2b. Flyte connector polls: requests per run")
     polling.main([])
     print("\n## 3. diagnose on big gangs")

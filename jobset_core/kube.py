@@ -40,6 +40,7 @@ from jobset_core.kube_api import (
     without_transport_retries,
 )
 from jobset_core.ledger import RUN_KEY_LABEL
+from jobset_core.offload import offload
 from jobset_core.runtime import Handle, Observation, State, marked_cancelled, state_of
 
 log = logging.getLogger(__name__)
@@ -338,18 +339,18 @@ class KubernetesRuntime:
                         batch.append(events.get_nowait())
                 except TimeoutError:
                     batch = []
-                changed = await asyncio.to_thread(tracker.apply, batch) if batch else False
+                changed = await offload(tracker.apply, batch) if batch else False
                 if not tracker.synced or not (changed or time.monotonic() - last_yield >= self.tick_seconds):
                     continue
                 last_yield = time.monotonic()
-                observation = await asyncio.to_thread(tracker.observation, changed)
+                observation = await offload(tracker.observation, changed)
                 yield observation
                 if observation.state.terminal:
                     return
         finally:
             self.informers.unsubscribe(subscriptions)
-            await asyncio.shield(asyncio.to_thread(tracker.close))
-            await asyncio.shield(asyncio.to_thread(self._release_after_watch, handle))
+            await asyncio.shield(offload(tracker.close))
+            await asyncio.shield(offload(self._release_after_watch, handle))
 
     def _track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> tuple[_Tracker, list[Subscription]]:
         """A tracker of one attempt and its subscriptions to the shared streams (a watch's, or a kept poll's)."""

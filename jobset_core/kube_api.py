@@ -20,6 +20,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from .constants import CLIENT_RESPONSE_BODY_LOG, CLIENT_REST_LOGGER, FORBIDDEN_MESSAGE_PATTERN
+from .offload import IO_THREADS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -128,11 +129,15 @@ def kubeconfig_path() -> str:
 
 def without_transport_retries(api_client: Any) -> Any:
     """Turn off urllib3's own retries: ApiRetry is the one retry policy, so a dead server fails in bounded
-    time with one message instead of minutes of "Retrying (Retry(total=2...))" warnings."""
+    time with one message instead of minutes of "Retrying (Retry(total=2...))" warnings. And keep a
+    connection for each thread the async drivers may have calling at once (`offload.IO_THREADS`; the
+    client's default is five per core): a fuller pool would open and discard a connection per call, with
+    a warning each time."""
     api_client.configuration.retries = False
     pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
     if pool is not None:
         pool.connection_pool_kw["retries"] = False
+        pool.connection_pool_kw["maxsize"] = max(int(pool.connection_pool_kw.get("maxsize") or 1), IO_THREADS)
         pool.clear()
     return api_client
 

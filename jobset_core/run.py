@@ -49,6 +49,7 @@ from jobset_core.lifecycle import (
     notes_for,
     recorded_outcome,
 )
+from jobset_core.offload import offload
 from jobset_core.runtime import Handle, Observation, Runtime, State, marked_cancelled, state_of
 from jobset_core.spec import GangJobSpec, JobSetSpec
 from jobset_core.validation import MAX_LABEL_LENGTH
@@ -608,37 +609,37 @@ class JobSetRun:
             watch = self.runtime.awatch(handle)
             try:
                 async for observation in watch:
-                    step = await asyncio.to_thread(self._step_on, handle, observation)
+                    step = await offload(self._step_on, handle, observation)
                     if step.action is not Action.WAIT:
                         return step
             finally:
                 await watch.aclose()  # type: ignore[attr-defined]
-            step = await asyncio.to_thread(lambda: self._step_on(handle, self.runtime.observe(handle)))
+            step = await offload(lambda: self._step_on(handle, self.runtime.observe(handle)))
             if step.action is not Action.WAIT:
                 return step
 
     async def arun(self) -> RunResult:
         """The same run on the runtime's async watch; cancelling the task stops the watch (not the run:
         the JobSet keeps running, as it must when an Airflow triggerer hands a trigger to another one)."""
-        return await self._adrive(await asyncio.to_thread(self.start))
+        return await self._adrive(await offload(self.start))
 
     async def afollow(self, handle: Handle | None = None) -> RunResult:
         """`follow` on the runtime's async watch (an Airflow trigger): cancelling the await stops the watch."""
         handle = self._known(handle)
-        self._base = await asyncio.to_thread(self._step_ledger)
+        self._base = await offload(self._step_ledger)
         return await self._adrive(handle)
 
     async def _adrive(self, handle: Handle) -> RunResult:
         while True:
             step = await self._adecide_watching(handle)
-            outcome = await asyncio.to_thread(self._conclude, handle, step)
+            outcome = await offload(self._conclude, handle, step)
             if isinstance(outcome, RunResult):
                 return outcome
             if outcome:
                 await asyncio.sleep(outcome)
             if self._cancel.is_set():
-                return await asyncio.to_thread(self._conclude_now, handle)
-            handle = await asyncio.to_thread(self._resubmit, step)
+                return await offload(self._conclude_now, handle)
+            handle = await offload(self._resubmit, step)
 
     def step(self, handle: Handle | None = None) -> RunResult:
         """One observation and what it calls for, for engines that poll; `done=False` means ask again.
@@ -693,13 +694,13 @@ class JobSetRun:
             self._emit(EventType.CANCELLED, f"cancelled: deleted {', '.join(sorted(handles))}")
 
     async def acancel(self) -> None:
-        await asyncio.to_thread(self.cancel)
+        await offload(self.cancel)
 
     async def astart(self) -> Handle:
-        return await asyncio.to_thread(self.start)
+        return await offload(self.start)
 
     async def astep(self, handle: Handle | None = None) -> RunResult:
-        return await asyncio.to_thread(self.step, handle)
+        return await offload(self.step, handle)
 
     def poll(self, handle: Handle | None = None) -> RunResult:
         """One look for polling engines: the same as `step`."""

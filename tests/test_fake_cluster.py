@@ -4,6 +4,7 @@ virtual clock, scripted durations come out exact in the objects' timestamps."""
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime
 from typing import Any
 
@@ -156,3 +157,59 @@ def test_on_a_virtual_clock_the_timeout_is_virtual_and_run_until_stops_at_the_ne
         assert not fake.errors, fake.errors
     assert completed is not None and completed["lastTransitionTime"] == "2026-01-01T00:01:00Z"
     assert clock.monotonic() == 60
+
+
+class _Snapshots:
+    """What each object was when it was written: a write that replaces an object must find it unchanged,
+    or something changed a stored object in place (which every reader of the store would then see)."""
+
+    def __init__(self) -> None:
+        self.committed: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.changed_in_place: list[str] = []
+
+    def seen(self, event: Any) -> None:
+        meta = event.obj["metadata"]
+        key = (event.kind.kind, meta.get("namespace", ""), meta["name"])
+        if event.prev is not None and key in self.committed and event.prev != self.committed[key]:
+            self.changed_in_place.append("/".join(key))
+        if event.type == "DELETED":
+            self.committed.pop(key, None)
+        else:
+            self.committed[key] = copy.deepcopy(event.obj)
+
+
+@pytest.mark.parametrize("fate", ["preempt", "node_shutdown", "oom"])
+def test_the_controllers_never_change_what_they_read_from_the_store(fate: str) -> None:
+    """The controllers read the stored objects themselves, not copies (a pass over hundreds of runs would
+    cost more in copies than in work): a restart, a disruption and a failure must leave them untouched."""
+    snapshots = _Snapshots()
+    with FakeCluster([NS]) as cluster:
+        stop = cluster.server.on_write(snapshots.seen)
+        getattr(cluster, fate)("workers-1-0", restart=0, after=0.2)
+        cluster.succeed("*", restart=1, times=None, after=0.2)
+        JobSetRun(spec(), cluster.runtime(), run_key=make_run_key("shared", fate)).run()
+        stop()
+        assert not cluster.errors, cluster.errors
+        stored = {
+            (kind, o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+            for api_version, kind in (("v1", "Pod"), ("batch/v1", "Job"), (c.JOBSET_API_VERSION, "JobSet"), ("v1", "Event"))
+            for o in cluster.server.list(api_version, kind, NS, shared=True)
+        }
+
+    assert not snapshots.changed_in_place
+    assert any(k[0] == "Pod" for k in stored)
+    assert all(stored[k] == snapshots.committed[k] for k in stored if k in snapshots.committed)
+
+
+def test_on_write_hears_every_commit_until_stopped() -> None:
+    heard: list[tuple[str, str]] = []
+    with LocalApiServer(namespaces=[NS]) as server:
+        stop = server.on_write(lambda event: heard.append((event.type, event.obj["metadata"]["name"])))
+        server.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": NS}})
+        server.patch("v1", "ConfigMap", "a", NS, {"data": {"k": "v"}})
+        server.patch("v1", "ConfigMap", "a", NS, {"data": {"k": "v"}})  # a no-op write commits nothing
+        server.delete("v1", "ConfigMap", "a", NS)
+        stop()
+        server.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": NS}})
+
+    assert heard == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]

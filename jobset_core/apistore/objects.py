@@ -16,6 +16,7 @@ from jobset_core.apistore.errors import ApiError
 from jobset_core.apistore.kinds import KindRegistry, ResourceKind
 from jobset_core.apistore.patch import PATCH_TYPE_ALIASES
 from jobset_core.apistore.store import Store
+from jobset_core.apistore.watch import StoredEvent
 
 # Groups whose kinds are compiled into the real apiserver (strategic merge
 # allowed, DELETE answers with a Status); anything else behaves like a CRD.
@@ -116,10 +117,16 @@ class ObjectStore:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        shared: bool = False,
     ) -> list[dict[str, Any]]:
-        """Matching objects (all namespaces when ``namespace`` is None)."""
+        """Matching objects (all namespaces when ``namespace`` is None).
+
+        ``shared=True`` returns the stored objects, not copies, for readers that never change them (the
+        emulated controllers, which read every object on every pass); changing one corrupts the store.
+        """
         items, _, _, _ = self.store.list(
-            self.kind_for(api_version, kind), namespace, label_selector, field_selector
+            self.kind_for(api_version, kind), namespace, label_selector, field_selector, shared=shared
         )
         return items
 
@@ -170,6 +177,11 @@ class ObjectStore:
             resource, self._ns(resource, namespace), name, propagation, grace_period_seconds
         )
         return obj
+
+    def on_write(self, observer: Callable[[StoredEvent], None]) -> Callable[[], None]:
+        """Hear every committed write (type, kind, object, previous state) the moment it commits, before any
+        watch sees it; returns the function that stops it. Runs under the store lock: keep it short."""
+        return self.store.observe(observer)
 
     def compact(self) -> None:
         """Drop the watch history so watches from older resourceVersions get 410."""

@@ -94,10 +94,10 @@ def parse_label_selector(selector: str | None) -> Predicate:
     return matches
 
 
-def field_value(obj: dict[str, Any], path: str) -> str:
-    """Value at a dotted path as the string field selectors compare against."""
+def field_value(obj: dict[str, Any], path: tuple[str, ...]) -> str:
+    """Value at a dotted path (split into its parts) as the string field selectors compare against."""
     current: Any = obj
-    for part in path.split("."):
+    for part in path:
         if not isinstance(current, dict):
             return ""
         current = current.get(part)
@@ -112,13 +112,13 @@ def parse_field_selector(selector: str | None) -> Predicate:
     """Predicate over arbitrary dotted fields (``metadata.name``, ``status.phase``...)."""
     if not selector or not selector.strip():
         return lambda obj: True
-    requirements: list[tuple[str, bool, str]] = []
+    requirements: list[tuple[tuple[str, ...], bool, str]] = []  # the path split once, not per object
     for part in _split_top_level(selector):
         match = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(==|!=|=)\s*(.*?)\s*$", part)
         if not match:
             raise bad_request(f"invalid selector: '{selector}'; can't understand '{part}'")
         path, op, value = match.groups()
-        requirements.append((path, op == "!=", value))
+        requirements.append((tuple(path.split(".")), op == "!=", value))
 
     def matches(obj: dict[str, Any]) -> bool:
         return all((field_value(obj, path) == value) != negate for path, negate, value in requirements)

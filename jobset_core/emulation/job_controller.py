@@ -21,6 +21,7 @@ from jobset_core.emulation import child_objects
 from jobset_core.emulation.events import job_event
 from jobset_core.emulation.records import (
     Obj,
+    by_owner,
     condition,
     deleting,
     finished,
@@ -28,7 +29,6 @@ from jobset_core.emulation.records import (
     labels,
     meta,
     now_seconds,
-    owned_by,
     parse_indexes,
     set_condition,
     terminal,
@@ -205,13 +205,14 @@ def admit(store: ClusterStore, job: Obj) -> Obj:
 
 def reconcile_jobs(store: ClusterStore, namespace: str | None) -> None:
     """Every Job of the namespace (None: all), then release orphaned pods so they can be removed."""
-    pods = store.list("v1", "Pod", namespace)
-    jobs = store.list(c.BATCH_API_VERSION, "Job", namespace)
+    pods = store.list("v1", "Pod", namespace, shared=True)
+    jobs = store.list(c.BATCH_API_VERSION, "Job", namespace, shared=True)
     uids = {j["metadata"]["uid"] for j in jobs}
+    owned = by_owner(pods)
     for job in jobs:
         if not (job.get("spec") or {}).get("selector"):
             job = admit(store, job)
-        sync_job(store, job, [p for p in pods if owned_by(p, job["metadata"]["uid"])])
+        sync_job(store, job, owned.get(job["metadata"]["uid"], []))
     for pod in pods:
         owners = [r for r in meta(pod).get("ownerReferences") or [] if r.get("kind") == "Job"]
         if _tracked(pod) and not any(r.get("uid") in uids for r in owners):

@@ -19,11 +19,11 @@ from jobset_core.emulation import child_objects
 from jobset_core.emulation.events import jobset_event
 from jobset_core.emulation.records import (
     Obj,
+    by_owner,
     condition,
     deleting,
     finished,
     labels,
-    owned_by,
     set_condition,
 )
 from jobset_core.emulation.store import CONFLICT, ClusterStore, delete_object, write_status
@@ -81,10 +81,10 @@ class JobSetController:
         self.notice = notice or (lambda line: None)
 
     def reconcile_all(self, namespace: str | None) -> None:
-        jobs = self.store.list(c.BATCH_API_VERSION, "Job", namespace)
-        for js in self.store.list(c.JOBSET_API_VERSION, "JobSet", namespace):
+        jobs = by_owner(self.store.list(c.BATCH_API_VERSION, "Job", namespace, shared=True))
+        for js in self.store.list(c.JOBSET_API_VERSION, "JobSet", namespace, shared=True):
             if not deleting(js):  # foreground deletion: the garbage collector takes the children
-                self.reconcile(js, [j for j in jobs if owned_by(j, js["metadata"]["uid"])])
+                self.reconcile(js, jobs.get(js["metadata"]["uid"], []))
 
     def reconcile(self, js: Obj, owned: list[Obj]) -> None:
         spec, status = js.get("spec") or {}, dict(js.get("status") or {})

@@ -19,7 +19,11 @@ CONFLICT = 409
 
 
 class ClusterStore(Protocol):
-    """get/list by label selector/create/patch (merge or JSON, status subresource)/delete (propagation)."""
+    """get/list by label selector/create/patch (merge or JSON, status subresource)/delete (propagation).
+
+    The controllers list with ``shared=True``: every pass reads every object, and copying them all would
+    cost more than the pass itself; so nothing here changes an object it read, it writes a new one.
+    """
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -34,6 +38,8 @@ class ClusterStore(Protocol):
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        shared: bool = False,
     ) -> list[dict[str, Any]]: ...
 
     def patch(

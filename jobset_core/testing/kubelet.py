@@ -71,7 +71,7 @@ class ScriptedKubelet:
 
     def sync(self) -> None:
         now = self.clock.monotonic()
-        for pod in self.store.list("v1", "Pod", self.namespace):
+        for pod in self.store.list("v1", "Pod", self.namespace, shared=True):
             if terminal(pod):
                 continue
             if deleting(pod):

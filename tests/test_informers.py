@@ -1,0 +1,85 @@
+"""A shared stream hands each change to the runs it concerns, and to no other, however many runs listen."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from jobset_core import constants as c
+from jobset_core.informers import PODS
+from jobset_core.kube import KubernetesRuntime
+from jobset_core.kube_api import ApiRetry
+from jobset_core.testing import LocalApiServer
+
+NS = "runs"
+RUNS = 200
+
+
+@pytest.fixture
+def server() -> Iterator[LocalApiServer]:
+    with LocalApiServer(namespaces=[NS]) as srv:
+        yield srv
+
+
+class Sink:
+    """What one subscriber was told, and a way to wait for a message."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, str, Any]] = []
+        self._changed = threading.Condition()
+
+    def __call__(self, message: tuple[str, str, Any]) -> None:
+        with self._changed:
+            self.messages.append(message)
+            self._changed.notify_all()
+
+    def changes(self) -> list[tuple[str, str]]:
+        return [(kind, payload["metadata"]["name"]) for _, kind, payload in self.messages if kind != "SYNC"]
+
+    def wait_for(self, predicate: Callable[[], bool], what: str) -> None:
+        with self._changed:
+            if not self._changed.wait_for(predicate, timeout=20):
+                raise TimeoutError(f"never told {what}: {self.messages}")
+
+
+def pod(name: str, jobset: str) -> dict[str, Any]:
+    labels = {c.RUN_MEMBER_LABEL: "key", c.JOBSET_NAME_LABEL: jobset}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "train:1"}]},
+    }
+
+
+def test_a_change_reaches_only_the_runs_subscribed_to_its_key(server: LocalApiServer) -> None:
+    runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2))
+    sinks = {f"r{i}": Sink() for i in range(RUNS)}
+    twin = Sink()  # a second watch of the same attempt (a resumed run next to the one it replaces)
+    subscriptions = {name: runtime.informers.subscribe(NS, PODS, f"jobset:{name}", sink) for name, sink in sinks.items()}
+    twin_subscription = runtime.informers.subscribe(NS, PODS, "jobset:r7", twin)
+    for sink in (sinks["r3"], sinks["r7"], twin):
+        sink.wait_for(lambda s=sink: bool(s.messages), "the first listing")  # so the pods below are changes
+
+    server.create(pod("p3", "r3"))
+    server.create(pod("p7", "r7"))
+    sinks["r3"].wait_for(lambda: ("ADDED", "p3") in sinks["r3"].changes(), "p3 added")
+    for sink in (sinks["r7"], twin):
+        sink.wait_for(lambda s=sink: ("ADDED", "p7") in s.changes(), "p7 added")
+
+    runtime.informers.unsubscribe([twin_subscription])
+    server.patch("v1", "Pod", "p7", NS, {"metadata": {"annotations": {"seen": "yes"}}})
+    sinks["r7"].wait_for(lambda: ("MODIFIED", "p7") in sinks["r7"].changes(), "p7 modified")
+
+    assert sinks["r3"].changes() == [("ADDED", "p3")]
+    assert sinks["r7"].changes() == [("ADDED", "p7"), ("MODIFIED", "p7")]
+    assert twin.changes() == [("ADDED", "p7")], "a subscriber that left was still told"
+    assert not [name for name, sink in sinks.items() if name not in ("r3", "r7") and sink.changes()]
+    reader = runtime.informers.subscribe(NS, PODS, "jobset:r3", None)  # reads the cache, told nothing
+    assert [p["metadata"]["name"] for p in reader.items()] == ["p3"]
+
+    runtime.informers.unsubscribe([*subscriptions.values(), reader])
+    assert runtime.informers.active() == 0

@@ -137,6 +137,7 @@ def measure(mode: str, runs: int, seed: int = 7) -> dict[str, Any]:
         **cluster.spread("pod_written", written["pod"]),
         **cluster.spread("jobset_written", written["jobset"]),
         **cluster.spread("exit_scheduled", scheduled),
+        "unmatched_runs": len(written["unmatched"]),
         "idle_requests_per_run_min": idle_requests * per_minute,
         "idle_watch_requests_per_run_min": idle_watches * per_minute,
     }

@@ -173,6 +173,7 @@ def measure(implementation: str, runs: int, seed: int = 11, profile_dir: Path | 
         "idle_watch_requests_min": idle_watches * 60 / IDLE_SECONDS,
         **cluster.spread("pod_written", written["pod"]),
         **cluster.spread("jobset_written", written["jobset"]),
+        "unmatched_runs": len(written["unmatched"]),
         **cluster.spread("exit_scheduled", scheduled),
         "decision_window_s": decision_window,
         "cluster_cpu_s": cpu["cluster"],

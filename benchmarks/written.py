@@ -10,6 +10,7 @@ watcher in another process compares its own `time.monotonic()` with these stamps
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -42,15 +43,18 @@ class FailureWrites:
             if name not in self.jobset_ended and state_of(event.obj).terminal:
                 self.jobset_ended[name] = time.monotonic()
 
-    def latencies(self, decided: dict[str, float]) -> dict[str, list[float]]:
-        """Sorted seconds from each kind of write to the decision; a run decided without its writes seen is
-        an error, not a run left out of the numbers."""
+    def latencies(self, decided: dict[str, float]) -> dict[str, Any]:
+        """Sorted seconds from each kind of write to the decision. A run decided without its writes seen is
+        left out, named on stderr and counted (`unmatched`), so one odd run is visible in the results without
+        losing the rest of a long benchmark."""
         missing = sorted(n for n in decided if n not in self.pod_failed or n not in self.jobset_ended)
         if missing:
-            raise RuntimeError(f"no failure written at the server for {len(missing)} decided runs, e.g. {missing[0]}")
+            print(f"warning: {len(missing)} decided runs without their failure write seen, left out: {missing[:5]}", file=sys.stderr)
+        matched = {n: at for n, at in decided.items() if n not in missing}
         return {
-            "pod": sorted(at - self.pod_failed[n] for n, at in decided.items()),
-            "jobset": sorted(at - self.jobset_ended[n] for n, at in decided.items()),
+            "pod": sorted(at - self.pod_failed[n] for n, at in matched.items()),
+            "jobset": sorted(at - self.jobset_ended[n] for n, at in matched.items()),
+            "unmatched": missing,
         }
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks import cluster
+from benchmarks import cluster, report
 from benchmarks.written import FailureWrites
 from jobset_core import JobSetRun, make_run_key
 from jobset_core.kube import KubernetesRuntime
@@ -145,7 +145,7 @@ def measure(mode: str, runs: int, seed: int = 7) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, nargs="*", default=[1, 10, 100])
+    parser.add_argument("--runs", type=report.positive_int, nargs="*", default=[1, 10, 100])
     parser.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
     args = parser.parse_args(argv)
     rows = [measure(mode, n) for n in args.runs for mode in args.modes]

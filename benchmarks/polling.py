@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from benchmarks import cluster
+from benchmarks import cluster, report
 from benchmarks.baseline import _module, _source
 from jobset_core import make_run_key
 from jobset_core.runtime import Handle
@@ -105,10 +105,10 @@ def measure(mode: str, runs: int, seconds: float, interval: float) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, nargs="*", default=[10, 100])
+    parser.add_argument("--runs", type=report.positive_int, nargs="*", default=[10, 100])
     parser.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
-    parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--interval", type=float, default=2.0, help="the poll interval, Flyte's 30 s scaled down")
+    parser.add_argument("--seconds", type=report.positive_float, default=30.0)
+    parser.add_argument("--interval", type=report.positive_float, default=2.0, help="the poll interval, Flyte's 30 s scaled down")
     args = parser.parse_args(argv)
     rows = [measure(mode, n, args.seconds, args.interval) for n in args.runs for mode in args.modes]
     print(cluster.table(rows, ["mode", "runs", "polls_per_run", "requests_per_poll", "requests_run_min", "namespace_event_lists", "watch_requests_min"]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -16,6 +17,28 @@ from typing import Any
 from benchmarks.baseline import ROOT
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a count of runs must be at least 1 (0 would only fail later, in a division)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type for durations: a wait or a window of 0 seconds measures nothing."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         help=f"nodes, seconds to start, seconds until the crash, maxRestarts (repeatable; default: {CASES})",
     )
     cases = parser.parse_args(argv).case or CASES
+    for nodes, start_s, crash_s, restarts in cases:
+        if nodes < 1 or start_s < 0 or crash_s < 0 or restarts < 0:
+            parser.error(f"--case {nodes} {start_s} {crash_s} {restarts}: N must be at least 1, and S, T and R at least 0")
     rows = []
     for case in cases:
         plain, ours = simulate(*case, generated=False), simulate(*case, generated=True)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cluster
+from benchmarks import cluster, report
 from benchmarks.sampling import Window, top_frames
 from benchmarks.written import FailureWrites
 from jobset_core import make_run_key
@@ -185,9 +185,9 @@ def measure(implementation: str, runs: int, seed: int = 11, profile_dir: Path | 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, nargs="*", default=[1, 10, 100, 500])
+    parser.add_argument("--runs", type=report.positive_int, nargs="*", default=[1, 10, 100, 500])
     parser.add_argument("--watchers", nargs="*", default=list(IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
-    parser.add_argument("--spread", type=float, nargs="*", default=[SPREAD_SECONDS], metavar="SECONDS",
+    parser.add_argument("--spread", type=report.positive_float, nargs="*", default=[SPREAD_SECONDS], metavar="SECONDS",
                         help="the failures of each configuration happen within this many seconds")
     parser.add_argument("--append", action="store_true", help="add the rows to the saved results")
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy samples of both processes over the decisions")

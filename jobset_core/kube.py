@@ -405,18 +405,10 @@ class KubernetesRuntime:
         """What a direct observation reads besides the object and its pods: the child Jobs, the events of the
         run's objects, Kueue's Workload."""
         jobs = self._child_jobs(handle) if handle.kind == "JobSet" else []
-        worth = self._pods_worth_events(handle, pods)
-        every_pod = [*pods, *self._kept_pod_names(handle)]
-        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *self._jobs_of(handle, pods, every_pod), *worth]
+        kept = self._kept_pod_names(handle)
+        worth = _pods_worth_events(pods, kept)
+        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
         return _Related(jobs, self._events_named(handle.namespace, names), self._kueue_workloads(main), str(ev.meta(main).get("resourceVersion") or ""))
-
-    def _pods_worth_events(self, handle: Handle, pods: Mapping[str, dict[str, Any]]) -> list[str]:
-        """The pods whose events can explain something (failed, kept, waiting), capped: a running pod's
-        events say nothing a diagnosis uses, and a namespace's worth of them costs what the namespace holds."""
-        failed = [name for name, pod in pods.items() if ev.pod_has_failed(pod)]
-        kept = [name for name in self._kept_pod_names(handle) if name not in pods]
-        waiting = [name for name, pod in pods.items() if _waiting(pod) and name not in failed]
-        return [*dict.fromkeys([*failed, *kept])][:EVENT_FAILED_PODS_MAX] + waiting[:EVENT_WAITING_PODS_MAX]
 
     def _jobs_of(self, handle: Handle, pods: Mapping[str, dict[str, Any]], pod_names: Sequence[str]) -> list[str]:
         """The Jobs of these pods, from their labels: a failed Job a restart deleted is no longer listed,
@@ -434,11 +426,16 @@ class KubernetesRuntime:
         them: by name), in the order a watch gives them."""
         seen: dict[str, dict[str, Any]] = {}
         for name in dict.fromkeys(names):
-            selector = f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}"
-            for item in self._sanitize(self.retry.call(self.core.list_namespaced_event, namespace, field_selector=selector).items):
-                item.setdefault("kind", "Event")
+            for item in self._list_events(namespace, f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}"):
                 seen[ev.name_of(item)] = item
         return _by_time(seen.values())
+
+    def _list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
+        """Events selected by the server (never the namespace's, filtered here)."""
+        items = self._sanitize(self.retry.call(self.core.list_namespaced_event, namespace, field_selector=field_selector).items)
+        for item in items:
+            item.setdefault("kind", "Event")
+        return items
 
     def _kueue_workloads(self, main: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Kueue's Workload for a queued JobSet/Job: its Evicted condition says why it was suspended."""
@@ -472,12 +469,8 @@ class KubernetesRuntime:
         return items
 
     def _events_of(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The events of one object, selected by the server (not the namespace's, filtered here)."""
-        selector = f"involvedObject.kind={obj.get('kind')},involvedObject.name={ev.name_of(obj)}"
-        items = self._sanitize(self.retry.call(self.core.list_namespaced_event, ev.meta(obj).get("namespace"), field_selector=selector).items)
-        for item in items:
-            item.setdefault("kind", "Event")
-        return items
+        """The events of one object, by kind and name."""
+        return self._list_events(ev.meta(obj).get("namespace"), f"involvedObject.kind={obj.get('kind')},involvedObject.name={ev.name_of(obj)}")
 
     def _kept_pod_names(self, handle: Handle) -> list[str]:
         with self._lock:
@@ -926,6 +919,15 @@ class _Tracker:
 
 def _by_time(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(events, key=lambda e: (str(e.get("lastTimestamp") or e.get("eventTime") or ""), ev.name_of(e)))
+
+
+def _pods_worth_events(pods: Mapping[str, dict[str, Any]], kept: Sequence[str]) -> list[str]:
+    """The pods whose events can explain something (failed, kept, waiting), capped: a running pod's
+    events say nothing a diagnosis uses, and a namespace's worth of them costs what the namespace holds."""
+    failed = [name for name, pod in pods.items() if ev.pod_has_failed(pod)]
+    gone = [name for name in kept if name not in pods]
+    waiting = [name for name, pod in pods.items() if _waiting(pod) and name not in failed]
+    return [*dict.fromkeys([*failed, *gone])][:EVENT_FAILED_PODS_MAX] + waiting[:EVENT_WAITING_PODS_MAX]
 
 
 def _waiting(pod: Mapping[str, Any]) -> bool:

@@ -22,15 +22,16 @@ from typing import Any, TypeVar
 IO_THREADS = 32
 T = TypeVar("T")
 
-_pools: dict[str, ThreadPoolExecutor] = {}
+_io_pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor:
+    global _io_pool
     with _lock:
-        if "io" not in _pools:
-            _pools["io"] = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="jobset-io")
-        return _pools["io"]
+        if _io_pool is None:
+            _io_pool = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="jobset-io")
+        return _io_pool
 
 
 async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

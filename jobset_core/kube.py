@@ -407,7 +407,7 @@ class KubernetesRuntime:
         jobs = self._child_jobs(handle) if handle.kind == "JobSet" else []
         kept = self._kept_pod_names(handle)
         worth = _pods_worth_events(pods, kept)
-        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
+        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *_child_job_names(main), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
         return _Related(jobs, self._events_named(handle.namespace, names), self._kueue_workloads(main), str(ev.meta(main).get("resourceVersion") or ""))
 
     def _jobs_of(self, handle: Handle, pods: Mapping[str, dict[str, Any]], pod_names: Sequence[str]) -> list[str]:
@@ -919,6 +919,17 @@ class _Tracker:
 
 def _by_time(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(events, key=lambda e: (str(e.get("lastTimestamp") or e.get("eventTime") or ""), ev.name_of(e)))
+
+
+def _child_job_names(main: Mapping[str, Any]) -> list[str]:
+    """A JobSet's child Jobs by the names its controller gives them, `<jobset>-<replicatedJob>-<index>`: a
+    restart deletes and recreates them, and a look in between lists none, though their events (which
+    failure the restart answered) are still there under those names."""
+    if main.get("kind") != "JobSet":
+        return []
+    name = ev.name_of(main)
+    rjobs = (main.get("spec") or {}).get("replicatedJobs") or []
+    return [f"{name}-{rj.get('name')}-{i}" for rj in rjobs for i in range(ev.count(rj.get("replicas")) or 1)]
 
 
 def _pods_worth_events(pods: Mapping[str, dict[str, Any]], kept: Sequence[str]) -> list[str]:

@@ -222,6 +222,15 @@ def test_kubectl_discovers_the_jobset_crd_and_the_kinds_served(served: ServerPro
         assert line in resources
     explained = served.kubectl("explain", "jobsets.spec.failurePolicy").stdout
     assert "maxRestarts" in explained
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {lr: '0.1', batch: '64'}\n"
+    created = subprocess.run([KUBECTL, "--kubeconfig", str(served.kubeconfig), "create", "-f", "-"], input=config_map,
+                             capture_output=True, text=True, timeout=30)
+    assert created.returncode == 0, created.stderr
+    listed = served.kubectl("get", "cm", "settings").stdout.splitlines()
+    assert listed[0].split() == ["NAME", "DATA", "AGE"] and listed[1].split()[:2] == ["settings", "2"]
+    # kubectl's imperative `create configmap` and `run` send protobuf, which this server does not speak: it says so
+    imperative = served.kubectl("create", "configmap", "other", "--from-literal", "a=b", check=False)
+    assert imperative.returncode == 1 and "accepted media types include: application/json" in imperative.stderr
 
 
 @needs_kubectl

@@ -97,7 +97,7 @@ class FakeCluster:
             write_log=self.server.append_log, notice=notice,
         )
         self._lock = threading.RLock()
-        self.fates = FateObjects(self)
+        self.fates = FateObjects(self.server, self.add_fault, self.remove_fault)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._names = names

@@ -18,6 +18,7 @@ Deleting the Fate withdraws the fault. State lives on the object, so nothing els
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jobset_core import constants as c
@@ -28,7 +29,7 @@ from jobset_core.errors import SpecError
 from jobset_core.testing import tables
 
 if TYPE_CHECKING:
-    from jobset_core.testing.cluster import FakeCluster
+    from jobset_core.testing.apiserver import LocalApiServer
     from jobset_core.testing.fates import PodRule
 
 Obj = dict[str, Any]
@@ -54,11 +55,11 @@ def fault_of(fate: Obj) -> Fault:
     return from_mapping((fate.get("spec") if isinstance(fate, dict) else None) or {}, "spec")
 
 
-def workloads_named(cluster: FakeCluster, namespace: str | None, pattern: str) -> list[Obj]:
+def workloads_named(server: LocalApiServer, namespace: str | None, pattern: str) -> list[Obj]:
     """The JobSets (and gang Jobs of ours, which no JobSet owns) in `namespace` whose name matches `pattern`."""
-    found = [js for js in cluster.server.list(c.JOBSET_API_VERSION, "JobSet", namespace, shared=True)
+    found = [js for js in server.list(c.JOBSET_API_VERSION, "JobSet", namespace, shared=True)
              if fnmatch.fnmatchcase(js["metadata"]["name"], pattern)]
-    found += [job for job in cluster.server.list(c.BATCH_API_VERSION, "Job", namespace, shared=True)
+    found += [job for job in server.list(c.BATCH_API_VERSION, "Job", namespace, shared=True)
               if fnmatch.fnmatchcase(job["metadata"]["name"], pattern)
               and c.JOBSET_NAME_LABEL not in (job["metadata"].get("labels") or {})]
     return found
@@ -71,12 +72,15 @@ def why_never(fault: Fault, workloads: list[Obj], where: str) -> SpecError | Non
 
 
 class FateObjects:
-    """Serves the Fate kind on a fake cluster and keeps its kubelet's rules in step with the objects."""
+    """Serves the Fate kind on a fake cluster's `server` and keeps its kubelet's rules in step with the
+    objects, through the cluster's `add_fault(fault, origin=, namespace=)` and `remove_fault(rule)`."""
 
-    def __init__(self, cluster: FakeCluster) -> None:
-        self.cluster = cluster
-        self.kind = cluster.server.register_kind(c.FATE_API_VERSION, c.FATE_KIND, c.FATE_PLURAL)
-        cluster.server.store.add_admission(self.kind, self._admit)
+    def __init__(self, server: LocalApiServer, add_fault: Callable[..., PodRule],
+                 remove_fault: Callable[[PodRule], None]) -> None:
+        self.server = server
+        self.add_fault, self.remove_fault = add_fault, remove_fault
+        self.kind = server.register_kind(c.FATE_API_VERSION, c.FATE_KIND, c.FATE_PLURAL)
+        server.store.add_admission(self.kind, self._admit)
         tables.register_columns(c.FATE_API_VERSION, c.FATE_KIND, FATE_COLUMNS)
         self._rules: dict[str, PodRule] = {}
         self._fired: dict[str, int] = {}
@@ -86,7 +90,7 @@ class FateObjects:
         try:
             fault = fault_of(fate)
             if fault.jobset is not None:
-                problem = why_never(fault, workloads_named(self.cluster, fate["metadata"].get("namespace"),
+                problem = why_never(fault, workloads_named(self.server, fate["metadata"].get("namespace"),
                                                            fault.jobset), "spec")
                 if problem is not None:
                     raise problem
@@ -96,15 +100,15 @@ class FateObjects:
 
     def sync(self) -> None:
         """Add the rules of new Fates, withdraw those of deleted ones, write how often each fired."""
-        fates = {f["metadata"]["uid"]: f for f in self.cluster.server.list(c.FATE_API_VERSION, c.FATE_KIND, None)}
+        fates = {f["metadata"]["uid"]: f for f in self.server.list(c.FATE_API_VERSION, c.FATE_KIND, None)}
         for uid in set(self._rules) - set(fates):
-            self.cluster.remove_fault(self._rules.pop(uid))
+            self.remove_fault(self._rules.pop(uid))
             self._fired.pop(uid, None)
         for uid, fate in fates.items():
             rule = self._rules.get(uid)
             if rule is None:
                 meta = fate["metadata"]
-                rule = self._rules[uid] = self.cluster.add_fault(
+                rule = self._rules[uid] = self.add_fault(
                     fault_of(fate), origin=f"Fate {meta['namespace']}/{meta['name']}", namespace=meta["namespace"])
             if self._fired.get(uid, 0) != rule.used:
                 self._write_fired(fate, rule.used)
@@ -112,7 +116,7 @@ class FateObjects:
 
     def _write_fired(self, fate: Obj, fired: int) -> None:
         try:
-            self.cluster.server.patch(c.FATE_API_VERSION, c.FATE_KIND, fate["metadata"]["name"],
+            self.server.patch(c.FATE_API_VERSION, c.FATE_KIND, fate["metadata"]["name"],
                                       fate["metadata"]["namespace"], {"status": {"fired": fired}},
                                       subresource="status")
         except ApiError as exc:  # deleted meanwhile: the next sync withdraws its rule

@@ -134,6 +134,8 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         self._table = wants_table(self.headers.get("Accept"))
         raw_body = self._read_body()
         try:
+            if raw_body and "protobuf" in (self.headers.get("Content-Type") or ""):
+                raise errors.unsupported_media_type(self.headers.get("Content-Type") or "", ["application/json"])
             segments = [s for s in self._path.split("/") if s]
             address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
             doc = discovery_document(ctx.registry, segments, address) if method == "GET" else None

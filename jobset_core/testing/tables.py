@@ -203,6 +203,20 @@ CONFIGMAP_COLUMNS: list[Column] = [
     ("Age", "string", 0, age),
 ]
 
+def _service_ports(svc: Obj, now: float) -> str:
+    ports = (svc.get("spec") or {}).get("ports") or []
+    return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+
+
+SERVICE_COLUMNS: list[Column] = [
+    ("Name", "string", 0, _name),
+    ("Type", "string", 0, lambda svc, now: (svc.get("spec") or {}).get("type") or "ClusterIP"),
+    ("Cluster-IP", "string", 0, lambda svc, now: (svc.get("spec") or {}).get("clusterIP") or "<none>"),
+    ("External-IP", "string", 0, lambda svc, now: "<none>"),
+    ("Port(s)", "string", 0, _service_ports),
+    ("Age", "string", 0, age),
+]
+
 NAMESPACE_COLUMNS: list[Column] = [
     ("Name", "string", 0, _name),
     ("Status", "string", 0, lambda ns, now: _status(ns).get("phase") or "Active"),
@@ -218,6 +232,7 @@ _BY_KIND: dict[tuple[str, str], list[Column]] = {
     ("v1", "Event"): EVENT_COLUMNS,
     ("v1", "ConfigMap"): CONFIGMAP_COLUMNS,
     ("v1", "Namespace"): NAMESPACE_COLUMNS,
+    ("v1", "Service"): SERVICE_COLUMNS,
 }
 
 

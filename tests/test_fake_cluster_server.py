@@ -282,6 +282,12 @@ def test_a_fate_that_can_never_fire_is_refused_naming_the_field(served: ServerPr
     assert "spec.replica" in no_pod.stderr and "workers-<0..1>-<0..0>" in no_pod.stderr
     late = served.fate("crash", "--replica", "workers-0-0", "--jobset", "shape", "--restart", "3", "--exit-code", "1")
     assert late.returncode == 2 and "spec.restart" in late.stderr and "at most 1" in late.stderr
+    policy = {"metadata": {"annotations": {c.POLICY_ANNOTATION: json.dumps({"retries": 2, "countInterruptions": True})}}}
+    custom(served).create_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", "default", "jobsets",
+        {**jobset_manifest("budgeted"), "metadata": {"name": "budgeted", **policy["metadata"]}})
+    beyond = served.fate("preempt", "--replica", "workers-0-0", "--jobset", "budgeted", "--attempt", "3")
+    assert beyond.returncode == 2 and "spec.attempt" in beyond.stderr and "at most 3 attempts" in beyond.stderr
     typo = served.fate("preemt", "--replica", "workers-0-0")
     assert typo.returncode == 2 and "did you mean 'preempt'" in typo.stderr and "Traceback" not in typo.stderr
     no_code = served.fate("crash", "--replica", "workers-0-0")

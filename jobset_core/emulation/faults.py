@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -388,14 +389,33 @@ def pod_names(main: Mapping[str, Any]) -> str:
     return ", ".join(shapes)
 
 
+def _last_attempt(main: Mapping[str, Any]) -> int | None:
+    """The last attempt a run submitted with our policy can reach (its retries, when every retry is counted);
+    None when not bounded that way (no policy of ours, or free interruptions that add attempts)."""
+    raw = ((main.get("metadata") or {}).get("annotations") or {}).get(c.POLICY_ANNOTATION)
+    try:
+        policy = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(policy, dict) or not policy.get("countInterruptions", True):
+        return None
+    retries = policy.get("retries")
+    return retries if isinstance(retries, int) and not isinstance(retries, bool) else None
+
+
 def never_fires(fault: Fault, main: Mapping[str, Any], where: str) -> SpecError | None:
-    """Why `fault` can never fire on this workload (no such pod; a restart the JobSet never reaches), or None."""
+    """Why `fault` can never fire on this workload (no such pod; an attempt the run never reaches; a restart the
+    JobSet never reaches), or None."""
     name = main["metadata"]["name"]
     if fault.jobset is not None and not fnmatch.fnmatchcase(name, fault.jobset):
         return None
     if not any(fault.targets(host) for host in pod_hostnames(main)):
         return SpecError(f"{where}.replica", f"{fault.replica!r} matches no pod of {main.get('kind')} {name!r}",
                          f"name a pod that exists: {pod_names(main)}")
+    last = _last_attempt(main)
+    if fault.attempt is not None and last is not None and fault.attempt > last:
+        return SpecError(f"{where}.attempt", f"the run of {name!r} has at most {last + 1} attempts (0..{last}): "
+                         f"attempt {fault.attempt} never happens", f"use an attempt between 0 and {last}")
     max_restarts = ((main.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts", 0)
     free = any(rule.get("action") == c.RESTART_JOBSET_IGNORE_MAX
                for rule in ((main.get("spec") or {}).get("failurePolicy") or {}).get("rules") or [])

@@ -80,7 +80,23 @@ def split_dump(data: Any, name: str | None = None) -> dict[str, Any]:
         raise ValueError(f"the file holds several JobSets ({names}); name one")
     if jobsets:
         out["jobset"] = jobsets[0]
-    return out
+    return _only_of(out, name) if name else out
+
+
+def _only_of(objects: dict[str, Any], name: str) -> dict[str, Any]:
+    """What belongs to the named JobSet (or Job): its Jobs and pods by the controllers' labels, the events of
+    those objects. A dump of a namespace holds other workloads, which must not be diagnosed or drawn."""
+    label = JOBSET_NAME_LABEL if objects.get("jobset") else JOB_NAME_LABEL
+
+    def mine(obj: dict[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        return meta.get("name") == name or (meta.get("labels") or {}).get(label) == name
+
+    jobs = [j for j in objects["jobs"] if mine(j)]
+    pods = [p for p in objects["pods"] if mine(p)]
+    owned = {name, *((j.get("metadata") or {}).get("name") for j in jobs), *((p.get("metadata") or {}).get("name") for p in pods)}
+    events = [e for e in objects["events"] if (e.get("involvedObject") or {}).get("name") in owned]
+    return {**objects, "jobs": jobs, "pods": pods, "events": events}
 
 
 def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, Any]:
@@ -152,8 +168,8 @@ def read_events(core: Any, retry: Any, namespace: str, objects: list[dict[str, A
 
 def render(d: Diagnosis) -> str:
     lines = [d.summary]
-    verdict = "retryable" if d.retryable else "not retryable"
-    lines.append(f"kind: {d.kind} ({verdict}){'' if d.failed else ', not failed'}")
+    if d.failed:  # a running or succeeded workload has no failure kind to report
+        lines.append(f"kind: {d.kind} ({'retryable' if d.retryable else 'not retryable'})")
     for label, value in (("pod", d.pod), ("container", d.container), ("exit code", d.exit_code), ("node", d.node)):
         if value is not None:
             lines.append(f"{label}: {value}")
@@ -223,7 +239,8 @@ def write_timeline(path: str, objects: dict[str, Any], diagnosis: Diagnosis) -> 
 
     main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None) or {}
     name = (main.get("metadata") or {}).get("name") or "workload"
-    attempt = AttemptTimeline(name, list(objects.get("pods") or []), diagnosis if diagnosis.failed else None)
+    state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(outcome(objects, diagnosis), "still running")
+    attempt = AttemptTimeline(name, list(objects.get("pods") or []), diagnosis if diagnosis.failed else None, state)
     page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary)
     try:
         Path(path).write_text(page)

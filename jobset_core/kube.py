@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import queue
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 DEFAULT_NAMESPACE = "default"
 EVIDENCE_FINALIZER = c.EVIDENCE_FINALIZER
 EVIDENCE_SUFFIX = "-evidence"
+WATCH_TIMEOUT_RANGE_SECONDS = (300, 600)  # client-go reflector: minWatchTimeout 5 min, times 1 + rand
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
 EVIDENCE_MAX_PODS = 64
 # Attempts this process created, remembered so their first watch skips reading an evidence ConfigMap that
@@ -95,7 +97,7 @@ class KubernetesRuntime:
         namespace: str | None = None,
         *,
         retry: ApiRetry | None = None,
-        watch_timeout_seconds: int = 30,
+        watch_timeout_seconds: int | None = None,
         tick_seconds: float = 1.0,
         evidence_finalizer: bool = False,
         cancel_timeout_seconds: float = 120.0,
@@ -110,6 +112,7 @@ class KubernetesRuntime:
         self.namespace = namespace
         self.retry = retry or ApiRetry()
         self.watch_timeout_seconds = watch_timeout_seconds
+        self._random = random.Random()
         self.tick_seconds = tick_seconds
         self.evidence_finalizer = evidence_finalizer
         self.cancel_timeout_seconds = cancel_timeout_seconds
@@ -125,6 +128,14 @@ class KubernetesRuntime:
         # Set in long-lived processes that poll (`observe`): the attempt stays subscribed to the shared
         # streams between polls, and is dropped after this long without one.
         self.kept = KeptStreams(self, keep_streams_seconds) if keep_streams_seconds is not None else None
+
+    def watch_timeout(self) -> int:
+        """How long the server keeps the next watch open: `watch_timeout_seconds`, or by default a random
+        5-10 minutes as client-go's reflector draws it, so an idle process renews each watch a few times an
+        hour and many processes do not renew theirs in step."""
+        if self.watch_timeout_seconds is not None:
+            return self.watch_timeout_seconds
+        return self._random.randint(*WATCH_TIMEOUT_RANGE_SECONDS)
 
     # ----- generic object access ----------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from flyte_jobset import jobset_task
 from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR, SUMMARY_ANNOTATION, TIMELINE_LINK_NAME
 from jobset_core import Coscheduling, Kueue, RetryPolicy, Volcano, make_run_key
 from jobset_core import constants as jc
+from jobset_core import testing as jobset_testing
 from jobset_core.testing import FakeCluster
 from tests.flyte_grpc_support import Attempt, ConnectorServer, Propeller, serialize
 from tests.test_cluster_edge import kubeconfig_text
@@ -106,9 +107,16 @@ def train_pod_template(steps: int) -> int:
 
 @pytest.fixture(scope="session")
 def offline_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeCluster, str]]:
-    """The offline cluster over HTTP, and a kubeconfig for it that a process of its own can use."""
+    """The offline cluster over HTTP, and a kubeconfig for it that a process of its own can use: the
+    `FakeClusterServer` of `jobset fake-cluster` where this version has it, else the fake cluster started here
+    with a kubeconfig written for it (the same server and controllers, the same real HTTP)."""
+    path = tmp_path_factory.mktemp("kube") / "config"
+    server_class = getattr(jobset_testing, "FakeClusterServer", None)
+    if server_class is not None:
+        with server_class(port=0, kubeconfig=str(path), namespaces=(NS,)) as server:
+            yield server.cluster, server.kubeconfig
+        return
     with FakeCluster((NS,), tick=0.03) as cluster:
-        path = tmp_path_factory.mktemp("kube") / "config"
         path.write_text(kubeconfig_text(cluster.server.url, "fake-cluster", NS))
         yield cluster, str(path)
 
@@ -369,6 +377,8 @@ def test_every_option_reaches_the_cluster_as_written(propeller: Propeller, clust
     attempts = propeller.execute(template, name)
 
     assert [a.phase_name for a in attempts] == ["SUCCEEDED"], attempts[-1].message
+    policy_line = attempts[0].custom_info["policy"]
+    assert policy_line == "retries=3 (Flyte task retries), interruptions free up to 10"  # not 3.0, 10.0
     (js,) = run_objects(cluster, name)
     workers = container(js, "workers")
     assert workers["resources"]["limits"]["nvidia.com/gpu"] == "8"

@@ -27,10 +27,8 @@ from flyte_jobset import jobset_task
 from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR, SUMMARY_ANNOTATION, TIMELINE_LINK_NAME
 from jobset_core import Coscheduling, Kueue, RetryPolicy, Volcano, make_run_key
 from jobset_core import constants as jc
-from jobset_core import testing as jobset_testing
-from jobset_core.testing import FakeCluster
+from jobset_core.testing import FakeCluster, FakeClusterServer
 from tests.flyte_grpc_support import Attempt, ConnectorServer, Propeller, serialize
-from tests.test_cluster_edge import kubeconfig_text
 
 NS = "flytesnacks-development"
 SPOT = "cloud.google.com/gke-spot"
@@ -107,18 +105,12 @@ def train_pod_template(steps: int) -> int:
 
 @pytest.fixture(scope="session")
 def offline_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeCluster, str]]:
-    """The offline cluster over HTTP, and a kubeconfig for it that a process of its own can use: the
-    `FakeClusterServer` of `jobset fake-cluster` where this version has it, else the fake cluster started here
-    with a kubeconfig written for it (the same server and controllers, the same real HTTP)."""
+    """The offline cluster served as `jobset fake-cluster` serves it, and the kubeconfig it wrote for it (what
+    the connector process uses); the tests script the pods' fates on its in-process cluster."""
     path = tmp_path_factory.mktemp("kube") / "config"
-    server_class = getattr(jobset_testing, "FakeClusterServer", None)
-    if server_class is not None:
-        with server_class(port=0, kubeconfig=str(path), namespaces=(NS,)) as server:
-            yield server.cluster, server.kubeconfig
-        return
-    with FakeCluster((NS,), tick=0.03) as cluster:
-        path.write_text(kubeconfig_text(cluster.server.url, "fake-cluster", NS))
-        yield cluster, str(path)
+    with FakeClusterServer(port=0, kubeconfig=str(path), namespaces=(NS,)) as server:
+        assert server.cluster is not None
+        yield server.cluster, server.kubeconfig
 
 
 @pytest.fixture(scope="session")

@@ -60,6 +60,19 @@ COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plug
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # volcano pkg/apis/scheduling
 
 # ----------------------------------------------------------------------------------------------------
+# Interruptible (spot/preemptible) capacity: node labels and taint keys of the common clouds (GKE Spot VMs,
+# preemptible VMs and provisioning requests; EKS managed node groups; Karpenter; AKS spot scale sets)
+
+SPOT_CAPACITY_KEYS = (
+    "cloud.google.com/gke-spot",
+    "cloud.google.com/gke-preemptible",
+    "cloud.google.com/gke-provisioning",
+    "eks.amazonaws.com/capacityType",
+    "karpenter.sh/capacity-type",
+    "kubernetes.azure.com/scalesetpriority",
+)
+
+# ----------------------------------------------------------------------------------------------------
 # Condition types
 
 CONDITION_FAILED = "Failed"
@@ -101,6 +114,7 @@ JOB_FAILURE_REASONS = frozenset(
 )
 # podFailurePolicy actions (kubernetes pkg/apis/batch/types.go)
 FAIL_JOB, FAIL_INDEX, IGNORE, COUNT = "FailJob", "FailIndex", "Ignore", "Count"
+POD_REPLACEMENT_FAILED = "Failed"  # Job spec.podReplacementPolicy (batch/types.go PodReplacementPolicy)
 
 # ----------------------------------------------------------------------------------------------------
 # JobSet controller (jobset pkg/constants/constants.go, pkg/controllers/failure_policy.go)

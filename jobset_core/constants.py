@@ -35,6 +35,9 @@ GROUP_REPLICAS_LABEL = JOBSET_PREFIX + "group-replicas"
 JOB_GROUP_INDEX_LABEL = JOBSET_PREFIX + "job-group-index"
 RESTART_ATTEMPT_LABEL = JOBSET_PREFIX + "restart-attempt"
 COORDINATOR_KEY = JOBSET_PREFIX + "coordinator"
+# dependsOn statuses (api/jobset/v1alpha2/jobset_types.go DependencyReady, DependencyComplete)
+DEPENDS_ON_READY, DEPENDS_ON_COMPLETE = "Ready", "Complete"
+DEPENDS_ON_STATUSES = (DEPENDS_ON_READY, DEPENDS_ON_COMPLETE)
 
 # ----------------------------------------------------------------------------------------------------
 # Job labels (kubernetes pkg/apis/batch/types.go)

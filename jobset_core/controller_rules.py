@@ -422,14 +422,14 @@ def replicated_job_may_start(
         p = progress.get(dep)
         if p is None or not p.created:
             return False
-        if status == c.CONDITION_COMPLETE:
+        if status == c.DEPENDS_ON_COMPLETE:
             return p.succeeded >= p.replicas
         return p.ready + p.succeeded >= p.replicas
 
     for dep in rjobs[position].get("dependsOn") or []:
-        if not reached(str(dep.get("name")), str(dep.get("status", "Ready"))):
+        if not reached(str(dep.get("name")), str(dep.get("status", c.DEPENDS_ON_READY))):
             return False
     order = ((jobset_spec.get("startupPolicy") or {}).get("startupPolicyOrder")) or "AnyOrder"
     if order == "InOrder":
-        return all(reached(str(rj.get("name")), "Ready") for rj in rjobs[:position])
+        return all(reached(str(rj.get("name")), c.DEPENDS_ON_READY) for rj in rjobs[:position])
     return True

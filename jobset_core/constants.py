@@ -10,13 +10,18 @@ from __future__ import annotations
 # ----------------------------------------------------------------------------------------------------
 # API groups and versions
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"  # kubernetes-sigs/jobset api/jobset/v1alpha2
-BATCH_API_VERSION = "batch/v1"
+JOBSET_API_GROUP = "jobset.x-k8s.io"  # kubernetes-sigs/jobset api/jobset/v1alpha2/groupversion_info.go
+JOBSET_API_VERSION = JOBSET_API_GROUP + "/v1alpha2"
+BATCH_API_GROUP = "batch"
+BATCH_API_VERSION = BATCH_API_GROUP + "/v1"
 CORE_API_VERSION = "v1"
 KUEUE_API_GROUP = "kueue.x-k8s.io"
-WORKLOAD_API_VERSIONS = ("scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1alpha1")  # 1.36, 1.35
-COSCHEDULING_API_VERSION = "scheduling.x-k8s.io/v1alpha1"  # kubernetes-sigs/scheduler-plugins
-VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
+SCHEDULING_API_GROUP = "scheduling.k8s.io"  # kubernetes pkg/apis/scheduling (Workload, PodGroup)
+WORKLOAD_API_VERSIONS = (SCHEDULING_API_GROUP + "/v1alpha2", SCHEDULING_API_GROUP + "/v1alpha1")  # 1.36, 1.35
+COSCHEDULING_API_GROUP = "scheduling.x-k8s.io"  # kubernetes-sigs/scheduler-plugins
+COSCHEDULING_API_VERSION = COSCHEDULING_API_GROUP + "/v1alpha1"
+VOLCANO_API_GROUP = "scheduling.volcano.sh"  # volcano pkg/apis/scheduling
+VOLCANO_API_VERSION = VOLCANO_API_GROUP + "/v1beta1"
 
 # ----------------------------------------------------------------------------------------------------
 # JobSet labels and annotations (jobset pkg/constants/constants.go, api/jobset/v1alpha2/jobset_types.go)
@@ -53,6 +58,8 @@ CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"  # kubernetes pkg/apis/batch/types.go
 FOREGROUND_DELETION_FINALIZER = "foregroundDeletion"  # apimachinery metav1.FinalizerDeleteDependents
+# The annotation on the bookmark that ends a watch's initial events (apimachinery metav1.InitialEventsAnnotationKey)
+INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
 
 # ----------------------------------------------------------------------------------------------------
 # Gang backends

@@ -150,6 +150,12 @@ JOBSET_MESSAGE_SUSPENDED = "jobset is suspended"
 JOBSET_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 
 # ----------------------------------------------------------------------------------------------------
+# Pod phases (kubernetes pkg/apis/core/types.go PodPhase)
+
+POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED = "Pending", "Running", "Succeeded", "Failed"
+POD_TERMINAL_PHASES = (POD_SUCCEEDED, POD_FAILED)
+
+# ----------------------------------------------------------------------------------------------------
 # Pods: DisruptionTarget reasons and pod status reasons (kubernetes pkg/apis/core/types.go, the
 # scheduler's preemption.go, tainteviction/taint_eviction.go, podgc/gc_controller.go,
 # registry/core/pod/storage/eviction.go, kubelet eviction and nodeshutdown managers)

@@ -122,6 +122,7 @@ JOB_FAILURE_REASONS = frozenset(
         JOB_REASON_FAILED_INDEXES,
     }
 )
+JOB_EVENT_COMPLETED, JOB_EVENT_COMPLETED_MESSAGE = "Completed", "Job completed"  # job_controller.go, on success
 # podFailurePolicy actions (kubernetes pkg/apis/batch/types.go)
 FAIL_JOB, FAIL_INDEX, IGNORE, COUNT = "FailJob", "FailIndex", "Ignore", "Count"
 POD_REPLACEMENT_FAILED = "Failed"  # Job spec.podReplacementPolicy (batch/types.go PodReplacementPolicy)
@@ -148,6 +149,8 @@ JOBSET_REASON_RESUMED = "ResumeJobs"  # jobset pkg/constants/constants.go JobSet
 JOBSET_MESSAGE_RESUMED = "jobset is resumed"
 JOBSET_MESSAGE_SUSPENDED = "jobset is suspended"
 JOBSET_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
+# status.terminalState (api/jobset/v1alpha2/jobset_types.go: the Completed or Failed condition's type)
+JOBSET_TERMINAL_COMPLETED, JOBSET_TERMINAL_FAILED = CONDITION_COMPLETED, CONDITION_FAILED
 
 # ----------------------------------------------------------------------------------------------------
 # Pod phases (kubernetes pkg/apis/core/types.go PodPhase)

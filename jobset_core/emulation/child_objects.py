@@ -192,5 +192,5 @@ def indexed_pod(job: Mapping[str, Any], index: int) -> Obj:
             "ownerReferences": [owner_ref(job)],
         },
         "spec": pod_spec,
-        "status": {"phase": "Pending"},
+        "status": {"phase": c.POD_PENDING},
     }

@@ -89,7 +89,7 @@ class _Sync:
             remove_finalizer(self.store, pod, TRACKING)
 
     def _count(self, pod: Obj) -> None:
-        if pod["status"]["phase"] == "Succeeded":
+        if pod["status"]["phase"] == c.POD_SUCCEEDED:
             self.succeeded.add(_index(pod))
         elif self.failure is not None:
             self.failed += 1  # torn down by the Job itself: counted, no policy
@@ -125,7 +125,7 @@ class _Sync:
         if not live:
             self.conditions = set_condition(self.conditions, c.CONDITION_COMPLETE, "True", *reached, probe=True)
             self.status["completionTime"] = now_seconds()
-            job_event(self.store, self.job, "Normal", "Completed", "Job completed")
+            job_event(self.store, self.job, "Normal", c.JOB_EVENT_COMPLETED, c.JOB_EVENT_COMPLETED_MESSAGE)
 
     def create_missing(self, live: list[Obj], active: list[Obj], completions: int) -> None:
         """manageJob: one pod per missing index; with podReplacementPolicy Failed a terminating pod still

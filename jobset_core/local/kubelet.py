@@ -156,7 +156,7 @@ class Node:
         """Write the final status; a failed pod's record is kept as evidence for after it is gone."""
         updated = write_status(self.store, record, status)
         pod.finished = True
-        if updated["status"].get("phase") == "Failed":
+        if updated["status"].get("phase") == c.POD_FAILED:
             pod.submission.evidence[pod.name] = copy.deepcopy(updated)
         return True
 

@@ -243,6 +243,40 @@ KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")  # Workload versions Kueue serves, n
 # `jobsets.jobset.x-k8s.io "a" is forbidden: User "system:serviceaccount:ns:sa" cannot create resource
 # "jobsets" in API group "jobset.x-k8s.io" in the namespace "default"`
 FORBIDDEN_MESSAGE_PATTERN = r'cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
+# Status reasons (apimachinery pkg/apis/meta/v1/types.go StatusReason*) and the HTTP codes they come with
+STATUS_BAD_REQUEST = "BadRequest"
+STATUS_UNAUTHORIZED = "Unauthorized"
+STATUS_FORBIDDEN = "Forbidden"
+STATUS_NOT_FOUND = "NotFound"
+STATUS_METHOD_NOT_ALLOWED = "MethodNotAllowed"
+STATUS_CONFLICT = "Conflict"
+STATUS_EXPIRED = "Expired"
+STATUS_UNSUPPORTED_MEDIA_TYPE = "UnsupportedMediaType"
+STATUS_INVALID = "Invalid"
+STATUS_TOO_MANY_REQUESTS = "TooManyRequests"
+STATUS_INTERNAL_ERROR = "InternalError"
+STATUS_SERVICE_UNAVAILABLE = "ServiceUnavailable"
+STATUS_TIMEOUT = "Timeout"
+STATUS_ALREADY_EXISTS = "AlreadyExists"
+STATUS_REASONS = {
+    400: STATUS_BAD_REQUEST,
+    401: STATUS_UNAUTHORIZED,
+    403: STATUS_FORBIDDEN,
+    404: STATUS_NOT_FOUND,
+    405: STATUS_METHOD_NOT_ALLOWED,
+    409: STATUS_CONFLICT,  # also STATUS_ALREADY_EXISTS, for a create whose name is taken
+    410: STATUS_EXPIRED,
+    415: STATUS_UNSUPPORTED_MEDIA_TYPE,
+    422: STATUS_INVALID,
+    429: STATUS_TOO_MANY_REQUESTS,
+    500: STATUS_INTERNAL_ERROR,
+    503: STATUS_SERVICE_UNAVAILABLE,
+    504: STATUS_TIMEOUT,
+}
+# Field-error causes of an Invalid status (apimachinery pkg/apis/meta/v1/types.go CauseType*)
+CAUSE_FIELD_VALUE_REQUIRED = "FieldValueRequired"
+CAUSE_FIELD_VALUE_INVALID = "FieldValueInvalid"
+CAUSE_FIELD_VALUE_FORBIDDEN = "FieldValueForbidden"
 # The official client logs every response body at DEBUG (kubernetes/client/rest.py): pod specs with their env.
 CLIENT_REST_LOGGER = "kubernetes.client.rest"
 CLIENT_RESPONSE_BODY_LOG = "response body"

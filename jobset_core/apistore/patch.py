@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobset_core import constants as c
+
 from .clone import clone
 from .errors import ApiError, bad_request, unsupported_media_type
 
@@ -33,7 +35,7 @@ _DELETE_PRIMITIVE_PREFIX = "$deleteFromPrimitiveList/"
 
 
 def _unprocessable(message: str) -> ApiError:
-    return ApiError(422, "Invalid", message)
+    return ApiError(422, c.STATUS_INVALID, message)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

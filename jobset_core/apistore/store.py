@@ -121,7 +121,7 @@ class Store:
         if not self.require_namespaces or not kind.namespaced or namespace in BUILTIN_NAMESPACES:
             return
         if ("", namespace) not in self._objects.get(NAMESPACES_KEY, {}):
-            raise errors.ApiError(404, "NotFound", f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"})
+            raise errors.ApiError(404, c.STATUS_NOT_FOUND, f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"})
 
     # ------------------------------------------------------------------ reads
 
@@ -242,7 +242,7 @@ class Store:
         name = name or body_name
         if not name:
             raise errors.invalid(
-                kind, "", "metadata.name", "FieldValueRequired", "Required value: name is required"
+                kind, "", "metadata.name", c.CAUSE_FIELD_VALUE_REQUIRED, "Required value: name is required"
             )
         with self._lock:
             current = self._require(kind, namespace, name)
@@ -264,7 +264,7 @@ class Store:
             # apply_patch works on a copy of its own: the stored object is never touched
             patched = apply_patch(current, patch, content_type, strategic_allowed=kind.strategic_merge)
             if not isinstance(patched, dict):
-                raise ApiError(422, "Invalid", "the patched document is not an object")
+                raise ApiError(422, c.STATUS_INVALID, "the patched document is not an object")
             meta = object_meta(patched)
             self._check_preconditions(kind, current, meta.get("uid"), meta.get("resourceVersion"))
             return clone(self._apply_update(kind, current, patched, subresource))
@@ -489,7 +489,7 @@ class Store:
                     kind,
                     old_meta["name"],
                     "metadata.finalizers",
-                    "FieldValueForbidden",
+                    c.CAUSE_FIELD_VALUE_FORBIDDEN,
                     f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added}",
                 )
         return result

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 JOBSET_API_GROUP = "jobset.x-k8s.io"  # kubernetes-sigs/jobset api/jobset/v1alpha2/groupversion_info.go
 JOBSET_API_VERSION = JOBSET_API_GROUP + "/v1alpha2"
+JOBSET_CRD = "jobsets." + JOBSET_API_GROUP  # config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
 BATCH_API_GROUP = "batch"
 BATCH_API_VERSION = BATCH_API_GROUP + "/v1"
 CORE_API_VERSION = "v1"
@@ -96,6 +97,8 @@ CONDITION_DISRUPTION_TARGET = "DisruptionTarget"  # kubernetes pkg/apis/core/typ
 CONDITION_POD_SCHEDULED = "PodScheduled"
 CONDITION_READY = "Ready"
 CONDITION_CONTAINERS_READY = "ContainersReady"
+CONDITION_INITIALIZED = "Initialized"
+CONDITION_POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"  # 1.29+
 WORKLOAD_EVICTED = "Evicted"  # kueue apis/kueue/v1beta1/workload_types.go
 KUEUE_REASON_DEACTIVATED = "Deactivated"  # workload_types.go WorkloadDeactivated: never admitted again
 WORKLOAD_PREEMPTED = "Preempted"
@@ -126,6 +129,10 @@ JOB_EVENT_COMPLETED, JOB_EVENT_COMPLETED_MESSAGE = "Completed", "Job completed" 
 # podFailurePolicy actions (kubernetes pkg/apis/batch/types.go)
 FAIL_JOB, FAIL_INDEX, IGNORE, COUNT = "FailJob", "FailIndex", "Ignore", "Count"
 POD_REPLACEMENT_FAILED = "Failed"  # Job spec.podReplacementPolicy (batch/types.go PodReplacementPolicy)
+POD_REPLACEMENT_TERMINATING_OR_FAILED = "TerminatingOrFailed"  # the default podReplacementPolicy
+# The Job controller's pod events (pkg/controller/controller_utils.go SuccessfulCreatePodReason, SuccessfulDeletePodReason)
+EVENT_SUCCESSFUL_CREATE, CREATED_POD_MESSAGE = "SuccessfulCreate", "Created pod: {name}"
+EVENT_SUCCESSFUL_DELETE, DELETED_POD_MESSAGE = "SuccessfulDelete", "Deleted pod: {name}"
 
 # ----------------------------------------------------------------------------------------------------
 # JobSet controller (jobset pkg/constants/constants.go, pkg/controllers/failure_policy.go)
@@ -178,6 +185,10 @@ POD_REASON_OUT_OF_PREFIX = "OutOf"  # OutOfcpu, OutOfmemory...: admission, pkg/k
 POD_REASON_UNSCHEDULABLE = "Unschedulable"  # pkg/apis/core/types.go PodReasonUnschedulable
 NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 NODE_SHUTDOWN_ADMISSION_MESSAGE = "Pod was rejected as the node is shutting down."
+# Ready/ContainersReady reasons (pkg/kubelet/status/generate.go)
+POD_REASON_CONTAINERS_NOT_READY = "ContainersNotReady"
+CONTAINERS_NOT_READY_MESSAGE = "containers with unready status: [{names}]"
+POD_REASON_COMPLETED, POD_REASON_FAILED = "PodCompleted", "PodFailed"
 
 # ----------------------------------------------------------------------------------------------------
 # Containers (kubelet pkg/kubelet/images/types.go, container/sync_result.go, kubelet_pods.go; CRI runtimes)
@@ -209,6 +220,10 @@ EVENT_TAINT_MANAGER_EVICTION = "TaintManagerEviction"  # tainteviction/taint_evi
 EVENT_EVICTED = "Evicted"  # kubelet eviction manager
 EVENT_NODE_NOT_READY = "NodeNotReady"  # node-controller, controller_utils.go MarkPodsNotReady
 EVENT_NODE_SHUTDOWN = "NodeShutdown"
+EVENT_SCHEDULED = "Scheduled"  # kube-scheduler schedule_one.go
+SCHEDULED_MESSAGE = "Successfully assigned {namespace}/{name} to {node}"
+EVENT_KILLING = "Killing"  # kubelet pkg/kubelet/events/event.go KillingContainer, kuberuntime_container.go
+KILLING_MESSAGE = "Stopping container {container}"
 EVENT_KUEUE_STOPPED = "Stopped"  # kueue pkg/controller/jobframework/reconciler.go
 FAILURE_POLICY_ACTION_SUFFIX = "FailurePolicyAction"  # jobset failure_policy.go event reasons
 INVOLVED_OBJECT_NAME_FIELD = "involvedObject.name"  # an Event field the API server selects on (core/v1 conversion)
@@ -273,6 +288,8 @@ STATUS_REASONS = {
     503: STATUS_SERVICE_UNAVAILABLE,
     504: STATUS_TIMEOUT,
 }
+# A 404 for a path no resource serves (apimachinery pkg/api/errors/errors.go NewGenericServerResponse)
+STATUS_MESSAGE_RESOURCE_NOT_FOUND = "the server could not find the requested resource"
 # Field-error causes of an Invalid status (apimachinery pkg/apis/meta/v1/types.go CauseType*)
 CAUSE_FIELD_VALUE_REQUIRED = "FieldValueRequired"
 CAUSE_FIELD_VALUE_INVALID = "FieldValueInvalid"

@@ -70,9 +70,7 @@ class UnreachableError(KubeApiError):
 
 # Where the identity came from, kept on the client's Configuration so that errors can name it.
 CONTEXT_ATTRIBUTE = "jobset_context"
-JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 JOBSET_CONTROLLER_VERSION = "v0.12"
-RESOURCE_NOT_FOUND_MESSAGE = "the server could not find the requested resource"
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 KUBECONFIG_ENV = "KUBECONFIG"
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -331,9 +329,9 @@ def explain_not_found(exc: ApiException, call: tuple[str, str, str], message: st
             404,
             c.STATUS_NOT_FOUND,
         )
-    if resource == "jobsets" and (not details or RESOURCE_NOT_FOUND_MESSAGE in message or "page not found" in message):
+    if resource == "jobsets" and (not details or c.STATUS_MESSAGE_RESOURCE_NOT_FOUND in message or "page not found" in message):
         return KubeApiError(
-            f"the JobSet CRD {JOBSET_CRD} is not installed; install the JobSet controller "
+            f"the JobSet CRD {c.JOBSET_CRD} is not installed; install the JobSet controller "
             f"{JOBSET_CONTROLLER_VERSION} or later (https://jobset.sigs.k8s.io/docs/installation/)",
             404,
             c.STATUS_NOT_FOUND,

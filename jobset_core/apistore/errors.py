@@ -106,7 +106,7 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
 
 def route_not_found() -> ApiError:
     """404 for paths that name no served resource."""
-    return ApiError(404, c.STATUS_NOT_FOUND, "the server could not find the requested resource")
+    return ApiError(404, c.STATUS_NOT_FOUND, c.STATUS_MESSAGE_RESOURCE_NOT_FOUND)
 
 
 def method_not_allowed(method: str) -> ApiError:

@@ -94,7 +94,7 @@ class ObjectStore:
             raise ApiError(
                 404,
                 c.STATUS_NOT_FOUND,
-                f'the server could not find the requested resource (kind "{kind}" in "{api_version}")',
+                f'{c.STATUS_MESSAGE_RESOURCE_NOT_FOUND} (kind "{kind}" in "{api_version}")',
             )
         return resource
 

@@ -109,7 +109,8 @@ class _Sync:
     def delete_active(self, active: list[Obj]) -> None:
         for pod in active:
             delete_object(self.store, pod)
-            job_event(self.store, self.job, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
+            job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_DELETE,
+                      c.DELETED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
 
     def finish_failed(self, live: list[Obj], active: list[Obj]) -> None:
         self.delete_active(active)
@@ -130,8 +131,8 @@ class _Sync:
     def create_missing(self, live: list[Obj], active: list[Obj], completions: int) -> None:
         """manageJob: one pod per missing index; with podReplacementPolicy Failed a terminating pod still
         holds its index until it has fully failed."""
-        policy = self.spec.get("podReplacementPolicy", "TerminatingOrFailed")
-        holding = {_index(p) for p in (active if policy == "TerminatingOrFailed" else live)}
+        policy = self.spec.get("podReplacementPolicy", c.POD_REPLACEMENT_TERMINATING_OR_FAILED)
+        holding = {_index(p) for p in (active if policy == c.POD_REPLACEMENT_TERMINATING_OR_FAILED else live)}
         slots = int(self.spec.get("parallelism") or 1) - len(active)
         for index in range(completions):
             if slots <= 0:
@@ -139,7 +140,8 @@ class _Sync:
             if index in self.succeeded or index in holding:
                 continue
             pod = self.store.create(child_objects.indexed_pod(self.job, index))
-            job_event(self.store, self.job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+            job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_CREATE,
+                      c.CREATED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
             live.append(pod)
             active.append(pod)
             slots -= 1

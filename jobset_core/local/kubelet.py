@@ -196,7 +196,8 @@ class Node:
             return True
         record = patch_object(self.store, record, {"spec": {"nodeName": self.name}})
         ns = pod.namespace
-        record_event(self.store, record, "Normal", "Scheduled", f"Successfully assigned {ns}/{pod.name} to {self.name}",
+        record_event(self.store, record, "Normal", c.EVENT_SCHEDULED,
+                     c.SCHEDULED_MESSAGE.format(namespace=ns, name=pod.name, node=self.name),
                      component=SCHEDULER, action="Binding", instance=f"{SCHEDULER}-local")
         env = container_environment(record, self.runtime_env(pod), os.environ, LOCAL_OVERRIDES, self._skipped(pod))
         argv = container_argv(record, env)
@@ -297,7 +298,7 @@ class Node:
             return
         assert pod.process is not None
         container = ((record.get("spec") or {}).get("containers") or [{}])[0].get("name", "main")
-        record_event(self.store, record, "Normal", "Killing", f"Stopping container {container}",
+        record_event(self.store, record, "Normal", c.EVENT_KILLING, c.KILLING_MESSAGE.format(container=container),
                      component=KUBELET, host=self.name)
         pod.process.signal(signal.SIGTERM)
         pod.kill_at = time.monotonic() + self.grace_seconds

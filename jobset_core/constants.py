@@ -208,6 +208,8 @@ REASON_CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 REASON_CREATE_CONTAINER_ERROR = "CreateContainerError"
 REASON_RUN_CONTAINER_ERROR = "RunContainerError"
 REASON_CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
+# terminationMessagePolicy: the log tail becomes the message when none was written (core/types.go)
+TERMINATION_MESSAGE_FALLBACK_TO_LOGS = "FallbackToLogsOnError"
 SIDECAR_RESTART_POLICY = "Always"  # an init container with restartPolicy Always is a sidecar (1.29+)
 SIGTERM_EXIT_CODE = 143
 SIGKILL_EXIT_CODE = 137

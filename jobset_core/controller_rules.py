@@ -14,24 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core.constants import (  # noqa: F401  (re-exported: the emulation and the test driver read them here)
-    COUNT,
+from jobset_core.constants import (
     FAIL_INDEX,
     FAIL_JOB,
     FAIL_JOBSET,
     IGNORE,
     JOB_MESSAGE_BACKOFF_LIMIT,
-    JOB_MESSAGE_COMPLETIONS_REACHED,
     JOB_MESSAGE_FAILED_INDEXES,
     JOB_REASON_BACKOFF_LIMIT,
-    JOB_REASON_COMPLETIONS_REACHED,
     JOB_REASON_FAILED_INDEXES,
     JOB_REASON_POD_FAILURE_POLICY,
-    JOBSET_MESSAGE_COMPLETED,
     JOBSET_MESSAGE_FAILED,
     JOBSET_MESSAGE_FAILED_JOBS,
     JOBSET_MESSAGE_MAX_RESTARTS,
-    JOBSET_REASON_COMPLETED,
     JOBSET_REASON_DEFAULT_POLICY,
     JOBSET_REASON_FAIL_ACTION,
     JOBSET_REASON_FAILED,

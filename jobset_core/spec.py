@@ -310,7 +310,7 @@ class ReplicatedJob:
         container["env"] = _merge_env(_merge_env(downward, container.get("env", [])), _env_list("env", self.env))
         # The kubelet then keeps the tail of a failing container's log in its terminated state, so the
         # diagnosis can quote the error even after a restart has deleted the pod and its logs.
-        container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
+        container.setdefault("terminationMessagePolicy", c.TERMINATION_MESSAGE_FALLBACK_TO_LOGS)
         resources = _resources("resources", self.resources)
         if resources:
             merged = container.setdefault("resources", {})

@@ -119,7 +119,7 @@ class _Sync:
             self.conditions = set_condition(self.conditions, c.CONDITION_FAILED, "True", *self.failure, probe=True)
 
     def finish_complete(self, live: list[Obj], active: list[Obj]) -> None:
-        reached = (rules.JOB_REASON_COMPLETIONS_REACHED, rules.JOB_MESSAGE_COMPLETIONS_REACHED)
+        reached = (c.JOB_REASON_COMPLETIONS_REACHED, c.JOB_MESSAGE_COMPLETIONS_REACHED)
         self.conditions = set_condition(self.conditions, c.CONDITION_SUCCESS_CRITERIA_MET, "True", *reached, probe=True)
         for pod in active:
             delete_object(self.store, pod)

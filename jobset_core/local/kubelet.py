@@ -313,5 +313,5 @@ def start_error_text(exc: OSError) -> str:
 def _falls_back_to_logs(record: Mapping[str, Any]) -> bool:
     """Whether the kubelet would put the log tail into a failed container's terminated message."""
     containers = (record.get("spec") or {}).get("containers") or [{}]
-    return containers[0].get("terminationMessagePolicy") == "FallbackToLogsOnError"
+    return containers[0].get("terminationMessagePolicy") == c.TERMINATION_MESSAGE_FALLBACK_TO_LOGS
 

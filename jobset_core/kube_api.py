@@ -280,7 +280,7 @@ def describe_call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[str, 
         return verb, kwargs.get("plural", "?"), kwargs.get("group", "?")
     resource = name.replace("_namespaced_", "_").split("_", 1)[-1].replace("_status", "")
     plural = resource if resource.endswith("s") else resource + "s"
-    group = "batch" if plural == "jobs" else ""
+    group = c.BATCH_API_GROUP if plural == "jobs" else ""
     return verb, plural, group
 
 

@@ -26,7 +26,7 @@ from jobset_core.diagnosis.model import Grace
 from jobset_core.errors import SpecError
 from jobset_core.kinds import RETRYABLE_BY_DEFAULT, FailureKind, is_retryable
 from jobset_core.ledger import Ledger
-from jobset_core.policy_contract import MAX_EXIT_CODE_VALUES, SIGTERM_EXIT_CODE
+from jobset_core.policy_contract import MAX_EXIT_CODE_VALUES
 from jobset_core.validation import INT32_MAX
 
 log = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ def _exit_codes(values: Iterable[Any]) -> tuple[int, ...]:
     for code in values:
         if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
             raise SpecError("retry.retryable_exit_codes", f"{code!r} is not an exit code", "exit codes are integers 1..255")
-        if code != SIGTERM_EXIT_CODE and code not in codes:
+        if code != c.SIGTERM_EXIT_CODE and code not in codes:
             codes.append(code)
     if len(codes) + 1 > MAX_EXIT_CODE_VALUES:
         raise SpecError(

@@ -41,6 +41,7 @@ GROUP_REPLICAS_LABEL = JOBSET_PREFIX + "group-replicas"
 JOB_GROUP_INDEX_LABEL = JOBSET_PREFIX + "job-group-index"
 RESTART_ATTEMPT_LABEL = JOBSET_PREFIX + "restart-attempt"
 COORDINATOR_KEY = JOBSET_PREFIX + "coordinator"
+POD_PRIORITY_LABEL = JOBSET_PREFIX + "priority"  # set on pods by the JobSet pod webhook (jobset pkg/webhooks)
 # dependsOn statuses (api/jobset/v1alpha2/jobset_types.go DependencyReady, DependencyComplete)
 DEPENDS_ON_READY, DEPENDS_ON_COMPLETE = "Ready", "Complete"
 DEPENDS_ON_STATUSES = (DEPENDS_ON_READY, DEPENDS_ON_COMPLETE)

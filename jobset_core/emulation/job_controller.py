@@ -41,15 +41,13 @@ from jobset_core.emulation.store import (
     write_status,
 )
 
-TRACKING = c.JOB_TRACKING_FINALIZER
-
 
 def _index(pod: Mapping[str, Any]) -> int:
     return int(labels(pod).get(c.JOB_COMPLETION_INDEX_KEY, "0"))
 
 
 def _tracked(pod: Mapping[str, Any]) -> bool:
-    return TRACKING in (meta(pod).get("finalizers") or [])
+    return c.JOB_TRACKING_FINALIZER in (meta(pod).get("finalizers") or [])
 
 
 def _past_deadline(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -86,7 +84,7 @@ class _Sync:
             if not done:
                 self._count(pod)
                 self.changed = True
-            remove_finalizer(self.store, pod, TRACKING)
+            remove_finalizer(self.store, pod, c.JOB_TRACKING_FINALIZER)
 
     def _count(self, pod: Obj) -> None:
         if pod["status"]["phase"] == c.POD_SUCCEEDED:
@@ -218,4 +216,4 @@ def reconcile_jobs(store: ClusterStore, namespace: str | None) -> None:
     for pod in pods:
         owners = [r for r in meta(pod).get("ownerReferences") or [] if r.get("kind") == "Job"]
         if _tracked(pod) and not any(r.get("uid") in uids for r in owners):
-            remove_finalizer(store, pod, TRACKING)
+            remove_finalizer(store, pod, c.JOB_TRACKING_FINALIZER)

@@ -36,11 +36,10 @@ from jobset_core.local.state import LocalPod, LocalSubmission
 
 Obj = dict[str, Any]
 LOCAL_IP = "127.0.0.1"
-NODE_SHUTDOWN_MESSAGE = c.NODE_SHUTDOWN_MESSAGE
 DISRUPTION_MESSAGES = {
     c.DISRUPTION_PREEMPTION: "default-scheduler: preempting to accommodate a higher priority pod",
     c.DISRUPTION_EVICTION_API: "Eviction API: evicting",
-    c.DISRUPTION_KUBELET: NODE_SHUTDOWN_MESSAGE,
+    c.DISRUPTION_KUBELET: c.NODE_SHUTDOWN_MESSAGE,
 }
 UNSCHEDULABLE_MESSAGE = "0/1 nodes are available: 1 Too many pods (the local runtime's max_processes is reached)."
 # A pod's env may name the coordinator by its cluster DNS name; only 127.0.0.1 reaches it here.
@@ -278,7 +277,7 @@ class Node:
         assert reason is not None
         status = pod_status.disrupted(record, reason, DISRUPTION_MESSAGES[reason])
         if isinstance(fault, NodeShutdown):
-            status.update(reason=c.POD_REASON_TERMINATED, message=NODE_SHUTDOWN_MESSAGE)
+            status.update(reason=c.POD_REASON_TERMINATED, message=c.NODE_SHUTDOWN_MESSAGE)
         record = write_status(self.store, record, status)
         if isinstance(fault, Preempt):
             record_event(self.store, record, "Normal", c.EVENT_PREEMPTED,

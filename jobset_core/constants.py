@@ -196,6 +196,8 @@ OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
 CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
+EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
+EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
 # The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
 FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
 EVIDENCE_FINALIZER = c.EVIDENCE_FINALIZER
-EVIDENCE_SUFFIX = "-evidence"
+EVIDENCE_SUFFIX = c.EVIDENCE_CONFIGMAP_SUFFIX
 WATCH_TIMEOUT_RANGE_SECONDS = (300, 600)  # client-go reflector: minWatchTimeout 5 min, times 1 + rand
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
 EVIDENCE_MAX_PODS = 64
@@ -102,6 +102,7 @@ class KubernetesRuntime:
         evidence_finalizer: bool = False,
         cancel_timeout_seconds: float = 120.0,
         keep_streams_seconds: float | None = None,
+        read_only: bool = False,
     ) -> None:
         if api_client is None:
             api_client = default_api_client()
@@ -116,6 +117,8 @@ class KubernetesRuntime:
         self.tick_seconds = tick_seconds
         self.evidence_finalizer = evidence_finalizer
         self.cancel_timeout_seconds = cancel_timeout_seconds
+        # A reader (`jobset explain`) observes as a run does, evidence ConfigMap included, but never writes one.
+        self.read_only = read_only
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self._evidence: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -158,6 +161,10 @@ class KubernetesRuntime:
             if exc.status != 404:
                 raise
             raise explain_api_error(exc, ("create", PLURALS[kind], group)) from None
+
+    def read(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """One object (a JobSet, Job, Pod, Service or ConfigMap) by name, or None when it does not exist."""
+        return self._get(api_version, kind, name, namespace or self.namespace or "default")
 
     def _get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         try:
@@ -418,7 +425,7 @@ class KubernetesRuntime:
         jobs = self._child_jobs(handle) if handle.kind == "JobSet" else []
         kept = self._kept_pod_names(handle)
         worth = _pods_worth_events(pods, kept)
-        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *_child_job_names(main), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
+        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *ev.child_job_names(main), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
         return _Related(jobs, self._events_named(handle.namespace, names), self._kueue_workloads(main), str(ev.meta(main).get("resourceVersion") or ""))
 
     def _jobs_of(self, handle: Handle, pods: Mapping[str, dict[str, Any]], pod_names: Sequence[str]) -> list[str]:
@@ -505,7 +512,7 @@ class KubernetesRuntime:
                 raise
         self._load_evidence(handle)
         pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
-        if [pod for pod in pods if self._on_pod(handle, pod)]:
+        if [pod for pod in pods if self._on_pod(handle, pod)] and not self.read_only:
             self._store_evidence(handle, main)
         observation = self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
         self._forget(handle)
@@ -627,7 +634,7 @@ class KubernetesRuntime:
         key = (handle.namespace, name)
         if key in self._evidence_stored:  # it exists: one patch, not a read of the owner, a 409 and a patch
             try:
-                self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": {"pods.json": data}})
+                self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": {c.EVIDENCE_PODS_KEY: data}})
                 return
             except ApiException as exc:
                 if exc.status != 404:
@@ -646,7 +653,7 @@ class KubernetesRuntime:
                 "labels": {RUN_KEY_LABEL: handle.run_key},
                 "ownerReferences": [ev.owner_reference({**main, "apiVersion": f"{group}/{version}", "kind": handle.kind})],
             },
-            "data": {"pods.json": data},
+            "data": {c.EVIDENCE_PODS_KEY: data},
         }
         try:
             self.retry.call(self.core.create_namespaced_config_map, handle.namespace, body)
@@ -680,10 +687,7 @@ class KubernetesRuntime:
         if not stored:
             return
         self._evidence_stored.add((handle.namespace, handle.name + EVIDENCE_SUFFIX))
-        try:
-            pods = json.loads((stored.get("data") or {}).get("pods.json") or "[]")
-        except ValueError:
-            return
+        pods = ev.kept_pods(stored)
         with self._lock:
             kept = self._evidence.setdefault((handle.namespace, handle.name), {})
             for pod in pods:
@@ -930,17 +934,6 @@ class _Tracker:
 
 def _by_time(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(events, key=lambda e: (str(e.get("lastTimestamp") or e.get("eventTime") or ""), ev.name_of(e)))
-
-
-def _child_job_names(main: Mapping[str, Any]) -> list[str]:
-    """A JobSet's child Jobs by the names its controller gives them, `<jobset>-<replicatedJob>-<index>`: a
-    restart deletes and recreates them, and a look in between lists none, though their events (which
-    failure the restart answered) are still there under those names."""
-    if main.get("kind") != "JobSet":
-        return []
-    name = ev.name_of(main)
-    rjobs = (main.get("spec") or {}).get("replicatedJobs") or []
-    return [f"{name}-{rj.get('name')}-{i}" for rj in rjobs for i in range(ev.count(rj.get("replicas")) or 1)]
 
 
 def _pods_worth_events(pods: Mapping[str, dict[str, Any]], kept: Sequence[str]) -> list[str]:

@@ -41,14 +41,13 @@ from flyte_jobset import constants as c
 from flyte_jobset import local_run
 from flyte_jobset.custom import plain_numbers, read_custom
 from jobset_core import (
+    AppReport,
     Coordinator,
     Diagnosis,
-    FailureKind,
     Handle,
     JobSetRun,
     JobSetSpec,
     ReplicatedJob,
-    RetryPolicy,
     RunEvent,
     RunResult,
     SpecError,
@@ -315,6 +314,10 @@ class UserError:
         lines = [ln.strip() for ln in self.message.strip().splitlines() if ln.strip()]
         return (lines[-1] if lines else self.code)[:300]
 
+    def report(self) -> AppReport:
+        """The core's input for the step that decides the attempt."""
+        return AppReport(self.worker, self.line, self.code, self.recoverable, source="flytekit error file")
+
 
 def read_user_errors(output_prefix: str) -> list[UserError]:
     """Every replica's `error-<uuid>.pb` under the output prefix (the leader's at the prefix, the others' in
@@ -343,33 +346,6 @@ def read_user_errors(output_prefix: str) -> list[UserError]:
             )
         )
     return sorted(found, key=lambda e: e.timestamp)
-
-
-def with_user_error(result: RunResult, policy: RetryPolicy, errors: Sequence[UserError]) -> RunResult:
-    """An application error becomes the user's exception: quoted, and retryable when it is recoverable.
-
-    The cluster only saw exit 1 (FLYTE_FAIL_ON_ERROR), which is never retryable; flytekit's error file says
-    whether the user raised `FlyteRecoverableException`. The decision stays the core's: the same policy with
-    that exit code made retryable, over the same ledger, so the budget is spent and checked the one way.
-    """
-    d = result.diagnosis
-    if d is None or d.kind is not FailureKind.APPLICATION_ERROR or not errors:
-        return result
-    named = [e for e in errors if d.pod and (e.worker == d.pod or e.worker.startswith(f"{d.pod}-"))]
-    error = (named or errors)[0]
-    kind = "recoverable" if error.recoverable else "non-recoverable"
-    # The log tail the kubelet kept ends with flytekit's framing lines: quote the exception itself instead.
-    summary = _EXCERPT.sub(lambda m: f"{m.group(1)}: {error.line}", d.summary, count=1)
-    if error.line not in summary:
-        summary = f"{summary}; {error.line}"
-    summary = f"{summary} ({kind} user exception)"
-    evidence = [*d.evidence, f"flytekit error file of {error.worker or 'a replica'}: {error.code} ({kind})"]
-    diagnosis = replace(d, summary=summary, retryable=error.recoverable, evidence=evidence)
-    decision = result.decision
-    if error.recoverable and d.exit_code is not None:
-        retrying = replace(policy, retryable_exit_codes=(*policy.retryable_exit_codes, d.exit_code))
-        decision = retrying.decide(diagnosis, result.ledger)
-    return replace(result, diagnosis=diagnosis, decision=decision)
 
 
 # ----- the connector --------------------------------------------------------------------------------------------
@@ -485,9 +461,9 @@ class JobSetConnector(AsyncConnectorBase):
         runtime = self.runtime(meta.runtime, meta.local_faults)
         handle = current_handle(meta, runtime)
         run = JobSetRun.resume(handle, runtime, engine_attempt=meta.engine_attempt)
-        result = run.step()
+        # flytekit's error files say whether the user's exception is recoverable: an input of the decision
+        result = run.step(reports=lambda: [e.report() for e in read_user_errors(meta.output_prefix)])
         if result.done and not result.succeeded and not result.cancelled:
-            result = with_user_error(result, run.policy, read_user_errors(meta.output_prefix))
             self._note_summary(runtime, result)
         message = result.message
         if is_free_retry(result) and meta.template:

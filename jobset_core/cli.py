@@ -34,8 +34,8 @@ from jobset_core.constants import (
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
 )
+from jobset_core.diagnosis import Diagnosis, diagnose
 from jobset_core.evidence import child_job_names, job_names_of_pods, kept_pods, name_of
-from jobset_core.failures import Diagnosis, diagnose
 from jobset_core.lifecycle import diagnose_observation
 from jobset_core.runtime import Observation
 from jobset_core.testing.command import add_parser as add_fake_cluster_parser

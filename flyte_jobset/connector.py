@@ -211,32 +211,53 @@ def _name_of(template: TaskTemplate) -> str:
     return name if name[0].isalpha() else f"t-{name}"
 
 
+def _run_identity(template: TaskTemplate, metadata: TaskExecutionMetadata | None) -> tuple[str, int, str, str | None]:
+    """(run key, Flyte attempt, default runtime, default namespace): propeller's task execution id on a
+    cluster; on this machine, the local loop's run and attempt."""
+    if metadata is not None and metadata.task_execution_id is not None:
+        tid = metadata.task_execution_id
+        execution = tid.node_execution_id.execution_id
+        run_key = make_run_key(execution.project, execution.domain, execution.name, tid.node_execution_id.node_id)
+        return run_key, int(tid.retry_attempt or 0), c.RUNTIME_KUBERNETES, metadata.namespace
+    local = local_run.CURRENT.get()
+    run_key = make_run_key(local.run_id if local else uuid.uuid4().hex[:10], template.id.name)
+    return run_key, local.attempt if local else 0, c.RUNTIME_LOCAL, None
+
+
 def _base_template(template: TaskTemplate, output_prefix: str) -> tuple[dict[str, Any], str, list[str]]:
     """The pod template every replica starts from, its main container's name, and the rendered argv."""
     if template.k8s_pod is not None:
-        pod_spec = plain_numbers(copy.deepcopy(template.k8s_pod.pod_spec or {}))  # a Struct: numbers are doubles
-        name = (template.config or {}).get(c.PRIMARY_CONTAINER_KEY) or "primary"
-        metadata = template.k8s_pod.metadata
-        meta = {"labels": dict(metadata.labels or {}), "annotations": dict(metadata.annotations or {})} if metadata else {}
-        meta = {k: v for k, v in meta.items() if v}
-        pod = {"metadata": meta, "spec": pod_spec}
-        container = next((ct for ct in pod_spec.get("containers", []) if ct.get("name") == name), None)
-        if container is None:
-            raise SpecError("k8s_pod", f"has no container named {name!r}", "name the primary container in the PodTemplate")
+        pod, name, container = _from_pod_template(template)
     elif template.container is not None:
-        tc = template.container
-        name = "main"
-        container = {"name": name, "image": tc.image, "args": list(tc.args or []), "command": list(tc.command or [])}
-        if tc.env:
-            container["env"] = [{"name": k, "value": v} for k, v in tc.env.items()]
-        resources = _resources(tc.resources)
-        if resources:
-            container["resources"] = resources
-        pod = {"metadata": {}, "spec": {"containers": [container]}}
+        pod, name, container = _from_container(template.container)
     else:
         raise SpecError("task_template", "has neither a container nor a k8s_pod", "serialize the task with flytekit")
     argv = render_args([*(container.pop("command", None) or []), *(container.pop("args", None) or [])], output_prefix)
     return pod, name, argv
+
+
+def _from_pod_template(template: TaskTemplate) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """A task with a PodTemplate: its pod spec (a Struct: numbers come as doubles) and its primary container."""
+    pod_spec = plain_numbers(copy.deepcopy(template.k8s_pod.pod_spec or {}))
+    name = (template.config or {}).get(c.PRIMARY_CONTAINER_KEY) or "primary"
+    metadata = template.k8s_pod.metadata
+    meta = {"labels": dict(metadata.labels or {}), "annotations": dict(metadata.annotations or {})} if metadata else {}
+    pod = {"metadata": {k: v for k, v in meta.items() if v}, "spec": pod_spec}
+    container = next((ct for ct in pod_spec.get("containers", []) if ct.get("name") == name), None)
+    if container is None:
+        raise SpecError("k8s_pod", f"has no container named {name!r}", "name the primary container in the PodTemplate")
+    return pod, name, container
+
+
+def _from_container(tc: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """A task with a plain container: image, command, env and resources as flytekit serialized them."""
+    container: dict[str, Any] = {"name": "main", "image": tc.image, "args": list(tc.args or []), "command": list(tc.command or [])}
+    if tc.env:
+        container["env"] = [{"name": k, "value": v} for k, v in tc.env.items()]
+    resources = _resources(tc.resources)
+    if resources:
+        container["resources"] = resources
+    return {"metadata": {}, "spec": {"containers": [container]}}, "main", container
 
 
 def spec_from_template(
@@ -396,17 +417,7 @@ class JobSetConnector(AsyncConnectorBase):
         metadata: TaskExecutionMetadata | None,
     ) -> JobSetMeta:
         custom = read_custom(template.custom)
-        local = local_run.CURRENT.get()
-        if metadata is not None and metadata.task_execution_id is not None:
-            tid = metadata.task_execution_id
-            execution = tid.node_execution_id.execution_id
-            run_key = make_run_key(execution.project, execution.domain, execution.name, tid.node_execution_id.node_id)
-            attempt = int(tid.retry_attempt or 0)
-            default_runtime, default_namespace = c.RUNTIME_KUBERNETES, metadata.namespace
-        else:  # a local run: the task's local loop says which attempt this is
-            run_key = make_run_key(local.run_id if local else uuid.uuid4().hex[:10], template.id.name)
-            attempt = local.attempt if local else 0
-            default_runtime, default_namespace = c.RUNTIME_LOCAL, None
+        run_key, attempt, default_runtime, default_namespace = _run_identity(template, metadata)
         runtime_name = custom.runtime or os.environ.get(c.RUNTIME_ENV) or default_runtime
         namespace = custom.namespace or default_namespace or "default"
         interruptible = bool(template.metadata and template.metadata.interruptible)

@@ -27,6 +27,8 @@ from jobset_core.budget import RetryPolicy
 from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
     BATCH_API_VERSION,
+    CONDITION_COMPLETE,
+    CONDITION_COMPLETED,
     EVIDENCE_CONFIGMAP_SUFFIX,
     JOB_NAME_LABEL,
     JOBSET_API_VERSION,
@@ -46,7 +48,7 @@ EXIT_USAGE = 2
 EXIT_RUNNING = 3
 # A person is waiting: give a server that does not answer a few seconds, not the runtime's minutes.
 REQUEST_TIMEOUT_SECONDS = 5.0
-SUCCESS_CONDITIONS = ("Completed", "Complete")
+SUCCESS_CONDITIONS = (CONDITION_COMPLETED, CONDITION_COMPLETE)
 
 
 class DumpError(ValueError):

@@ -10,7 +10,9 @@ from __future__ import annotations
 # ----------------------------------------------------------------------------------------------------
 # API groups and versions
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"  # kubernetes-sigs/jobset api/jobset/v1alpha2
+JOBSET_API_GROUP, JOBSET_API_VERSION_NAME = "jobset.x-k8s.io", "v1alpha2"  # kubernetes-sigs/jobset api/jobset/v1alpha2
+JOBSET_API_VERSION = f"{JOBSET_API_GROUP}/{JOBSET_API_VERSION_NAME}"
+JOBSET_PLURAL = "jobsets"
 BATCH_API_VERSION = "batch/v1"
 CORE_API_VERSION = "v1"
 KUEUE_API_GROUP = "kueue.x-k8s.io"
@@ -62,6 +64,11 @@ VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # volcano pkg/apis/sc
 # ----------------------------------------------------------------------------------------------------
 # Condition types
 
+# Pod phases (kubernetes pkg/apis/core/types.go PodPhase); a pod in either has ended
+PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED, PHASE_FAILED = "Pending", "Running", "Succeeded", "Failed"
+POD_ENDED_PHASES = (PHASE_SUCCEEDED, PHASE_FAILED)
+# JobSet status.terminalState (api/jobset/v1alpha2 jobset_types.go)
+TERMINAL_STATE_COMPLETED, TERMINAL_STATE_FAILED = "Completed", "Failed"
 CONDITION_FAILED = "Failed"
 CONDITION_FAILURE_TARGET = "FailureTarget"  # Job, since 1.31 written before Failed
 CONDITION_COMPLETED = "Completed"

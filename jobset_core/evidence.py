@@ -219,7 +219,7 @@ def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
 def pod_has_failed(pod: Mapping[str, Any]) -> bool:
     """Worth keeping: the pod failed, was disrupted, or one of its containers terminated non-zero."""
     status = pod.get("status") or {}
-    if status.get("phase") == "Failed" or condition(pod, "DisruptionTarget"):
+    if status.get("phase") == c.PHASE_FAILED or condition(pod, c.CONDITION_DISRUPTION_TARGET):
         return True
     for key in ("containerStatuses", "initContainerStatuses"):
         for cs in status.get(key) or []:

@@ -282,7 +282,7 @@ class KubernetesRuntime:
         """Every JobSet and Job of one run (the ledger), across attempts."""
         selector = f"{RUN_KEY_LABEL}={run_key}"
         out: list[dict[str, Any]] = []
-        for group, version, plural, kind in (("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"), ("batch", "v1", "jobs", "Job")):
+        for group, version, plural, kind in ((c.JOBSET_API_GROUP, c.JOBSET_API_VERSION_NAME, c.JOBSET_PLURAL, "JobSet"), ("batch", "v1", "jobs", "Job")):
             try:
                 listing = self.retry.call(
                     self.custom.list_namespaced_custom_object, group=group, version=version, namespace=namespace,
@@ -301,12 +301,12 @@ class KubernetesRuntime:
     # ----- watch ------------------------------------------------------------------------------------
 
     def _main_ref(self, handle: Handle) -> tuple[str, str, str]:
-        return ("jobset.x-k8s.io", "v1alpha2", "jobsets") if handle.kind == "JobSet" else ("batch", "v1", "jobs")
+        return (c.JOBSET_API_GROUP, c.JOBSET_API_VERSION_NAME, c.JOBSET_PLURAL) if handle.kind == "JobSet" else ("batch", "v1", "jobs")
 
     def _pod_selector(self, handle: Handle) -> str:
         if handle.kind == "JobSet":
-            return f"jobset.sigs.k8s.io/jobset-name={handle.name}"
-        return f"batch.kubernetes.io/job-name={handle.name}"
+            return f"{c.JOBSET_NAME_LABEL}={handle.name}"
+        return f"{c.JOB_NAME_LABEL}={handle.name}"
 
     def watch(self, handle: Handle) -> Iterator[Observation]:
         """Observations of one attempt on every change and at least every tick; close the generator to stop."""
@@ -495,7 +495,7 @@ class KubernetesRuntime:
     def _child_jobs(self, handle: Handle) -> list[dict[str, Any]]:
         listing = self.retry.call(
             self.custom.list_namespaced_custom_object, group="batch", version="v1", namespace=handle.namespace,
-            plural="jobs", label_selector=f"jobset.sigs.k8s.io/jobset-name={handle.name}",
+            plural="jobs", label_selector=f"{c.JOBSET_NAME_LABEL}={handle.name}",
         )
         items = listing.get("items", [])
         for item in items:
@@ -562,7 +562,7 @@ class KubernetesRuntime:
         meta = ev.meta(pod)
         ours = EVIDENCE_FINALIZER in (meta.get("finalizers") or [])
         failed = ev.pod_has_failed(pod)
-        terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        terminal = (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
         if self.evidence_finalizer and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self._set_finalizer(handle.namespace, pod, add=True)
         new = False

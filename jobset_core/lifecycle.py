@@ -266,7 +266,7 @@ def free_pod_disruptions(observation: Observation, policy: RetryPolicy) -> int:
         return 0
     if FailureKind.PREEMPTED not in policy.retry_on:
         return 0
-    return len({ev.name_of(p) for p in observation.pods if ev.condition(p, "DisruptionTarget")})
+    return len({ev.name_of(p) for p in observation.pods if ev.condition(p, c.CONDITION_DISRUPTION_TARGET)})
 
 
 def _current_submission(handle: Handle, observation: Observation, policy: RetryPolicy) -> Submission | None:

@@ -145,7 +145,7 @@ def terminated(
     for type_ in (c.CONDITION_READY, c.CONDITION_CONTAINERS_READY):
         conditions = set_condition(conditions, type_, "False", why, None)
     conditions = _unprobed(conditions, c.CONDITION_READY, c.CONDITION_CONTAINERS_READY)
-    return {"phase": "Succeeded" if succeeded else "Failed", "conditions": conditions, "containerStatuses": statuses}
+    return {"phase": c.PHASE_SUCCEEDED if succeeded else c.PHASE_FAILED, "conditions": conditions, "containerStatuses": statuses}
 
 
 def _ended(prev: Obj, term: Obj) -> Obj:

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from jobset_core import constants as c
 from jobset_core.apistore import errors
 from jobset_core.apistore.errors import ApiError
 from jobset_core.apistore.kinds import KindRegistry, ResourceKind
@@ -318,7 +319,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             pod = self.server.context.store.get(route.kind, route.namespace, route.name or "")
         except ApiError:
             return True
-        return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        return (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
 
     def _watch(self, route: Route) -> None:
         ctx, q = self.server.context, self._query

@@ -127,13 +127,13 @@ class EventLines:
         else:
             if _status(obj).get("restarts", 0) > _status(prev).get("restarts", 0):
                 self.echo(f"jobset {name} restarting: restart {_status(obj)['restarts']}")
-            for cond in _newly_true(obj, prev, ("Completed", "Failed")):
+            for cond in _newly_true(obj, prev, (c.CONDITION_COMPLETED, c.CONDITION_FAILED)):
                 self.echo(f"jobset {name} {cond['type'].lower()}: {cond.get('reason')}: {cond.get('message', '')}")
 
     def _pod(self, pod: Obj, prev: Obj) -> None:
         for cond in _newly_true(pod, prev, (c.CONDITION_DISRUPTION_TARGET,)):
             self.echo(f"pod {self._name(pod)} disrupted: {cond.get('reason')}: {cond.get('message', '')}")
-        if _status(pod).get("phase") == "Failed" and _status(prev).get("phase") != "Failed":
+        if _status(pod).get("phase") == c.PHASE_FAILED and _status(prev).get("phase") != c.PHASE_FAILED:
             self.echo(f"pod {self._name(pod)} failed: {_failure_of(pod)}")
 
 

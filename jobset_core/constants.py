@@ -195,6 +195,9 @@ POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
 OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
 CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
+# An attempt the user threw away to run the task again (Airflow "clear"): kept in the run's history, never
+# counted against the budget, never adopted.
+CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # kueue pkg/controller/constants/constants.go JobUIDLabel

@@ -108,7 +108,7 @@ class JobSetTrigger(BaseTrigger):
 
             map_index = getattr(ti, "map_index", -1)
             states = await asyncio.wait_for(
-                sync_to_async(RuntimeTaskInstance.get_task_states)(
+                sync_to_async(RuntimeTaskInstance.get_task_states, thread_sensitive=False)(
                     dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
                 ),
                 STATE_LOOKUP_SECONDS,

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from jobset_core.failures import Diagnosis, diagnose
+from jobset_core.testing.command import add_parser as add_fake_cluster_parser
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -234,7 +235,7 @@ def write_timeline(path: str, objects: dict[str, Any], diagnosis: Diagnosis) -> 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobset",
-        description="Explain JobSet and gang Job failures.",
+        description="Explain JobSet and gang Job failures; serve an offline cluster to test them.",
         epilog="exit codes: 0 succeeded, 1 failed (the diagnosis is printed), 2 usage or access error, "
         "3 still running or no failure yet",
     )
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--html", metavar="FILE", help="also write the pods' timeline (culprit and cascade marked) as HTML")
     p.set_defaults(func=explain)
+    add_fake_cluster_parser(sub)
     return parser
 
 
@@ -260,8 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (ValueError, LookupError, KubeApiError) as exc:  # DumpError is a ValueError
-        print(f"jobset {args.command}: {exc}", file=sys.stderr)
+    except (ValueError, LookupError, KubeApiError) as exc:  # DumpError and SpecError are ValueErrors
+        command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
+        print(f"jobset {command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 

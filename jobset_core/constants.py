@@ -200,6 +200,9 @@ CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
 CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
+# The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
+FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"
+FATE_KIND, FATE_PLURAL = "Fate", "fates"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # kueue pkg/controller/constants/constants.go JobUIDLabel
 KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")  # Workload versions Kueue serves, newest first
 

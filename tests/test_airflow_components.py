@@ -25,10 +25,9 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-import yaml  # noqa: E402
 
 from jobset_core import constants as c  # noqa: E402
-from jobset_core.testing import FakeCluster  # noqa: E402
+from jobset_core.testing import FakeCluster, FakeClusterServer  # noqa: E402
 from tests.airflow_components import COMPONENTS, AirflowComponents, airflow_env, free_port  # noqa: E402
 
 DAG_ID = "jobset_components"
@@ -40,28 +39,15 @@ CASE_SECONDS = 240
 pytestmark = pytest.mark.timeout(SETUP_SECONDS + CASE_SECONDS)
 
 
-def write_kubeconfig(path: Path, url: str, namespace: str) -> str:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake-cluster", "cluster": {"server": url}}],
-                "users": [{"name": "fake-cluster", "user": {}}],
-                "contexts": [{"name": "fake-cluster", "context": {"cluster": "fake-cluster", "user": "fake-cluster", "namespace": namespace}}],
-                "current-context": "fake-cluster",
-            }
-        )
-    )
-    return str(path)
-
-
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeCluster, str]]:
-    with FakeCluster((NS,), tick=0.1) as fake:
-        kubeconfig = write_kubeconfig(tmp_path_factory.mktemp("kube") / "config", fake.server.url, NS)
-        yield fake, kubeconfig
-    assert not fake.errors, f"the fake cluster failed: {fake.errors!r}"
+def cluster() -> Iterator[tuple[FakeCluster, str]]:
+    """The offline cluster as a server with a kubeconfig: every Airflow component reaches it by that file."""
+    with FakeClusterServer(namespaces=(NS,)) as server:
+        fake = server.cluster
+        assert fake is not None
+        yield fake, server.kubeconfig
+        errors = list(fake.errors)
+    assert not errors, f"the fake cluster failed: {errors!r}"
 
 
 @pytest.fixture(scope="session")

@@ -92,10 +92,18 @@ def delete_attempts(runtime: Any, run_key: str, namespace: str, known: Handle | 
             _mark_and_delete(runtime, handle, marks)
             deleted.append(handle.name)
     later = [o for o in objects if up_to is not None and (submission_from_object(o) or Submission("", 0)).attempt > up_to]
-    if not later:
+    if not later and not taken_over(runtime.read_run_record(run_key, namespace), known):
         runtime.delete_run_record(run_key, namespace)
     log.info("deleted %s of run %s", ", ".join(deleted) or "nothing", run_key)
     return deleted
+
+
+def taken_over(record: Mapping[str, Any] | None, known: Handle | None) -> bool:
+    """The run record already lists `known` as cleared: the try after a clear owns the record now (its
+    history of cleared attempts), and the old try's cleanup, however late, must leave it."""
+    if known is None or not record:
+        return False
+    return any(entry.get("name") == known.name and entry.get("cleared") for entry in record.get(RECORD_ENDED, []))
 
 
 def _mark_and_delete(runtime: Any, handle: Handle, marks: Mapping[str, str]) -> None:

@@ -712,3 +712,28 @@ def test_the_first_try_after_a_clear_is_read_from_airflows_numbers() -> None:
     assert engine_attempt_for(context(5, 7), 3) == 0 and engine_attempt_for(context(6, 7), 3) == 1
     assert not cleared_before(context(6, 7), 3)  # a retry within the new run reconnects as usual
     assert first_try_for(context(2, None), 3) == 1 and engine_attempt_for(context(2, None), 3) == 1
+
+
+def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
+    """Pure rules of `airflow_jobset.cleanup`: only a task no longer deferred lost its JobSet; a try deletes
+    its attempts and those before it, never a newer try's; a record a newer try took over stays."""
+    from airflow_jobset import cleanup
+    from jobset_core import Handle
+    from jobset_core.constants import ATTEMPT_ANNOTATION, RUN_KEY_LABEL
+
+    assert not cleanup.user_ended("deferred")  # a hand-over
+    assert all(cleanup.user_ended(state) for state in ("failed", "success", None, "scheduled", "running"))
+
+    def obj(attempt: int) -> dict[str, Any]:
+        return {"kind": "JobSet", "metadata": {"name": f"t-{attempt}", "namespace": NS, "labels": {RUN_KEY_LABEL: "k"},
+                                               "annotations": {ATTEMPT_ANNOTATION: str(attempt)}}}
+
+    objects = [obj(2), obj(0), obj(1)]
+    assert [h.name for h in cleanup.attempts_up_to(objects, "k", NS, 1)] == ["t-0", "t-1"]
+    assert [h.name for h in cleanup.attempts_up_to(objects, "k", NS, None)] == ["t-0", "t-1", "t-2"]
+
+    stored = Handle("JobSet", "t-1", NS, "k", 1)
+    record = cleanup.cleared_record({"ended": [{"name": "t-0", "attempt": 0, "countedRestarts": 1}]}, [obj(1)], stored)
+    assert [(e["name"], e["attempt"], e["cleared"]) for e in record["ended"]] == [("t-0", 0, True), ("t-1", 1, True)]
+    assert cleanup.taken_over(record, stored) and not cleanup.taken_over(record, Handle("JobSet", "t-2", NS, "k", 2))
+    assert not cleanup.taken_over(None, stored)

@@ -229,9 +229,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
     def _clear_previous(self, context: Any) -> None:
         """The user cleared the task: its earlier attempts are history, and this try starts a fresh run."""
         run = self._new_run(context)
-        store = context.get("task_state_store")
-        kept = store.get(self.external_id_key) if store is not None else None
-        stored = Handle.from_dict(kept) if kept else None
+        stored = self._kept_handle(context)
         names = cleanup.clear_previous(self._get_runtime(), run.run_key, run.namespace, stored)
         if names:
             self.log.info(
@@ -318,11 +316,30 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         return super().resume_execution(next_method, next_kwargs, context)
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
-        """Resume after the trigger: decide and raise here, where the retry policy applies."""
+        """Resume after the trigger: decide and raise here, where the retry policy applies.
+
+        An event about another attempt than the one this try keeps is not this try's result: a trigger
+        left over from before a clear can resume the new try (on SQLite, Airflow gives a new trigger the id
+        of a deleted one, and the old trigger task, still running under that id, is never cancelled). The
+        try then defers again on its own attempt."""
+        mine = self._kept_handle(context)
+        reported = _event_handle(event)
+        if mine is not None and reported is not None and reported.name != mine.name:
+            self.log.warning(
+                "the trigger reported %s, not this try's %s (a trigger left from before a clear): watching %s",
+                reported.name, mine.name, mine.name,
+            )
+            self._handle = mine
+            self._defer(mine, context)
         if not event or event.get("status") != "done":
             message = (event or {}).get("message") or "the trigger ended without a result"
             raise AirflowException(f"watching the JobSet failed: {message}")
         return self._finish(context, event["result"])
+
+    def _kept_handle(self, context: Any) -> Handle | None:
+        store = context.get("task_state_store")
+        kept = store.get(self.external_id_key) if store is not None else None
+        return Handle.from_dict(kept) if kept else None
 
     # ----- logs, results, kill -----------------------------------------------------------------------
 
@@ -403,6 +420,15 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             self.log.info("on_kill: deleted %s", ", ".join(done.result(timeout=ON_KILL_WAIT_SECONDS)) or "nothing")
         except Exception as exc:  # noqa: BLE001 - the thread goes on; the task is being killed anyway
             self.log.warning("on_kill: the deletion has not finished yet (%s); it goes on in the background", exc)
+
+
+def _event_handle(event: dict[str, Any] | None) -> Handle | None:
+    """The attempt a trigger event is about (a result's handle, or an error's)."""
+    data = ((event or {}).get("result") or {}).get("handle") or (event or {}).get("handle")
+    try:
+        return Handle.from_dict(data) if data else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 class JobSetOperator(BaseJobSetOperator):

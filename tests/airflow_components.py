@@ -83,6 +83,15 @@ def airflow_env(home: Path, port: int, kubeconfig: str, namespace: str) -> dict[
     return env
 
 
+def _log_line(item: Any) -> str:
+    """One structured task-log entry as a user reads it: the message, then any exception's type and text."""
+    if not isinstance(item, dict):
+        return str(item)
+    errors = item.get("error_detail") or []
+    raised = "".join(f"\n{e.get('exc_type')}: {e.get('exc_value')}" for e in errors if isinstance(e, dict))
+    return f"{item.get('event', '')}{raised}"
+
+
 class AirflowComponents:
     """The four components on one home; `api` is an authenticated client of the public REST API."""
 
@@ -247,7 +256,7 @@ class AirflowComponents:
         )
         response.raise_for_status()
         content = response.json().get("content") or []
-        return "\n".join(item.get("event", "") if isinstance(item, dict) else str(item) for item in content)
+        return "\n".join(_log_line(item) for item in content)
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
         response = self.api.get(

@@ -15,6 +15,7 @@ airflow_support.HOME.mkdir(exist_ok=True)
 
 import base64  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
@@ -80,6 +81,7 @@ def run(airflow: AirflowComponents, cluster: tuple[FakeCluster, str]) -> str:
     fake.succeed("*", jobset="preempted-*", restart=1, after=2, times=None)
     fake.exit("workers-1-0", 1, jobset="bug-*", after=2, message="ValueError: bad learning rate")
     fake.succeed("*", jobset="cleared-*-1", after=3, times=None)
+    fake.succeed("*", jobset="cleardefer-*-1", after=3, times=None)
     airflow.trigger(DAG_ID, RUN_ID)
     return RUN_ID
 
@@ -189,6 +191,45 @@ def test_clearing_a_running_task_starts_a_fresh_run_with_the_whole_budget(
     assert "0 resubmissions used" in value["ledger"]
     log = airflow.task_log(DAG_ID, run, "cleared", 2)
     assert f"cleared by the user: {first_name} not counted" in log
+
+
+def test_clearing_a_deferred_task_starts_a_fresh_run_watched_to_its_end(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    fake = cluster[0]
+    airflow.wait_for(lambda: airflow.state(DAG_ID, run, "cleared_deferred") == "deferred", CASE_SECONDS, "cleared_deferred to defer")
+    [first] = airflow.wait_for(lambda: jobsets(fake, "cleardefer"), 60, "the first cleardefer JobSet")
+    first_name = first["metadata"]["name"]
+    airflow.wait_for(lambda: len(running_pods(fake, first_name)) == 3, 60, f"{first_name}'s pods to run")
+
+    airflow.clear(DAG_ID, run, "cleared_deferred")
+    ti = ended(airflow, "cleared_deferred")
+
+    assert ti["state"] == "success" and ti["try_number"] == 2
+    [second] = jobsets(fake, "cleardefer")
+    assert second["metadata"]["name"] == first_name[:-1] + "1"
+    assert second["spec"]["failurePolicy"]["maxRestarts"] == first["spec"]["failurePolicy"]["maxRestarts"] == 2
+    value = airflow.xcom(DAG_ID, run, "cleared_deferred", "return_value")
+    assert f"1 cleared attempt not counted ({first_name})" in value["ledger"]
+    # The old try's trigger either was cancelled (its on_kill deleted only attempt 0), or, where Airflow on
+    # SQLite gave the new try's trigger the old one's id, reported attempt 0 to the new try, which then
+    # deferred again on its own attempt: the same end either way.
+    assert "Trigger fired event" in "".join(trigger_logs(airflow, "cleared_deferred", try_number=2))
+
+
+def test_a_deferral_past_its_execution_timeout_deletes_the_jobset_and_fails(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    fake = cluster[0]
+    ti = ended(airflow, "timed_out")
+
+    assert ti["state"] == "failed" and ti["try_number"] == 1  # retries=0
+    log = airflow.task_log(DAG_ID, run, "timed_out", 1)
+    submitted = re.search(r"JobSet default/(timedout-[0-9a-f]+-0) is attempt 0", log)
+    assert submitted is not None, log[-3000:]
+    assert "the deferral timed out: deleting the attempts of run" in log and "TaskDeferralTimeout" in log
+    assert f"deleted {submitted.group(1)}" in log
+    airflow.wait_for(lambda: not jobsets(fake, "timedout"), 30, f"{submitted.group(1)} to be gone")
 
 
 def run_container(pod: dict[str, Any]) -> str:

@@ -737,3 +737,22 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
     assert [(e["name"], e["attempt"], e["cleared"]) for e in record["ended"]] == [("t-0", 0, True), ("t-1", 1, True)]
     assert cleanup.taken_over(record, stored) and not cleanup.taken_over(record, Handle("JobSet", "t-2", NS, "k", 2))
     assert not cleanup.taken_over(None, stored)
+
+
+def test_an_event_about_another_attempt_than_the_trys_own_defers_again_on_its_own(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """After a clear, a trigger left from the old try can resume the new one (Airflow on SQLite reuses a
+    deleted trigger's id); its event names the old attempt, so the try watches its own instead of failing."""
+    ti, store = ti_for("stale-event"), StateStore()
+    with pytest.raises(TaskDeferred) as first:
+        operator(deferrable=True).execute({"ti": ti, "task_state_store": store})
+    mine = first.value.trigger.handle
+    stale = {**mine, "name": mine["name"][:-1] + "0-old", "attempt": 0}
+    event = {"status": "done", "result": {"handle": stale, "succeeded": False, "cancelled": True, "done": True}}
+
+    with pytest.raises(TaskDeferred) as again:
+        operator(deferrable=True).execute_complete({"ti": ti, "task_state_store": store}, event)
+
+    assert again.value.trigger.handle == mine and again.value.method_name == "execute_complete"
+    assert len(jobsets(server)) == 1

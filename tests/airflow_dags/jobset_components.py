@@ -5,7 +5,7 @@ match on; the pods are the offline cluster's, reached through the `kubernetes_de
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, task
 
@@ -31,6 +31,10 @@ with DAG(dag_id="jobset_components", schedule=None, start_date=datetime(2025, 1,
     JobSetOperator(task_id="cleared", jobset=gang("cleared"), retries=2)
     JobSetOperator(task_id="handover", jobset=gang("handover"), retries=2, deferrable=True)
     JobSetOperator(task_id="moved", jobset=gang("moved"), retries=2, deferrable=True)
+    JobSetOperator(task_id="cleared_deferred", jobset=gang("cleardefer"), retries=2, deferrable=True)
+    JobSetOperator(
+        task_id="timed_out", jobset=gang("timedout"), retries=0, deferrable=True, execution_timeout=timedelta(seconds=30)
+    )
 
     @task.jobset(workers=1, name="decorated", image="python:3.11-slim", retries=1)
     def decorated(x: int, y: int) -> dict:

@@ -9,7 +9,7 @@ from jobset_core.errors import SpecError
 from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import Ledger, Submission
-from jobset_core.lifecycle import Action, Progress, Step, assess
+from jobset_core.lifecycle import Action, AppReport, Progress, Step, assess
 from jobset_core.run import EventType, JobSetRun, RunEvent, RunResult, make_run_key
 from jobset_core.runtime import Handle, Observation, Runtime, State, state_of
 from jobset_core.spec import (
@@ -44,6 +44,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "Action",
+    "AppReport",
     "EventType",
     "Progress",
     "State",
@@ -70,6 +71,7 @@ __all__ = [
     "LocalRuntime",
     "Network",
     "NodeShutdown",
+    "OOMKill",
     "Observation",
     "Preempt",
     "ReplicatedJob",

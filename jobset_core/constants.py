@@ -199,6 +199,8 @@ CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
 # counted against the budget, never adopted.
 CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
+EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
+EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
 # The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
 FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"

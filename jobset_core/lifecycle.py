@@ -14,7 +14,8 @@ itself. Nothing is remembered between two calls.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -125,6 +126,42 @@ class Step:
 # The step
 
 
+@dataclass(frozen=True)
+class AppReport:
+    """What the application itself reported about its failure, beside its exit code (an engine's error file:
+    flytekit writes one per worker): the exception line, and whether the user marked it recoverable."""
+
+    worker: str
+    line: str
+    code: str
+    recoverable: bool
+    source: str = "the application's error report"
+
+
+# The summary's quote of a failed container's log tail: "exited 1 at 12:00:00Z: <tail>".
+_LOG_EXCERPT = re.compile(r"(exited \d+[^:;]* at \S+?): [^;]*")
+
+
+def refine(diagnosis: Diagnosis | None, reports: Sequence[AppReport], policy: RetryPolicy) -> tuple[Diagnosis | None, RetryPolicy]:
+    """An application error as the application reported it: its exception quoted, and retryable when the user
+    marked it recoverable. The decision stays this step's: the same policy with that exit code retryable, over
+    the same ledger, so the budget is spent and checked the one way (and recorded on the object as decided)."""
+    if diagnosis is None or diagnosis.kind is not FailureKind.APPLICATION_ERROR or not reports:
+        return diagnosis, policy
+    named = [r for r in reports if diagnosis.pod and (r.worker == diagnosis.pod or r.worker.startswith(f"{diagnosis.pod}-"))]
+    report = (named or list(reports))[0]
+    kind = "recoverable" if report.recoverable else "non-recoverable"
+    # A log tail ends with the engine's framing lines: quote the exception itself instead.
+    summary = _LOG_EXCERPT.sub(lambda m: f"{m.group(1)}: {report.line}", diagnosis.summary, count=1)
+    if report.line not in summary:
+        summary = f"{summary}; {report.line}"
+    evidence = [*diagnosis.evidence, f"{report.source} of {report.worker or 'a replica'}: {report.code} ({kind})"]
+    refined = replace(diagnosis, summary=f"{summary} ({kind} user exception)", retryable=report.recoverable, evidence=evidence)
+    if report.recoverable and diagnosis.exit_code is not None:
+        policy = replace(policy, retryable_exit_codes=(*policy.retryable_exit_codes, diagnosis.exit_code))
+    return refined, policy
+
+
 def assess(
     handle: Handle,
     observation: Observation,
@@ -133,18 +170,20 @@ def assess(
     now: datetime,
     *,
     cancelled: bool = False,
+    reports: Sequence[AppReport] = (),
 ) -> Step:
     """Decide what the run does after this observation of its attempt `handle`.
 
     `ledger` is what the run spent, from the cluster and the run record; the live attempt's entry is
     refreshed here from the observation, which is newer than any listing. The step carries the ledger it
-    decided with.
+    decided with. `reports` are what the application reported of its failure (see `refine`): an input of the
+    decision, never a second decision after it.
     """
     current = _current_submission(handle, observation, policy)
     recorded = next((s for s in ledger.submissions if s.name == handle.name and s.outcome), None)
     if current is not None and recorded is None:
         ledger = ledger.with_submission(current)
-    step = _assess(handle, observation, ledger, policy, now, current, recorded, cancelled)
+    step = _assess(handle, observation, ledger, policy, now, current, recorded, cancelled, reports)
     return replace(step, ledger=ledger)
 
 
@@ -157,9 +196,10 @@ def _assess(
     current: Submission | None,
     recorded: Submission | None,
     cancelled: bool,
+    reports: Sequence[AppReport] = (),
 ) -> Step:
     main = observation.main
-    diagnosis = diagnose_observation(observation, policy, now) if main is not None else None
+    diagnosis, policy = refine(diagnose_observation(observation, policy, now) if main is not None else None, reports, policy)
     progress = progress_of(observation, diagnosis, now, current)
 
     if cancelled or (main is not None and ev.meta(main).get("annotations", {}).get(CANCELLED_ANNOTATION)):
@@ -389,23 +429,40 @@ def progress_of(
         if ev.count(r.get("ready")) + ev.count(r.get("succeeded")) >= wanted.get(r.get("name"), 1)
     )
     max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
-    causes = _restart_causes(diagnosis, current.restarts, main, now)
+    causes = _restart_causes(diagnosis, current.restarts, observation.jobs if not state.terminal else None, now)
     return Progress(
         state, ready, len(wanted), "replicated jobs", current.restarts, current.counted_restarts, max_restarts, causes, kueue
     )
 
 
-def _restart_causes(diagnosis: Diagnosis | None, restarts: int, main: Mapping[str, Any], now: datetime) -> tuple[FailureKind | None, ...]:
+def _restart_causes(diagnosis: Diagnosis | None, restarts: int, jobs: list[dict[str, Any]] | None,
+                    now: datetime) -> tuple[FailureKind | None, ...]:
+    """Each in-cluster restart's cause, None while the newest one's evidence may still be arriving (only while
+    the workload runs: `jobs` None once it ended).
+
+    The window is measured from the newest restart's own child Jobs (the controller re-creates them labelled
+    `restart-attempt=<n>`), never from the RestartingJobSet condition: the controller keeps that condition's
+    lastTransitionTime from the first restart for as long as it stays True, so every later restart would
+    look old at once and be reported Unknown.
+    """
     entries = [h for h in (diagnosis.history if diagnosis else []) if h.restart is not None]
+    started = _restart_started(jobs, restarts) if jobs is not None else None
     causes: list[FailureKind | None] = []
-    restarting = ev.condition(main, "RestartingJobSet")
-    since = ev.parse_time(restarting.get("lastTransitionTime")) if restarting else None
     for number in range(1, restarts + 1):
         entry = next((h for h in entries if h.restart == number), None)
         kind = entry.kind if entry is not None else FailureKind.UNKNOWN
-        young = number == restarts and since is not None and (now - since).total_seconds() < CAUSE_WAIT_SECONDS
+        young = number == restarts and jobs is not None and (
+            started is None or (now - started).total_seconds() < CAUSE_WAIT_SECONDS)
         causes.append(None if kind is FailureKind.UNKNOWN and young else kind)
     return tuple(causes)
+
+
+def _restart_started(jobs: list[dict[str, Any]], restart: int) -> datetime | None:
+    """When restart `restart` re-created its child Jobs (None: not yet, they are still being replaced)."""
+    times = [ev.parse_time(ev.meta(job).get("creationTimestamp")) for job in jobs
+             if (ev.meta(job).get("labels") or {}).get(c.RESTART_ATTEMPT_LABEL) == str(restart)]
+    found = [t for t in times if t is not None]
+    return min(found) if found else None
 
 
 def _kueue_note(diagnosis: Diagnosis | None) -> str | None:

@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -41,6 +41,7 @@ from jobset_core.ledger import (
 )
 from jobset_core.lifecycle import (
     Action,
+    AppReport,
     Progress,
     Step,
     assess,
@@ -487,12 +488,14 @@ class JobSetRun:
 
     # ----- one step ---------------------------------------------------------------------------------
 
-    def _step_on(self, handle: Handle, observation: Observation) -> Step:
+    def _step_on(self, handle: Handle, observation: Observation,
+                 reports: Callable[[], Sequence[AppReport]] | None = None) -> Step:
         """Assess one observation and do the I/O it asks for; an ended attempt is decided at once."""
         if observation.cancelled or marked_cancelled(observation.main):
             self._seen_cancelled.add(handle.name)  # once gone, it was cancelled, not deleted by someone else
         cancelled = self._cancel.is_set() or handle.name in self._seen_cancelled
-        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled)
+        found = tuple(reports()) if reports is not None and observation.state is State.FAILED else ()
+        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled, reports=found)
         self._report(handle, step)
         notes = notes_for(step, handle, observation)
         if notes:
@@ -649,15 +652,17 @@ class JobSetRun:
                 return await offload(self._conclude_now, handle)
             handle = await offload(self._resubmit, step)
 
-    def step(self, handle: Handle | None = None) -> RunResult:
+    def step(self, handle: Handle | None = None, reports: Callable[[], Sequence[AppReport]] | None = None) -> RunResult:
         """One observation and what it calls for, for engines that poll; `done=False` means ask again.
 
         With `resubmit=True` a retry is submitted here (not before its backoff delay, kept in the run
-        record), and the result carries the new handle to keep.
+        record), and the result carries the new handle to keep. `reports` reads what the application itself
+        reported (an engine's error files); it is called only when the attempt failed, and the step decides
+        with it.
         """
         handle = self._known(handle)
         self._base = self._step_ledger()
-        step = self._step_on(handle, self.runtime.observe(handle))
+        step = self._step_on(handle, self.runtime.observe(handle), reports)
         if step.action is Action.WAIT:
             return self._result(handle, step, done=False)
         if step.action is Action.RESUBMIT and self.resubmit and not self._cancel.is_set():

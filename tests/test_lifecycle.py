@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from jobset_core.ledger import (
     gang_job_restarts,
     submission_from_object,
 )
-from jobset_core.lifecycle import Action, assess, next_is_free, outcome_annotation
+from jobset_core.lifecycle import Action, AppReport, assess, next_is_free, outcome_annotation
 from jobset_core.runtime import Handle, Observation, State, state_of
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
@@ -152,6 +153,26 @@ def test_a_restart_whose_cause_is_not_on_record_yet_is_reported_as_pending() -> 
     assert later.progress.causes == (FailureKind.UNKNOWN,)
 
 
+def test_a_later_restart_waits_for_its_own_evidence_though_the_condition_keeps_the_first_restarts_time() -> None:
+    """The real controller keeps RestartingJobSet's lastTransitionTime from the first restart while the
+    condition stays True: the second restart's window starts when it re-created the Jobs, not then."""
+    data = capture("A1-preempted-restarted")
+    data["events"] = [e for e in data["events"] if e["involvedObject"]["kind"] != "Job"]
+    status = data["jobset"]["status"]
+    first = next(c["lastTransitionTime"] for c in status["conditions"] if c["type"] == "RestartingJobSet")
+    status["restarts"] = status["restartsCountTowardsMax"] = 2
+    recreated = NOW - timedelta(seconds=2)
+    for job in data["jobs"]:
+        job["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = "2"
+        job["metadata"]["creationTimestamp"] = recreated.strftime("%Y-%m-%dT%H:%M:%SZ")
+    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=3), NOW)
+    assert next(c["lastTransitionTime"] for c in status["conditions"] if c["type"] == "RestartingJobSet") == first
+    assert step.progress.causes[-1] is None, step.progress.causes
+    later = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=3),
+                   NOW + timedelta(seconds=60))
+    assert later.progress.causes[-1] is FailureKind.UNKNOWN
+
+
 def test_an_application_error_fails_without_retry() -> None:
     data = capture("A2-app-error-after-restart")
     step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW)
@@ -159,6 +180,22 @@ def test_an_application_error_fails_without_retry() -> None:
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.APPLICATION_ERROR
     assert step.decision is not None and not step.decision.retry
     assert json.loads(outcome_annotation(step)[OUTCOME_ANNOTATION]) == {"kind": "ApplicationError", "retry": False, "counted": True}
+
+
+def test_the_applications_own_report_is_an_input_of_the_decision_and_of_what_is_recorded() -> None:
+    """A recoverable user exception (an engine's error file) makes the same failure retryable inside the step,
+    so the outcome written on the object says what the engine is told: no second decision after the step."""
+    data = capture("A2-app-error-after-restart")
+    report = AppReport("a-workers-0-0-tfbrv", "ConnectionError: parameter server went away", "USER:Recoverable", True,
+                       source="flytekit error file")
+    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW, reports=[report])
+    assert step.action is Action.RESUBMIT and step.decision is not None and step.decision.retry
+    assert step.diagnosis is not None and step.diagnosis.retryable
+    assert "ConnectionError: parameter server went away (recoverable user exception)" in step.diagnosis.summary
+    assert json.loads(outcome_annotation(step)[OUTCOME_ANNOTATION])["retry"] is True
+    fatal = replace(report, recoverable=False, line="ValueError: bad config")
+    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW, reports=[fatal])
+    assert step.action is Action.FAILED and "(non-recoverable user exception)" in step.diagnosis.summary
 
 
 def test_an_exhausted_jobset_is_decided_with_the_ledger_it_shows() -> None:

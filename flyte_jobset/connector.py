@@ -42,6 +42,7 @@ from flyte_jobset import local_run
 from flyte_jobset.custom import plain_numbers, read_custom
 from jobset_core import (
     AppReport,
+    AttemptTimeline,
     Coordinator,
     Diagnosis,
     Handle,
@@ -50,14 +51,15 @@ from jobset_core import (
     ReplicatedJob,
     RunEvent,
     RunResult,
+    Runtime,
     SpecError,
     State,
+    handle_of,
     make_run_key,
+    render_timeline,
 )
 from jobset_core import evidence as ev
-from jobset_core.run import handle_of
-from jobset_core.runtime import Runtime
-from jobset_core.timeline import AttemptTimeline, render_timeline
+from jobset_core.constants import REPLICATED_JOB_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -588,7 +590,7 @@ class JobSetConnector(AsyncConnectorBase):
         if observation is None:
             return []
         pods = list(observation.pods)
-        leaders = [p for p in pods if ev.labels_of(p).get(ev.REPLICATED_JOB_LABEL) == meta.leader]
+        leaders = [p for p in pods if ev.labels_of(p).get(REPLICATED_JOB_LABEL) == meta.leader]
         wanted = []
         if leaders:
             wanted.append(("leader", max(leaders, key=lambda p: ev.restart_attempt(p) or 0)))

@@ -3,14 +3,20 @@
 Engine-neutral: nothing here imports flytekit or airflow. The names below are the public API contract.
 """
 
-from jobset_core.budget import Interruptible, RetryDecision, RetryPolicy, strip_interruptible
+from jobset_core.budget import (
+    Interruptible,
+    RetryDecision,
+    RetryPolicy,
+    platform_default_retries,
+    strip_interruptible,
+)
 from jobset_core.diagnosis import Diagnosis, Grace, HistoryEntry, diagnose
 from jobset_core.errors import SpecError
 from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import Ledger, Submission
 from jobset_core.lifecycle import Action, AppReport, Progress, Step, assess
-from jobset_core.run import EventType, JobSetRun, RunEvent, RunResult, make_run_key
+from jobset_core.run import EventType, JobSetRun, RunEvent, RunResult, handle_of, make_run_key
 from jobset_core.runtime import Handle, Observation, Runtime, State, state_of
 from jobset_core.spec import (
     Coordinator,
@@ -21,6 +27,8 @@ from jobset_core.spec import (
     ReplicatedJob,
     SuccessPolicy,
 )
+from jobset_core.timeline import AttemptTimeline, render_timeline
+from jobset_core.validation import check_bool, check_dns1123, check_positive_int
 
 _FAULTS = ("Crash", "Evict", "NodeShutdown", "OOMKill", "Preempt")
 
@@ -45,6 +53,13 @@ def __getattr__(name: str):
 __all__ = [
     "Action",
     "AppReport",
+    "AttemptTimeline",
+    "check_bool",
+    "check_dns1123",
+    "check_positive_int",
+    "handle_of",
+    "platform_default_retries",
+    "render_timeline",
     "EventType",
     "Progress",
     "State",

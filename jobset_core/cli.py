@@ -34,8 +34,8 @@ from jobset_core.constants import (
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
 )
+from jobset_core.diagnosis import Diagnosis, diagnose
 from jobset_core.evidence import child_job_names, job_names_of_pods, kept_pods, name_of
-from jobset_core.failures import Diagnosis, diagnose
 from jobset_core.lifecycle import diagnose_observation
 from jobset_core.runtime import Observation
 from jobset_core.testing.command import add_parser as add_fake_cluster_parser
@@ -53,51 +53,72 @@ class DumpError(ValueError):
     """Input the command cannot use: an unreadable file, garbage, nothing to explain."""
 
 
+# A List item's kind -> where split_dump sorts it; other kinds (Services, PodGroups...) are not evidence.
+_SORTED_KINDS = {"JobSet": "jobsets", "Job": "jobs", "Pod": "pods", "Event": "events", "Workload": "workloads",
+                 "ConfigMap": "configmaps"}
+
+
 def split_dump(data: Any, name: str | None = None) -> dict[str, Any]:
     """Sort a dump's objects into diagnose() arguments; pick the JobSet by name when there are several."""
     if isinstance(data, dict) and any(k in data for k in ("jobset", "jobs", "pods", "events")):
-        found = {k: data.get(k) for k in ("jobset", "jobs", "pods", "events", "workloads") if data.get(k) is not None}
-        main = found.get("jobset") or next(iter(found.get("jobs") or []), {})
-        if name and ((main or {}).get("metadata") or {}).get("name") != name:
-            raise DumpError(f"no JobSet or Job named {name!r} in the file")
-        return found
+        return _captured(data, name)
+    sorted_items = _by_kind(_list_items(data))
+    out = {k: sorted_items[k] for k in ("jobs", "pods", "events", "workloads")}
+    jobset = _pick_jobset(sorted_items["jobsets"], out, name)
+    if jobset is not None:
+        out["jobset"] = jobset
+    out = _with_kept_evidence(out, sorted_items["configmaps"])
+    return _only_of(out, name) if name else out
+
+
+def _captured(data: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """The {"jobset", "jobs", "pods", "events"} object our tests and captures use."""
+    found = {k: data.get(k) for k in ("jobset", "jobs", "pods", "events", "workloads") if data.get(k) is not None}
+    main = found.get("jobset") or next(iter(found.get("jobs") or []), {})
+    if name and ((main or {}).get("metadata") or {}).get("name") != name:
+        raise DumpError(f"no JobSet or Job named {name!r} in the file")
+    return found
+
+
+def _list_items(data: Any) -> list[Any]:
     if isinstance(data, dict) and isinstance(data.get("items"), list):
-        items = data["items"]
-    elif isinstance(data, list):
-        items = data
-    else:
-        raise DumpError("the input is neither a `kubectl get -o json` List nor a {jobset, jobs, pods, events} object")
-    out: dict[str, Any] = {"jobs": [], "pods": [], "events": [], "workloads": []}
-    jobsets, config_maps = [], []
-    for item in items:
+        return data["items"]
+    if isinstance(data, list):
+        return data
+    raise DumpError("the input is neither a `kubectl get -o json` List nor a {jobset, jobs, pods, events} object")
+
+
+def _by_kind(items: list[Any]) -> dict[str, list[dict[str, Any]]]:
+    """Items sorted by kind. One without a kind cannot be placed: it is named, not silently dropped (`kubectl
+    get -o json` writes each item's kind; a hand-made List may not)."""
+    out: dict[str, list[dict[str, Any]]] = {key: [] for key in _SORTED_KINDS.values()}
+    for number, item in enumerate(items):
         if not isinstance(item, dict):
-            raise ValueError(f"unexpected item in the List: {type(item).__name__}")
-        kind = item.get("kind")
-        if kind == "JobSet":
-            jobsets.append(item)
-        elif kind == "Job":
-            out["jobs"].append(item)
-        elif kind == "Pod":
-            out["pods"].append(item)
-        elif kind == "Event":
-            out["events"].append(item)
-        elif kind == "Workload":
-            out["workloads"].append(item)
-        elif kind == "ConfigMap":
-            config_maps.append(item)
+            raise DumpError(f"items[{number}] is a {type(item).__name__}, not an object")
+        if not item.get("kind"):
+            name = (item.get("metadata") or {}).get("name") or "?"
+            raise DumpError(f"items[{number}] ({name}) has no kind; dump with `kubectl get ... -o json`, which writes it")
+        key = _SORTED_KINDS.get(item["kind"])
+        if key is not None:
+            out[key].append(item)
+    return out
+
+
+def _pick_jobset(jobsets: list[dict[str, Any]], out: dict[str, Any], name: str | None) -> dict[str, Any] | None:
+    """The JobSet to explain: the named one, or the only one; with a name but no such JobSet, the named Job."""
+    def named(obj: dict[str, Any]) -> bool:
+        return (obj.get("metadata") or {}).get("name") == name
+
     if name:
-        jobsets = [j for j in jobsets if (j.get("metadata") or {}).get("name") == name]
-        if not jobsets and not any((j.get("metadata") or {}).get("name") == name for j in out["jobs"]):
-            raise ValueError(f"no JobSet or Job named {name!r} in the file")
+        jobsets = [j for j in jobsets if named(j)]
+        if not jobsets and not any(named(j) for j in out["jobs"]):
+            raise DumpError(f"no JobSet or Job named {name!r} in the file")
         if not jobsets:
-            out["jobs"] = [j for j in out["jobs"] if (j.get("metadata") or {}).get("name") == name]
+            out["jobs"] = [j for j in out["jobs"] if named(j)]
     if len(jobsets) > 1:
         names = ", ".join((j.get("metadata") or {}).get("name", "?") for j in jobsets)
-        raise ValueError(f"the file holds several JobSets ({names}); name one")
-    if jobsets:
-        out["jobset"] = jobsets[0]
-    out = _with_kept_evidence(out, config_maps)
-    return _only_of(out, name) if name else out
+        raise DumpError(f"the file holds several JobSets ({names}); name one")
+    return jobsets[0] if jobsets else None
 
 
 def _with_kept_evidence(objects: dict[str, Any], config_maps: list[dict[str, Any]]) -> dict[str, Any]:

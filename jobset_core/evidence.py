@@ -16,12 +16,6 @@ from typing import Any
 
 from jobset_core import constants as c
 
-# Re-exported for callers that read them from here.
-JOBSET_NAME_LABEL = c.JOBSET_NAME_LABEL
-RESTART_ATTEMPT_LABEL = c.RESTART_ATTEMPT_LABEL
-REPLICATED_JOB_LABEL = c.REPLICATED_JOB_LABEL
-JOB_NAME_LABELS = c.JOB_NAME_LABELS
-
 # kube-scheduler preemption event: "Preempted by pod <uid> on node <node>" or "Preempted by <ns>/<pod> on node <node>".
 PREEMPTED_BY = re.compile(r"Preempted by (?:pod )?(?P<by>\S+) on node (?P<node>\S+)")
 
@@ -165,7 +159,7 @@ def event_message(event: Mapping[str, Any]) -> str:
 
 def pod_job_name(pod: Mapping[str, Any]) -> str | None:
     labels = labels_of(pod)
-    for key in JOB_NAME_LABELS:
+    for key in c.JOB_NAME_LABELS:
         if labels.get(key) and isinstance(labels[key], str):
             return labels[key]
     for ref in as_list(meta(pod).get("ownerReferences")):
@@ -175,7 +169,7 @@ def pod_job_name(pod: Mapping[str, Any]) -> str | None:
 
 
 def restart_attempt(obj: Mapping[str, Any]) -> int | None:
-    return as_int(labels_of(obj).get(RESTART_ATTEMPT_LABEL))
+    return as_int(labels_of(obj).get(c.RESTART_ATTEMPT_LABEL))
 
 
 def ensure_objects(name: str, value: Any) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.budget import RetryDecision, RetryPolicy
-from jobset_core.failures import Diagnosis, diagnose
+from jobset_core.diagnosis import Diagnosis, diagnose
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import (
     CANCELLED_ANNOTATION,

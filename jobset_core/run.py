@@ -26,8 +26,8 @@ from typing import Any
 
 from jobset_core import evidence as ev
 from jobset_core.budget import RetryDecision, RetryPolicy
+from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
-from jobset_core.failures import Diagnosis
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import (
     ATTEMPT_ANNOTATION,
@@ -715,6 +715,3 @@ class JobSetRun:
     async def astep(self, handle: Handle | None = None) -> RunResult:
         return await offload(self.step, handle)
 
-    def poll(self, handle: Handle | None = None) -> RunResult:
-        """One look for polling engines: the same as `step`."""
-        return self.step(handle)

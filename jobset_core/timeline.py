@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobset_core import evidence as ev
-from jobset_core.failures import Diagnosis
+from jobset_core.diagnosis import Diagnosis
 
 # CSS classes a reader (and a test) can rely on.
 CULPRIT = "culprit"

@@ -20,7 +20,6 @@ from jobset_core import (
     RetryPolicy,
     constants,
     diagnose,
-    failures,
     ledger,
     policy_contract,
 )
@@ -66,11 +65,6 @@ def test_no_function_of_the_diagnosis_package_is_over_the_complexity_limit():
     assert len(blocks) > 30  # the package was measured, not an empty directory
     too_complex = [(name, cc) for name, cc in blocks if cc > MAX_COMPLEXITY]
     assert too_complex == []
-
-
-def test_the_old_module_and_the_package_are_the_same_objects():
-    for name in ("Diagnosis", "Grace", "HistoryEntry", "diagnose", "classify_pod"):
-        assert getattr(failures, name) is getattr(package, name)
 
 
 # ----------------------------------------------------------------------------------------------------

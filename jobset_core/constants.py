@@ -202,6 +202,9 @@ POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
 OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
 CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
+# An attempt the user threw away to run the task again (Airflow "clear"): kept in the run's history, never
+# counted against the budget, never adopted.
+CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
 EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
 EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods

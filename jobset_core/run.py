@@ -199,6 +199,11 @@ def _live(obj: Mapping[str, Any]) -> bool:
     )
 
 
+def _cleared(obj: Mapping[str, Any]) -> bool:
+    sub = submission_from_object(obj)
+    return sub is not None and sub.cleared
+
+
 @dataclass
 class _Reported:
     """What this process already told `on_event` about one attempt: only for not repeating a line."""
@@ -424,8 +429,11 @@ class JobSetRun:
         record = record or {}
         self._fix_policy(objects, record)
         mine = sorted(objects, key=_attempt_of)
-        live = [o for o in mine if _live(o)]
-        done = [o for o in mine if state_of(o) is State.SUCCEEDED]
+        gone_by_clear = {str(e.get("name")) for e in record.get(RECORD_ENDED, []) if e.get("cleared")}
+        # A cleared attempt is history: never adopted, whether its object or the run record says so.
+        current = [o for o in mine if not _cleared(o) and ev.name_of(o) not in gone_by_clear]
+        live = [o for o in current if _live(o)]
+        done = [o for o in current if state_of(o) is State.SUCCEEDED]
         if live or done:
             obj = (live or done)[-1]
             self.handle = handle_of(obj, self.run_key, self.namespace)
@@ -445,7 +453,7 @@ class JobSetRun:
         """Whether the engine's resubmission after the newest attempt is free: its recorded outcome, else one
         look at it. An attempt the run ended itself (stuck, over the cap) never makes the next one free."""
         newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
-        if newest is None or recorded_outcome(newest)[0] is not None:
+        if newest is None or newest.cleared or recorded_outcome(newest)[0] is not None:
             return False
         obj = next((o for o in objects if ev.name_of(o) == newest.name), None)
         if obj is None:

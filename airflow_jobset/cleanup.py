@@ -19,17 +19,15 @@ instance's state (`user_ended`): still deferred means a hand-over, and the JobSe
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from jobset_core import Handle
+from jobset_core import Handle, Submission, cleared_record, handle_of, submission_from_object
 from jobset_core.constants import CANCELLED_ANNOTATION, CLEARED_ANNOTATION
-from jobset_core.ledger import Submission, submission_from_object
-from jobset_core.run import RECORD_ENDED, handle_of
+from jobset_core.record import cleared_names
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +101,7 @@ def taken_over(record: Mapping[str, Any] | None, known: Handle | None) -> bool:
     history of cleared attempts), and the old try's cleanup, however late, must leave it."""
     if known is None or not record:
         return False
-    return any(entry.get("name") == known.name and entry.get("cleared") for entry in record.get(RECORD_ENDED, []))
+    return known.name in cleared_names(record)
 
 
 def _mark_and_delete(runtime: Any, handle: Handle, marks: Mapping[str, str]) -> None:
@@ -112,30 +110,14 @@ def _mark_and_delete(runtime: Any, handle: Handle, marks: Mapping[str, str]) -> 
     runtime.cancel(handle)
 
 
-def cleared_record(record: Mapping[str, Any], objects: Iterable[Mapping[str, Any]], stored: Handle | None) -> dict[str, Any]:
-    """The run record after a clear: every attempt so far (from the cluster, the record, and the handle
-    Airflow kept) listed as cleared, so the fresh run's ledger keeps their numbers but counts none."""
-    entries: dict[str, Submission] = {}
-    for data in record.get(RECORD_ENDED, []):
-        sub = Submission.from_dict(data)
-        entries[sub.name] = sub
-    for obj in objects:
-        sub = submission_from_object(obj)
-        if sub is not None and sub.name not in entries:
-            entries[sub.name] = sub
-    if stored is not None and stored.name not in entries:
-        entries[stored.name] = Submission(stored.name, stored.attempt)
-    ended = [dataclasses.replace(s, cleared=True).to_dict() for s in sorted(entries.values(), key=lambda s: s.attempt)]
-    return {**record, RECORD_ENDED: ended}
-
-
 def clear_previous(runtime: Any, run_key: str, namespace: str, stored: Handle | None) -> list[str]:
     """A cleared task runs again: record every earlier attempt as cleared, then delete what is left of them."""
     objects = runtime.find(run_key, namespace)
     if not objects and stored is None:
         return []
     record = runtime.read_run_record(run_key, namespace) or {}
-    runtime.write_run_record(run_key, namespace, cleared_record(record, objects, stored))
+    runtime.write_run_record(run_key, namespace, cleared_record(
+        record, objects, stored.name if stored else None, stored.attempt if stored else 0))
     marks = {CLEARED_ANNOTATION: "true", CANCELLED_ANNOTATION: "true"}
     names = []
     for handle in attempts_up_to(objects, run_key, namespace, None):

@@ -41,6 +41,7 @@ from airflow_jobset.logs import LeaderLog, container_of, culprit_tail, leader_se
 from airflow_jobset.retry import JobSetFailed, JobSetRetryPolicy
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, check_runtime, make_runtime
 from airflow_jobset.specs import load_spec, with_overrides
+from jobset_core import RUN_LOG as CORE_LOG  # where JobSetRun logs every event it emits
 from jobset_core import (
     Diagnosis,
     GangJobSpec,
@@ -56,7 +57,6 @@ from jobset_core import (
     State,
     make_run_key,
 )
-from jobset_core.run import log as CORE_LOG  # where JobSetRun logs every event it emits
 
 HANDLE_KEY = "jobset_handle"  # task state store key; renaming it breaks in-flight retries
 XCOM_NAME = "jobset_name"

@@ -22,8 +22,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_jobset import cleanup
 from airflow_jobset.logs import LeaderLog
-from airflow_jobset.operators import CORE_LOG
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, make_runtime
+from jobset_core import RUN_LOG as CORE_LOG  # where JobSetRun logs every event it emits
 from jobset_core import Handle, JobSetRun, KubernetesRuntime, RunEvent
 
 CLASSPATH = "airflow_jobset.triggers.JobSetTrigger"

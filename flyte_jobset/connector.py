@@ -122,7 +122,7 @@ def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
                 faults = parse_faults(local_faults) if local_faults else faults_from_env()
                 _SHARED[key] = LocalRuntime(faults=faults, grace_seconds=2)
             else:
-                from jobset_core.kube import KEEP_STREAMS_SECONDS, KubernetesRuntime
+                from jobset_core import KEEP_STREAMS_SECONDS, KubernetesRuntime
 
                 # The connector lives on and is polled by `get` (~every 30 s per run): polled runs stay
                 # subscribed to the shared streams between polls instead of being read again each time.

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from jobset_core import evidence as ev
+from jobset_core import record as records
 from jobset_core.budget import RetryDecision, RetryPolicy
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
@@ -36,7 +37,6 @@ from jobset_core.ledger import (
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
     Ledger,
-    Submission,
     submission_from_object,
 )
 from jobset_core.lifecycle import (
@@ -56,6 +56,7 @@ from jobset_core.spec import GangJobSpec, JobSetSpec
 from jobset_core.validation import MAX_LABEL_LENGTH
 
 log = logging.getLogger(__name__)
+RUN_LOG = log  # the logger every run's events go to: engines that show them elsewhere check it is heard
 
 # Kept for callers of the first release: the states are `State` members now.
 SUCCEEDED, FAILED, RUNNING, PENDING, SUSPENDED, GONE = (
@@ -66,9 +67,6 @@ SUCCEEDED, FAILED, RUNNING, PENDING, SUSPENDED, GONE = (
     State.SUSPENDED,
     State.GONE,
 )
-RECORD_ENDED = "ended"
-RECORD_POLICY = "policy"
-RECORD_NOT_BEFORE = "nextAttemptAfter"
 # How long what `resume` read (the run's objects and record) stands in for the first `step`'s own read: a
 # poller calls them back to back; a step much later reads the cluster again.
 RESUMED_READ_SECONDS = 5.0
@@ -365,7 +363,7 @@ class JobSetRun:
         engine = self.engine_attempt
         if before_current and engine is not None:
             engine = engine - 1 if engine > 0 else None
-        ended = [Submission.from_dict(s) for s in record.get(RECORD_ENDED, [])]
+        ended = records.ended_submissions(record)
         return Ledger.from_objects(objects, self.run_key, engine).with_ended(ended)
 
     def _fix_policy(self, objects: list[dict[str, Any]], record: Mapping[str, Any] | None) -> None:
@@ -380,7 +378,7 @@ class JobSetRun:
                     continue
                 break
         if stored is None and record:
-            stored = record.get(RECORD_POLICY)
+            stored = record.get(records.POLICY)
         if isinstance(stored, Mapping):
             self.policy = RetryPolicy.from_annotation(stored, base=self._base_retry)
             if self.spec is not None:
@@ -429,7 +427,7 @@ class JobSetRun:
         record = record or {}
         self._fix_policy(objects, record)
         mine = sorted(objects, key=_attempt_of)
-        gone_by_clear = {str(e.get("name")) for e in record.get(RECORD_ENDED, []) if e.get("cleared")}
+        gone_by_clear = records.cleared_names(record)
         # A cleared attempt is history: never adopted, whether its object or the run record says so.
         current = [o for o in mine if not _cleared(o) and ev.name_of(o) not in gone_by_clear]
         live = [o for o in current if _live(o)]
@@ -514,8 +512,7 @@ class JobSetRun:
         """Record what the attempt spent where it outlives the attempt, then delete it, then decide."""
         assert step.ended is not None
         record = self._record()
-        ended = [s for s in record.get(RECORD_ENDED, []) if s.get("name") != handle.name]
-        record.update({RECORD_ENDED: [*ended, step.ended.to_dict()], RECORD_POLICY: self.policy.to_annotation()})
+        record = records.with_ended(record, step.ended, self.policy.to_annotation())
         self._write_record(record)
         what = "cannot make progress" if step.ended and '"stuck"' in (step.ended.outcome or "") else "is stopped"
         self._emit(EventType.STUCK, f"{handle.name} {what}: {step.diagnosis.summary if step.diagnosis else ''}; ending it", handle)
@@ -675,15 +672,15 @@ class JobSetRun:
         assert step.decision is not None
         record = self._record()
         now = self._now()
-        due = ev.parse_time(record.get(RECORD_NOT_BEFORE))
+        due = ev.parse_time(record.get(records.NOT_BEFORE))
         if due is None and step.decision.delay_seconds:
             due = datetime.fromtimestamp(now.timestamp() + step.decision.delay_seconds, UTC)
-            record.update({RECORD_NOT_BEFORE: due.isoformat(), RECORD_POLICY: self.policy.to_annotation()})
+            record.update({records.NOT_BEFORE: due.isoformat(), records.POLICY: self.policy.to_annotation()})
             self._write_record(record)
             self._emit(EventType.RETRY, f"waiting {step.decision.delay_seconds:.0f}s before attempt {step.decision.attempt}", handle)
         if due is not None and now < due:
             return self._result(handle, step, done=False)
-        if record.pop(RECORD_NOT_BEFORE, None) is not None:
+        if record.pop(records.NOT_BEFORE, None) is not None:
             self._write_record(record)
         new = self._submit(self._ledger(), free=not step.decision.counted)
         return RunResult(False, new, step.diagnosis, step.decision, step.ledger, list(self.attempts), done=False, progress=step.progress)

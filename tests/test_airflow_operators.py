@@ -35,7 +35,15 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred  # noqa: E
 from airflow_jobset import GangJobOperator, JobSetFailed, JobSetOperator, JobSetRetryPolicy, JobSetTrigger  # noqa: E402
 from airflow_jobset.logs import LeaderLog, leader_selector  # noqa: E402
 from airflow_jobset.operators import HANDLE_KEY, run_key_for  # noqa: E402
-from jobset_core import FailureKind, GangJobSpec, JobSetSpec, KubernetesRuntime, ReplicatedJob, RetryPolicy  # noqa: E402
+from jobset_core import (  # noqa: E402
+    FailureKind,
+    GangJobSpec,
+    JobSetSpec,
+    KubernetesRuntime,
+    ReplicatedJob,
+    RetryPolicy,
+    cleared_record,
+)
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
 from tests.kube_driver import JOBSET_API, ClusterDriver  # noqa: E402
@@ -733,7 +741,7 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
     assert [h.name for h in cleanup.attempts_up_to(objects, "k", NS, None)] == ["t-0", "t-1", "t-2"]
 
     stored = Handle("JobSet", "t-1", NS, "k", 1)
-    record = cleanup.cleared_record({"ended": [{"name": "t-0", "attempt": 0, "countedRestarts": 1}]}, [obj(1)], stored)
+    record = cleared_record({"ended": [{"name": "t-0", "attempt": 0, "countedRestarts": 1}]}, [obj(1)], stored.name, stored.attempt)
     assert [(e["name"], e["attempt"], e["cleared"]) for e in record["ended"]] == [("t-0", 0, True), ("t-1", 1, True)]
     assert cleanup.taken_over(record, stored) and not cleanup.taken_over(record, Handle("JobSet", "t-2", NS, "k", 2))
     assert not cleanup.taken_over(None, stored)

@@ -105,6 +105,15 @@ def _namespace(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> str:
     return ""
 
 
+def _claims(jobset: Obj | None, pods: list[Obj]) -> set[str]:
+    """The PersistentVolumeClaims the workload's pods mount (their events say why a claim never binds)."""
+    templates = [
+        ev.as_map(ev.as_map(ev.spec_of(ev.as_map(rj).get("template"))).get("template"))
+        for rj in (ev.as_list(ev.spec_of(jobset).get("replicatedJobs")) if jobset else [])
+    ]
+    return {name for pod in (*templates, *pods) for name in ev.claim_names(pod)}
+
+
 def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: list[Obj], workloads: list[Obj]) -> Scope:
     jobs, pods, events, workloads = dedupe(jobs), dedupe(pods), dedupe(events), dedupe(workloads)
     name = ev.name_of(jobset) if jobset else _jobset_name_from_children(jobs, pods)
@@ -112,6 +121,7 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
     job_names, pod_names = {ev.name_of(j) for j in jobs}, {ev.name_of(p) for p in pods}
     pattern = _name_pattern(name, jobset, job_names)
     ns = _namespace(jobset, jobs, pods)
+    claims = _claims(jobset, pods) if any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in events) else set()
 
     def mine(event: Mapping[str, Any]) -> bool:
         obj = ev.involved_object(event)
@@ -123,6 +133,8 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
             return bool(name) and obj_name == name
         if kind in ("Job", "Pod"):
             return obj_name in (job_names if kind == "Job" else pod_names) or bool(pattern and pattern.match(obj_name))
+        if kind == "PersistentVolumeClaim":
+            return obj_name in claims
         return kind == "Workload"
 
     events = sorted((e for e in events if mine(e)), key=lambda e: ev.event_time(e) or LONG_AGO)

@@ -92,9 +92,9 @@ def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[i
     for pod in scope.current_pods:
         try:
             found = classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes)
-            name = ev.name_of(pod)
-            if name in kills:
-                found = [sig.probe_killed(f, kills[name]) for f in found]
+            kill = kills.get(ev.name_of(pod)) if kills else None
+            if kill is not None:
+                found = [sig.probe_killed(f, kill) for f in found]
             if claims and all(f.kind is K.UNSCHEDULABLE for f in found):
                 found = [f for f in (sig.claim_finding(pod, scope.events, now, grace),) if f] or found
             findings += found
@@ -104,16 +104,43 @@ def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[i
 
 
 def _outside_pods(scope: Scope, known: set[str], kills: dict[str, sig.ProbeKill], now: datetime, grace: Grace) -> list[Finding]:
-    """Findings only events hold: probe kills, pull and start failures of pods that are gone, and Jobs
-    whose pods the API server refuses."""
-    gone = {ev.involved(e)[1] for e in scope.events if ev.involved(e)[0] == "Pod"} - known
-    found = [sig.probe_kill_finding(pod, kill) for pod, kill in kills.items() if pod in gone]
-    # Pods deleted before they ever ran: their kept records say only that the kubelet lost them.
-    never_ran = {ev.name_of(p) for p in scope.current_pods if "deletionTimestamp" in ev.meta(p) and not ev.pod_started(p)}
-    found += [f for f in sig.pull_or_start_findings(scope.events, gone | never_ran) if f.pod not in kills]
-    current_jobs = {ev.name_of(j) for j in scope.current_jobs}
-    created = [f for f in sig.failed_create_findings(scope.events, scope.current_pods, now, grace) if not scope.jobs or f.job in current_jobs]
-    return found + created
+    """Findings only events hold: probe kills, pull and start failures and deletions of pods that are gone,
+    and Jobs whose pods the API server refuses."""
+    pod_events = [e for e in scope.events if ev.involved(e)[0] == "Pod"]
+    found = _refused_jobs(scope, now, grace)
+    if not pod_events:
+        return found
+    gone = {ev.involved(e)[1] for e in pod_events} - known
+    found += [sig.probe_kill_finding(pod, kill) for pod, kill in kills.items() if pod in gone]
+    never_ran, ungraced = _deleted_records(scope)
+    found += [f for f in sig.pull_or_start_findings(pod_events, gone | never_ran) if f.pod not in kills]
+    found += sig.stopped_findings(pod_events, (gone | ungraced) - set(kills))
+    return found
+
+
+def _deleted_records(scope: Scope) -> tuple[set[str], set[str]]:
+    """Pods being deleted that never ran (a kept record says only that the kubelet lost them: their pull or
+    start failure is in their events), and those whose record lacks the grace period (the kubelet's stop
+    says when their deletion came)."""
+    never_ran, ungraced = set(), set()
+    for pod in scope.current_pods:
+        meta = ev.meta(pod)
+        if "deletionTimestamp" not in meta:
+            continue
+        if not ev.pod_started(pod):
+            never_ran.add(ev.name_of(pod))
+        if "deletionGracePeriodSeconds" not in meta:
+            ungraced.add(ev.name_of(pod))
+    return never_ran, ungraced
+
+
+def _refused_jobs(scope: Scope, now: datetime, grace: Grace) -> list[Finding]:
+    """Jobs of the current attempt (any, when no Job was handed over) whose pods the API server refuses."""
+    if not any(ev.as_str(e.get("reason")) == c.EVENT_FAILED_CREATE for e in scope.events):
+        return []
+    current = {ev.name_of(j) for j in scope.current_jobs}
+    found = sig.failed_create_findings(scope.events, scope.current_pods, now, grace)
+    return [f for f in found if not scope.jobs or f.job in current]
 
 
 def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None) -> Evidence:

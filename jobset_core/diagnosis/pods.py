@@ -140,9 +140,10 @@ def terminated_finding(
     prior = " (previous run of a restarted container)" if restarted else ""
     at = f"{prior} at {ev.format_time(when)}"
     base = dict(pod=name, container=container, exit_code=code, reason=reason, node=node_of(pod), time=when, job=job)
-    special = _named_termination(pod, where, at, term, base)
-    if special is not None:
-        return special
+    if reason in TERMINATED_REASONS_WITHOUT_CODE or term.get("message"):
+        special = _named_termination(pod, where, at, term, base)
+        if special is not None:
+            return special
     signal = ev.as_int(term.get("signal"))
     if code == c.SIGTERM_EXIT_CODE or signal == 15:
         return Finding(K.INTERRUPTED, evidence=f"{where} exited 143 (SIGTERM){at}", **base)
@@ -372,13 +373,14 @@ def classify_pod(
     job = ev.pod_job_name(pod)
     containers = container_findings(pod, now, grace, retryable_exit_codes, job)
     head = pod_level_finding(pod, job)
-    if "deletionTimestamp" in ev.meta(pod):
+    deleting = "deletionTimestamp" in ev.meta(pod)
+    if deleting:
         stuck = stuck_terminating(pod, head, now, grace, job)
         if stuck is not None:
             return [stuck]
     if head is not None:
         return [_with_exit_info(head, containers)]
-    deleted_at = deletion_requested(pod, containers)
+    deleted_at = deletion_requested(pod, containers) if deleting else None
     if deleted_at is not None:
         # Terminated while being deleted: usually the teardown of a failing set, unless the deletion came
         # first (`root` decides, comparing `deleted_at` with every other failure).

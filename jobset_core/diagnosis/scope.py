@@ -33,6 +33,7 @@ class Scope:
     restarts: int  # the current restart attempt
     counted_restarts: int  # restarts counted towards maxRestarts (absent in status while 0)
     notes: list[str] = field(default_factory=list)  # what could not be read
+    _current_pods: list[Obj] | None = field(default=None, repr=False)
 
     @property
     def current_jobs(self) -> list[Obj]:
@@ -40,7 +41,10 @@ class Scope:
 
     @property
     def current_pods(self) -> list[Obj]:
-        return [p for p in self.pods if ev.restart_attempt(p) in (None, self.restarts)]
+        """Read once per diagnosis (every step asks, and a large gang makes it a pass over every pod)."""
+        if self._current_pods is None:
+            self._current_pods = [p for p in self.pods if ev.restart_attempt(p) in (None, self.restarts)]
+        return self._current_pods
 
 
 def dedupe(objects: list[Obj]) -> list[Obj]:
@@ -123,6 +127,8 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
     ns = _namespace(jobset, jobs, pods)
     claims = _claims(jobset, pods) if any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in events) else set()
 
+    only_events = jobset is None and not jobs and not pods
+
     def mine(event: Mapping[str, Any]) -> bool:
         obj = ev.involved_object(event)
         namespace = ev.as_str(obj.get("namespace"))
@@ -132,6 +138,8 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
         if kind == "JobSet":
             return bool(name) and obj_name == name
         if kind in ("Job", "Pod"):
+            if only_events:  # nothing to scope by: the events handed over are the workload's
+                return True
             return obj_name in (job_names if kind == "Job" else pod_names) or bool(pattern and pattern.match(obj_name))
         if kind == "PersistentVolumeClaim":
             return obj_name in claims

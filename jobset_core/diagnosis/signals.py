@@ -99,6 +99,24 @@ def probe_kills(events: list[dict[str, Any]]) -> dict[str, ProbeKill]:
     return kills
 
 
+def stopped_findings(events: Iterable[Obj], pods: set[str]) -> list[Finding]:
+    """Pods (gone now) whose containers the kubelet stopped because the pod was being deleted ("Stopping
+    container x", no probe): teardown, unless the deletion came before anything else failed (`root`)."""
+    out = []
+    for event in events:
+        kind, pod = ev.involved(event)
+        if kind != "Pod" or pod not in pods or ev.as_str(event.get("reason")) != c.EVENT_KILLING:
+            continue
+        message = ev.event_message(event).strip()
+        container = _container_of(event)
+        if container is None or message != c.KILL_STOPPING_FORMAT.format(container=container):
+            continue
+        when = ev.event_time(event)
+        text = f"event Killing on pod {pod}: {message} (the pod was being deleted)"
+        out.append(Finding(K.INTERRUPTED, time=when, evidence=text, pod=pod, container=container, teardown=True, deleted_at=when))
+    return out
+
+
 def probe_killed(finding: Finding, kill: ProbeKill) -> Finding:
     """A SIGTERM/SIGKILL the kubelet sent because a probe failed is the application's failure (hung, too
     slow to start) or its probe configuration's, not an interruption."""

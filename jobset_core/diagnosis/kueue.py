@@ -57,13 +57,12 @@ def kueue_state(scope: Scope) -> Finding | None:
         return None
     when, who, reason, message = max(facts, key=lambda f: f[0])
     text = f"{who}: {reason}: {message}".rstrip(": ")
-    if _pods_never_ready(reason, message):
-        evidence = f"Kueue evicted the workload: its pods were not all ready in time ({text})"
-        return Finding(K.UNSCHEDULABLE, time=when, evidence=evidence, reason=c.KUEUE_REASON_PODS_READY_TIMEOUT,
-                       stuck=bool(DEACTIVATED.search(reason) or DEACTIVATED.search(message)), message=text)
     if DEACTIVATED.search(reason) or DEACTIVATED.search(message):
         evidence = f"Kueue deactivated the workload ({text}); it will not be admitted again"
-        return Finding(K.UNSCHEDULABLE, time=when, evidence=evidence, reason=c.KUEUE_REASON_DEACTIVATED, stuck=True)
+        return Finding(K.UNSCHEDULABLE, time=when, evidence=evidence, reason=c.KUEUE_REASON_DEACTIVATED, stuck=True, message=text)
+    if _pods_never_ready(reason, message):
+        evidence = f"Kueue evicted the workload: its pods were not all ready in time ({text})"
+        return Finding(K.UNSCHEDULABLE, time=when, evidence=evidence, reason=c.KUEUE_REASON_PODS_READY_TIMEOUT, message=text)
     if PREEMPTED.search(reason) or PREEMPTED.search(message):
         return Finding(K.PREEMPTED, time=when, evidence=f"evicted by Kueue: Preempted, requeued ({text})", reason="Preempted")
     return Finding(K.UNSCHEDULABLE, time=when, evidence=f"evicted by Kueue, requeued ({text})", reason=reason)
@@ -81,7 +80,7 @@ def _pods_never_ready(reason: str, message: str) -> bool:
 def never_ready_cause(kueue: Finding, findings: list[Finding], events: list[dict[str, Any]]) -> Finding:
     """Why pods Kueue gave up on were never ready: an image that cannot be pulled or a container that cannot
     start is the cause, not Kueue (the pods may be gone: their kubelet events or kept records say it)."""
-    if kueue.reason != c.KUEUE_REASON_PODS_READY_TIMEOUT:
+    if not _pods_never_ready(kueue.reason or "", kueue.message or ""):
         return kueue
     causes = [f for f in findings if f.kind in (K.IMAGE_PULL_ERROR, K.CONFIG_ERROR)]
     causes = causes or sig.pull_or_start_findings(events)

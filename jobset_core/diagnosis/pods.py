@@ -195,7 +195,7 @@ def waiting_finding(
     deleting = "deletionTimestamp" in ev.meta(pod)
     return Finding(
         kind, evidence=text, pod=ev.name_of(pod), container=container, reason=reason, node=node_of(pod),
-        time=since, stuck=not deleting, job=job,
+        time=since, stuck=not deleting, job=job, message=last_line(message) if kind is K.IMAGE_PULL_ERROR else None,
     )
 
 

@@ -39,12 +39,25 @@ RUNTIME_START = re.compile(
 FIELD_CONTAINER = re.compile(r"spec\.(?:initContainers|containers)\{(?P<name>[^}]+)\}")
 
 
+EXEC_FORMAT = re.compile(r"exec (?:user process caused:? )?\"?[^\s:\"]*\"?:? ?\"?" + re.escape(c.EXEC_FORMAT_ERROR))
+NOT_FOUND = re.compile(r'exec: "[^"]*": ' + re.escape(c.EXECUTABLE_NOT_FOUND))
+
+
 def runtime_hint(message: str) -> str | None:
-    """What to fix when the container runtime, not the program, failed the container; None otherwise."""
+    """What to fix when the container runtime, not the program, failed the container; None otherwise.
+
+    The runtime's own words (`exec: "trian.py": executable file not found in $PATH`) are quoted: they name
+    the command to fix.
+    """
     if c.EXEC_FORMAT_ERROR in message:
-        return "the image's executable is built for another CPU architecture (exec format error): build or pull it for the nodes' platform"
-    if c.EXECUTABLE_NOT_FOUND in message or "no such file or directory" in message.lower() and "exec" in message:
-        return "the container's command is not in the image: fix the command or the image"
+        said = EXEC_FORMAT.search(message)
+        return (
+            f"the image's executable is built for another CPU architecture ({said.group(0) if said else c.EXEC_FORMAT_ERROR}): "
+            "build or pull it for the nodes' platform"
+        )
+    if c.EXECUTABLE_NOT_FOUND in message:
+        said = NOT_FOUND.search(message)
+        return f"the container's command is not in the image ({said.group(0) if said else c.EXECUTABLE_NOT_FOUND}): fix the command or the image"
     if RUNTIME_START.search(message):
         return "the container runtime could not start the container: check the image and its command"
     return None

@@ -136,8 +136,12 @@ def pending_on_claim_case() -> dict[str, Any]:
     """Fixture 48 (a gang Pending, within the unschedulable timeout), but what keeps it Pending is its
     claim `demo-data`, which the PV controller cannot bind: no StorageClass."""
     case = fixture("48-unschedulable-within-timeout")
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "demo-data"}}
+    templates = [rj["template"]["spec"]["template"] for rj in case["jobset"]["spec"]["replicatedJobs"]]
+    templates += [job["spec"]["template"] for job in case["jobs"]]
+    for holder in (*templates, *case["pods"]):
+        holder["spec"].setdefault("volumes", []).append(copy.deepcopy(volume))
     for pod in case["pods"]:
-        pod["spec"].setdefault("volumes", []).append({"name": "data", "persistentVolumeClaim": {"claimName": "demo-data"}})
         for cond in pod["status"].get("conditions", []):
             if cond["type"] == "PodScheduled":
                 cond["message"] = SCHEDULER_PVC
@@ -159,6 +163,19 @@ def test_a_claim_that_never_binds_is_a_configuration_error(view):
     assert (d.kind, d.retryable, d.failed, d.reason) == (K.CONFIG_ERROR, False, True, constants.EVENT_FAILED_BINDING), d.summary
     assert f"PersistentVolumeClaim demo-data: {constants.NO_STORAGE_CLASS_MESSAGE}" in d.summary
     assert "storageClassName" in d.summary and d.reason in STUCK_REASONS
+
+
+@pytest.mark.parametrize("view", ["pods gone", "events only"])
+def test_a_claim_that_never_binds_is_named_from_the_schedulers_and_the_claims_events(view):
+    case = pending_on_claim_case()
+    since = _pending_since(case)
+    for pod in case["pods"]:
+        case["events"].append(event("Pod", pod["metadata"]["name"], constants.EVENT_FAILED_SCHEDULING, SCHEDULER_PVC,
+                                    since.strftime("%Y-%m-%dT%H:%M:%SZ"), count=9, container=None, component="default-scheduler"))
+    drop = {"pods gone": {"pods": []}, "events only": {"jobset": None, "jobs": [], "pods": []}}[view]
+    d = run(case, (since + timedelta(minutes=4)).strftime("%Y-%m-%dT%H:%M:%SZ"), **drop)
+    assert (d.kind, d.retryable, d.failed, d.reason) == (K.CONFIG_ERROR, False, True, constants.EVENT_FAILED_BINDING), d.summary
+    assert constants.NO_STORAGE_CLASS_MESSAGE in d.summary
 
 
 def test_a_claim_within_its_grace_is_not_yet_a_failure():
@@ -435,6 +452,18 @@ def test_a_deleted_pod_is_the_culprit_and_its_peers_the_cascade(view):
     assert "was deleted at 12:00:03Z" in d.summary and "no DisruptionTarget" in d.summary
     if view in ("full", "jobset gone"):
         assert "8 peers were then terminated" in d.summary
+
+
+def test_a_deleted_pod_of_a_jobset_without_our_policy_is_named_from_the_kubelets_stop():
+    """A JobSet built elsewhere (no podFailurePolicy): its Job's BackoffLimitExceeded says nothing of exit codes,
+    and with the pods gone only the kubelet's stop, before anything else failed, names the culprit."""
+    case = deleted_case()
+    for rjob in case["jobset"]["spec"]["replicatedJobs"]:
+        rjob["template"]["spec"].pop("podFailurePolicy", None)
+    for job in case["jobs"]:
+        job["spec"].pop("podFailurePolicy", None)
+    d = run(case, "2026-11-22T12:00:15Z", pods=[])
+    assert (d.kind, d.pod) == (K.INTERRUPTED, "demo-workers-0-4-tz4fm"), d.summary
 
 
 def test_the_deleted_pods_record_keeps_its_grace_period():

@@ -29,7 +29,7 @@ from jobset_core import (
 )
 from jobset_core import constants as c
 from jobset_core.lifecycle import diagnose_observation
-from jobset_core.testing import FakeCluster
+from jobset_core.testing import FakeCluster, VirtualClock
 
 K = FailureKind
 NS = "ml-team"
@@ -118,25 +118,27 @@ def test_a_job_whose_pods_are_refused_is_read_from_the_jobs_events(cluster: Fake
     assert refusal in d.summary
 
 
-def test_pods_kueue_deleted_for_their_image_are_named_from_the_kept_evidence(cluster: FakeCluster) -> None:
-    manifests = spec().manifests()
-    manifests[0]["metadata"].setdefault("labels", {})[c.KUEUE_QUEUE_LABEL] = "team-queue"
-    cluster.image_pull_backoff("*")
-    runtime = cluster.runtime()
-    handle = runtime.submit(manifests, run_key=make_run_key("kueue", "train"), attempt=0)
+def test_pods_kueue_deleted_for_their_image_are_named_from_the_kept_evidence() -> None:
+    # On a virtual clock nothing runs between two steps, so Kueue's eviction can be played in one.
+    clock = VirtualClock()
+    with FakeCluster([NS], clock=clock) as cluster:
+        manifests = spec().manifests()
+        manifests[0]["metadata"].setdefault("labels", {})[c.KUEUE_QUEUE_LABEL] = "team-queue"
+        cluster.image_pull_backoff("*")
+        runtime = cluster.runtime()
+        handle = runtime.submit(manifests, run_key=make_run_key("kueue", "train"), attempt=0)
 
-    def waiting() -> bool:
-        pods = cluster.pods()
-        return len(pods) == 3 and all(p.get("status", {}).get("containerStatuses") for p in pods)
+        def waiting() -> bool:
+            pods = cluster.pods()
+            return len(pods) == 3 and all(p.get("status", {}).get("containerStatuses") for p in pods)
 
-    cluster.run_until(waiting, what="pods waiting for their image")
-    for pod in cluster.pods():
-        kubelet_event(cluster, pod, "Warning", c.EVENT_FAILED,
-                      f'{c.PULL_FAILED_PREFIX} "{IMAGE}": rpc error: code = NotFound desc = {IMAGE}: not found')
-    runtime.observe(handle)  # a look while they wait: their records are kept
-    # Kueue's PodsReadyTimeout eviction: it suspends the JobSet, whose controller suspends the Jobs, whose
-    # controller deletes their pods; Kueue says why. Done here in one step, between two controller passes.
-    with cluster._lock:
+        cluster.run_until(waiting, what="pods waiting for their image")
+        for pod in cluster.pods():
+            kubelet_event(cluster, pod, "Warning", c.EVENT_FAILED,
+                          f'{c.PULL_FAILED_PREFIX} "{IMAGE}": rpc error: code = NotFound desc = {IMAGE}: not found')
+        runtime.observe(handle)  # a look while they wait: their records are kept
+        # Kueue's PodsReadyTimeout eviction: it suspends the JobSet, whose controller suspends the Jobs, whose
+        # controller deletes their pods; Kueue says why.
         (jobset,) = cluster.jobsets()
         jobset["spec"]["suspend"] = True
         cluster.server.update(jobset)
@@ -146,11 +148,12 @@ def test_pods_kueue_deleted_for_their_image_are_named_from_the_kept_evidence(clu
         for pod in cluster.pods():
             cluster.server.delete("v1", "Pod", pod["metadata"]["name"], NS, grace_period_seconds=0)
             cluster.server.patch("v1", "Pod", pod["metadata"]["name"], NS, {"metadata": {"finalizers": None}})
-    cluster.record_event({"apiVersion": c.JOBSET_API_VERSION, "kind": "JobSet", **jobset}, "Normal", c.EVENT_KUEUE_STOPPED, f"{c.KUEUE_PODS_READY_TIMEOUT_MESSAGE} {NS}/jobset-{handle.name}-1a2b3",
-                         component="kueue-admission")
-    cluster.run_until(lambda: not cluster.pods(), what="the pods to be deleted")
+        cluster.record_event({"apiVersion": c.JOBSET_API_VERSION, "kind": "JobSet", **jobset}, "Normal", c.EVENT_KUEUE_STOPPED,
+                             f"{c.KUEUE_PODS_READY_TIMEOUT_MESSAGE} {NS}/jobset-{handle.name}-1a2b3", component="kueue-admission")
+        assert not cluster.pods()
 
-    d = diagnose_observation(runtime.observe(handle), POLICY, datetime.now(UTC))
+        d = diagnose_observation(runtime.observe(handle), POLICY, datetime.fromtimestamp(clock.time(), UTC) + timedelta(minutes=5))
+        assert not cluster.errors, cluster.errors
     assert (d.kind, d.retryable, d.failed) == (K.IMAGE_PULL_ERROR, False, True), d.summary
     assert d.pod is not None and any("not found" in line for line in d.evidence), d.evidence
 

@@ -115,6 +115,7 @@ def _outside_pods(scope: Scope, known: set[str], kills: dict[str, sig.ProbeKill]
     never_ran, ungraced = _deleted_records(scope)
     found += [f for f in sig.pull_or_start_findings(pod_events, gone | never_ran) if f.pod not in kills]
     found += sig.stopped_findings(pod_events, (gone | ungraced) - set(kills))
+    found += sig.unbound_claim_findings(scope.events, gone, now, grace)
     return found
 
 

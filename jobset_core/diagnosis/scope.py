@@ -142,7 +142,7 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
                 return True
             return obj_name in (job_names if kind == "Job" else pod_names) or bool(pattern and pattern.match(obj_name))
         if kind == "PersistentVolumeClaim":
-            return obj_name in claims
+            return only_events or obj_name in claims
         return kind == "Workload"
 
     events = sorted((e for e in events if mine(e)), key=lambda e: ev.event_time(e) or LONG_AGO)

@@ -247,6 +247,33 @@ def claim_finding(pod: Obj, events: list[dict[str, Any]], now: datetime, grace: 
     )
 
 
+def unbound_claim_findings(events: list[dict[str, Any]], pods: set[str], now: datetime, grace: Grace) -> list[Finding]:
+    """Pods that are gone (or were never handed over) whose scheduling failed on an unbound claim, when a
+    claim of the workload says why: the scheduler's `FailedScheduling` events and the claim's."""
+    failing = _claim_events(events)
+    if not failing:
+        return []
+    name, claim_event = next(iter(failing.items()))
+    first: dict[str, datetime] = {}
+    for event in events:
+        kind, pod = ev.involved(event)
+        if kind != "Pod" or pod not in pods or ev.as_str(event.get("reason")) != c.EVENT_FAILED_SCHEDULING:
+            continue
+        when = ev.event_time(event)
+        if c.UNBOUND_IMMEDIATE_PVC_MESSAGE in ev.event_message(event) and when and (pod not in first or when < first[pod]):
+            first[pod] = when
+    reason, message = ev.as_str(claim_event.get("reason")), ev.event_message(claim_event)
+    return [
+        Finding(
+            K.CONFIG_ERROR, time=since, pod=pod, reason=reason, message=f"PersistentVolumeClaim {name}: {message}",
+            evidence=f"pod {pod} could not be scheduled since {ev.format_time(since)}: {c.UNBOUND_IMMEDIATE_PVC_MESSAGE} "
+            f"({reason} on PersistentVolumeClaim {name}: {message})",
+            stuck=(now - since).total_seconds() >= grace.create_container_seconds,
+        )
+        for pod, since in first.items()
+    ]
+
+
 # ----------------------------------------------------------------------------------------------------
 # Jobs that cannot create their pods
 

@@ -178,11 +178,13 @@ START_ERROR_EXIT_CODE = 128
 # the execve error as `exec <path>: <errno>`; Go's os/exec.ErrNotFound; containerd's task creation error).
 EXEC_FORMAT_ERROR = "exec format error"  # ENOEXEC: the binary is for another CPU architecture
 EXECUTABLE_NOT_FOUND = "executable file not found in $PATH"
+# containerd internal/cri/server/container_create.go: `failed to generate container %q spec: %w` (CreateContainerError)
+CREATE_CONTAINER_FAILED_PREFIX = "failed to generate container"
 RUNTIME_START_PREFIXES = (
-    "failed to create containerd task",  # containerd internal/cri/server/container_start.go
+    "failed to create containerd task",  # containerd internal/cri/server/container_start.go (StartError)
     "OCI runtime create failed",
     "runc create failed",
-    "failed to generate container",  # containerd container_create.go: `failed to generate container %q spec: %w`
+    CREATE_CONTAINER_FAILED_PREFIX,
 )
 
 # ----------------------------------------------------------------------------------------------------

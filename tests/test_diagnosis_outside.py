@@ -414,6 +414,20 @@ def test_a_command_not_in_the_image_is_a_configuration_error(view):
     assert d.reason == constants.REASON_START_ERROR
 
 
+@pytest.mark.parametrize("view", ["full", "jobset gone", "events only"])
+def test_a_container_the_runtime_cannot_create_is_a_configuration_error(view):
+    """Fixture 30 (CreateContainerError past its grace), with the kubelet's `Failed` event containerd's words."""
+    case = fixture("30-config-create-container-error")
+    pod = next(p for p in case["pods"] if any((cs.get("state") or {}).get("waiting") for cs in p["status"].get("containerStatuses", [])))
+    words = f'{constants.CREATE_CONTAINER_FAILED_PREFIX} "trainer" spec: failed to generate spec: no command specified'
+    case["events"].append(event("Pod", pod["metadata"]["name"], constants.EVENT_FAILED, constants.KUBELET_ERROR_PREFIX + words,
+                                pod["status"]["startTime"]))
+    drop = {"full": {}, "jobset gone": {"jobset": None}, "events only": {"jobset": None, "jobs": [], "pods": []}}[view]
+    d = run(case, case["now"], **drop)
+    assert (d.kind, d.retryable, d.reason) == (K.CONFIG_ERROR, False, constants.REASON_CREATE_CONTAINER_ERROR), d.summary
+    assert d.pod == pod["metadata"]["name"]
+
+
 def test_exit_128_named_by_the_job_alone_is_the_runtime():
     case = runtime_case(constants.REASON_START_ERROR, constants.START_ERROR_EXIT_CODE, START_ERROR)
     d = run(case, "2026-11-22T12:00:15Z", pods=[], events=[])

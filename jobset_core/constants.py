@@ -180,6 +180,7 @@ EXEC_FORMAT_ERROR = "exec format error"  # ENOEXEC: the binary is for another CP
 EXECUTABLE_NOT_FOUND = "executable file not found in $PATH"
 # containerd internal/cri/server/container_create.go: `failed to generate container %q spec: %w` (CreateContainerError)
 CREATE_CONTAINER_FAILED_PREFIX = "failed to generate container"
+CRIO_CREATE_FAILED_PREFIX = "container create failed"  # cri-o internal/oci/runtime_oci.go CreateContainer
 RUNTIME_START_PREFIXES = (
     "failed to create containerd task",  # containerd internal/cri/server/container_start.go (StartError)
     "OCI runtime create failed",

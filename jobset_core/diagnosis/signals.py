@@ -176,7 +176,7 @@ def kubelet_failure(event: Obj) -> tuple[FailureKind, str] | None:
     if detail in (c.REASON_ERR_IMAGE_PULL, c.REASON_IMAGE_PULL_BACKOFF, c.REASON_INVALID_IMAGE_NAME):
         return K.IMAGE_PULL_ERROR, detail
     if runtime_hint(detail):
-        created = c.CREATE_CONTAINER_FAILED_PREFIX in detail
+        created = c.CREATE_CONTAINER_FAILED_PREFIX in detail or detail.startswith(c.CRIO_CREATE_FAILED_PREFIX)
         return K.CONFIG_ERROR, c.REASON_CREATE_CONTAINER_ERROR if created else c.REASON_START_ERROR
     return None
 

@@ -172,6 +172,24 @@ def claim_names(pod: Mapping[str, Any]) -> list[str]:
     return claims
 
 
+def pod_templates(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The pod templates of a JobSet (one per replicated Job) or of a Job."""
+    if not obj:
+        return []
+    if obj.get("kind") == "Job":
+        return [as_map(spec_of(obj).get("template"))]
+    return [
+        as_map(spec_of(as_map(as_map(rj).get("template"))).get("template"))
+        for rj in as_list(spec_of(obj).get("replicatedJobs"))
+    ]
+
+
+def template_claims(obj: Mapping[str, Any] | None) -> list[str]:
+    """The PersistentVolumeClaims a JobSet's or Job's pods mount: a claim that never binds says why only in its
+    own events, so they are read with the pods'."""
+    return [claim for template in pod_templates(obj) for claim in claim_names(template)]
+
+
 def pod_job_name(pod: Mapping[str, Any]) -> str | None:
     labels = labels_of(pod)
     for key in JOB_NAME_LABELS:

@@ -408,7 +408,7 @@ class KubernetesRuntime:
         kept = self._kept_pod_names(handle)
         worth = _pods_worth_events(pods, kept)
         names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *_child_job_names(main), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
-        names += _claims_of(pods, worth)
+        names += ev.template_claims(main)
         return _Related(jobs, self._events_named(handle.namespace, names), self._kueue_workloads(main), str(ev.meta(main).get("resourceVersion") or ""))
 
     def _jobs_of(self, handle: Handle, pods: Mapping[str, dict[str, Any]], pod_names: Sequence[str]) -> list[str]:
@@ -543,6 +543,13 @@ class KubernetesRuntime:
                 new = name not in kept or kept[name].get("status") != pod.get("status") or deleting
                 if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
                     kept[name] = ev.compact_pod(pod)
+        else:
+            with self._lock:
+                kept = self._evidence.get((handle.namespace, handle.name))
+                if kept is not None and name in kept:
+                    # It waited for its image and runs now: that wait explains nothing any more.
+                    del kept[name]
+                    new = True
         if ours and (failed or terminal):
             self._set_finalizer(handle.namespace, pod, add=False)
         return new
@@ -909,7 +916,7 @@ class _Tracker:
 
     def _events(self, main: Mapping[str, Any], jobs: list[dict[str, Any]], reread: bool) -> list[dict[str, Any]]:
         names = {*self.members, *(ev.name_of(j) for j in jobs), *self.runtime._kept_pod_names(self.handle)}
-        names.update(_claims_of(self.pods, [name for name, pod in self.pods.items() if _waiting(pod)][:EVENT_WAITING_PODS_MAX]))
+        names.update(ev.template_claims(main))
         seen: dict[str, dict[str, Any]] = {}
         if self.events is not None:
             for name in names:
@@ -943,11 +950,6 @@ def _pods_worth_events(pods: Mapping[str, dict[str, Any]], kept: Sequence[str]) 
     gone = [name for name in kept if name not in pods]
     waiting = [name for name, pod in pods.items() if _waiting(pod) and name not in failed]
     return [*dict.fromkeys([*failed, *gone])][:EVENT_FAILED_PODS_MAX] + waiting[:EVENT_WAITING_PODS_MAX]
-
-
-def _claims_of(pods: Mapping[str, dict[str, Any]], names: Iterable[str]) -> list[str]:
-    """The PersistentVolumeClaims these pods mount: a claim that never binds says why only in its events."""
-    return [claim for name in names if name in pods for claim in ev.claim_names(pods[name])]
 
 
 def _waiting(pod: Mapping[str, Any]) -> bool:

@@ -201,3 +201,26 @@ def test_a_pod_deleted_by_someone_is_the_culprit_of_the_cascade(cluster: FakeClu
     assert not result.succeeded and d is not None and deleted
     assert (d.kind, d.retryable, d.pod) == (K.INTERRUPTED, True, deleted[0]), d.summary
     assert "no DisruptionTarget" in d.summary
+
+
+def test_a_pod_kept_while_it_waited_for_its_image_is_dropped_once_it_runs() -> None:
+    """A pull that failed for a while and then worked explains nothing: its record must not come back later as
+    the cause of an unrelated failure."""
+    clock = VirtualClock()
+    with FakeCluster([NS], clock=clock) as cluster:
+        cluster.image_pull_backoff("workers-0-0")
+        runtime = cluster.runtime()
+        handle = runtime.submit(spec().manifests(), run_key=make_run_key("pull", "train"), attempt=0)
+        cluster.run_until(lambda: len([p for p in cluster.pods() if p.get("status", {}).get("containerStatuses")]) == 3, what="pods")
+        runtime.observe(handle)
+        stored = cluster.server.get("v1", "ConfigMap", f"{handle.name}-evidence", NS)
+        waiting = pod_by_host(cluster, "workers-0-0")
+        assert stored is not None and waiting["metadata"]["name"] in stored["data"]["pods.json"]
+        # The registry answers again: the kubelet pulls the image and starts the container.
+        status = dict(waiting["status"], phase="Running")
+        status["containerStatuses"] = [dict(cs, state={"running": {"startedAt": "2026-01-01T00:01:00Z"}}) for cs in status["containerStatuses"]]
+        cluster.server.update_status({**waiting, "status": status})
+        runtime.observe(handle)
+        stored = cluster.server.get("v1", "ConfigMap", f"{handle.name}-evidence", NS)
+        assert not cluster.errors, cluster.errors
+    assert waiting["metadata"]["name"] not in stored["data"]["pods.json"]

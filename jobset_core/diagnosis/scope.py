@@ -109,13 +109,12 @@ def _namespace(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> str:
     return ""
 
 
-def _claims(jobset: Obj | None, pods: list[Obj]) -> set[str]:
+def _claims(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> set[str]:
     """The PersistentVolumeClaims the workload's pods mount (their events say why a claim never binds)."""
-    templates = [
-        ev.as_map(ev.as_map(ev.spec_of(ev.as_map(rj).get("template"))).get("template"))
-        for rj in (ev.as_list(ev.spec_of(jobset).get("replicatedJobs")) if jobset else [])
-    ]
-    return {name for pod in (*templates, *pods) for name in ev.claim_names(pod)}
+    claims = set(ev.template_claims(jobset))
+    for obj in jobs:
+        claims.update(ev.template_claims({"kind": "Job", **obj}))
+    return claims | {name for pod in pods for name in ev.claim_names(pod)}
 
 
 def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: list[Obj], workloads: list[Obj]) -> Scope:
@@ -125,7 +124,7 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
     job_names, pod_names = {ev.name_of(j) for j in jobs}, {ev.name_of(p) for p in pods}
     pattern = _name_pattern(name, jobset, job_names)
     ns = _namespace(jobset, jobs, pods)
-    claims = _claims(jobset, pods) if any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in events) else set()
+    claims = _claims(jobset, jobs, pods) if any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in events) else set()
 
     only_events = jobset is None and not jobs and not pods
 

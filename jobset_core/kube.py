@@ -632,6 +632,7 @@ class KubernetesRuntime:
                 if exc.status != 404:
                     raise
                 self._evidence_stored.discard(key)
+                owner = None  # it was deleted, most likely with its owner: the owner as last seen may be gone
         group, version, plural = self._main_ref(handle)
         main = owner if owner is not None and ev.meta(owner).get("uid") else self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
         if main is None or ev.meta(main).get("deletionTimestamp"):
@@ -847,9 +848,15 @@ class _Tracker:
         self.runtime._store_evidence(self.handle, self.main)
 
     def close(self) -> None:
-        """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins)."""
+        """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins).
+
+        The owner is read again rather than taken as last seen: the run may have deleted it since (a stuck
+        attempt is ended before its watch closes), and a ConfigMap owned by a deleted object would be left.
+        """
         try:
-            self.flush(now=True)
+            if self._dirty_since is not None:
+                self._dirty_since = None
+                self.runtime._store_evidence(self.handle)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not store the evidence of %s: %s", self.handle.name, exc)
 

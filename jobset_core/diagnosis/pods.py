@@ -17,7 +17,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis.model import DISRUPTIONS, WEAK, Finding, Grace, K
-from jobset_core.diagnosis.signals import runtime_hint
+from jobset_core.diagnosis.signals import error_tail, runtime_hint
 from jobset_core.kinds import FailureKind
 
 DISRUPTION_KINDS = {
@@ -195,7 +195,7 @@ def waiting_finding(
     deleting = "deletionTimestamp" in ev.meta(pod)
     return Finding(
         kind, evidence=text, pod=ev.name_of(pod), container=container, reason=reason, node=node_of(pod),
-        time=since, stuck=not deleting, job=job, message=last_line(message) if kind is K.IMAGE_PULL_ERROR else None,
+        time=since, stuck=not deleting, job=job, message=error_tail(message) if kind is K.IMAGE_PULL_ERROR else None,
     )
 
 

@@ -63,6 +63,15 @@ def runtime_hint(message: str) -> str | None:
     return None
 
 
+def error_tail(message: str, limit: int = 160) -> str | None:
+    """The end of a wrapped error (`Back-off pulling image "x": ErrImagePull: rpc error: ... : x: not
+    found`), where the runtime puts the cause; the front is the wrapping."""
+    line = " ".join(message.split())
+    if not line:
+        return None
+    return line if len(line) <= limit else "..." + line[-(limit - 3):]
+
+
 # ----------------------------------------------------------------------------------------------------
 # Probe kills
 
@@ -181,13 +190,20 @@ def kubelet_failure(event: Obj) -> tuple[FailureKind, str] | None:
     return None
 
 
+def _telling(message: str) -> int:
+    """How much a kubelet message says, best first: the pull error's own words, the error, the back-off."""
+    if message.startswith(c.PULL_FAILED_PREFIX):
+        return 0
+    return 2 if message.startswith(c.PULL_BACK_OFF_PREFIX) else 1
+
+
 def pull_or_start_findings(events: Iterable[Obj], pods: set[str] | None = None) -> list[Finding]:
     """One finding per pod (of `pods`, or any) whose kubelet events say its image or its start failed, and
     that never started a container (a pull that failed once and then worked explains nothing).
 
     The most telling event wins: the pull error's own words ("not found", "unauthorized") over the back-off.
     """
-    found: dict[str, Finding] = {}
+    found: dict[str, tuple[int, Finding]] = {}
     events = list(events)
     started = {ev.involved(e)[1] for e in events if ev.as_str(e.get("reason")) == c.EVENT_STARTED}
     for event in events:
@@ -197,17 +213,17 @@ def pull_or_start_findings(events: Iterable[Obj], pods: set[str] | None = None) 
         failure = kubelet_failure(event)
         if failure is None:
             continue
-        have = found.get(pod)
         message = ev.event_message(event)
-        if have is not None and (have.message or "").startswith(c.PULL_FAILED_PREFIX):
+        rank = _telling(message)
+        if pod in found and found[pod][0] <= rank:
             continue
         hint = runtime_hint(message)
         text = f"event {ev.as_str(event.get('reason'))} on pod {pod}: {message}" + (f" ({hint})" if hint else "")
-        found[pod] = Finding(
+        found[pod] = rank, Finding(
             failure[0], time=ev.event_time(event), evidence=text, pod=pod, container=_container_of(event),
-            reason=failure[1], message=hint or message,
+            reason=failure[1], message=hint or error_tail(message),
         )
-    return list(found.values())
+    return [finding for _, finding in found.values()]
 
 
 # ----------------------------------------------------------------------------------------------------

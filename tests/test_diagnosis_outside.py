@@ -117,6 +117,18 @@ def test_a_startup_probe_kill_restarted_in_place_says_so():
     assert "(4 times)" in " ".join(d.evidence) and "startup probe allows" in d.summary
 
 
+def test_a_crash_long_after_a_probe_kill_is_the_crash():
+    """The probe killed the container an hour earlier (restarted in place); it later crashed with exit 1."""
+    case = probe_kill_case()
+    for e in case["events"]:
+        if e["reason"] in (constants.EVENT_KILLING, constants.EVENT_UNHEALTHY):
+            e["firstTimestamp"] = e["lastTimestamp"] = "2026-11-22T10:59:54Z"
+    term = pod_named(case, "demo-workers-0-4")["status"]["containerStatuses"][0]["state"]["terminated"]
+    term.update(exitCode=1, reason="Error", message="RuntimeError: CUDA error: an illegal memory access was encountered")
+    d = run(case, "2026-11-22T12:00:15Z")
+    assert d.kind is K.APPLICATION_ERROR and d.reason != constants.REASON_LIVENESS_PROBE and "CUDA error" in d.summary
+
+
 def test_stopping_a_container_for_a_deletion_is_not_a_probe_kill():
     case = fixture("10-interrupted-sigterm-143")
     d = run(case, "2026-11-22T12:00:15Z")

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import WEAK, Finding, Grace, K
+from jobset_core.diagnosis.model import SKEW, WEAK, Finding, Grace, K
 from jobset_core.kinds import FailureKind
 
 Obj = Mapping[str, Any]
@@ -36,6 +36,9 @@ PROBE_SAID = re.compile(r"^(?P<probe>Liveness|Startup) probe (?:failed|errored):
 RUNTIME_START = re.compile(
     "|".join(map(re.escape, (c.EXEC_FORMAT_ERROR, c.EXECUTABLE_NOT_FOUND, *c.RUNTIME_START_PREFIXES))), re.IGNORECASE
 )
+# A probe kill ends its container within the probe's terminationGracePeriodSeconds (30 s by default): a
+# termination much later than the kill is another one.
+PROBE_KILL_WINDOW = timedelta(minutes=15)
 FIELD_CONTAINER = re.compile(r"spec\.(?:initContainers|containers)\{(?P<name>[^}]+)\}")
 
 
@@ -139,12 +142,22 @@ def stopped_findings(events: Iterable[Obj], pods: set[str]) -> list[Finding]:
     return out
 
 
+def _killed_by(finding: Finding, kill: ProbeKill) -> bool:
+    """Whether this termination is that kill: a SIGTERM/SIGKILL (or a container the kubelet lost) of the
+    probed container, ending after the kill within a long grace period, and not a deletion's teardown."""
+    if finding.kind not in WEAK and finding.exit_code not in (c.SIGTERM_EXIT_CODE, c.SIGKILL_EXIT_CODE):
+        return False
+    if finding.container not in (None, kill.container) or finding.teardown and finding.deleted_at is not None:
+        return False
+    if finding.time is None or kill.time is None:
+        return True
+    return kill.time - SKEW <= finding.time <= kill.time + PROBE_KILL_WINDOW
+
+
 def probe_killed(finding: Finding, kill: ProbeKill) -> Finding:
     """A SIGTERM/SIGKILL the kubelet sent because a probe failed is the application's failure (hung, too
     slow to start) or its probe configuration's, not an interruption."""
-    if finding.kind not in WEAK and finding.kind is not K.APPLICATION_ERROR:
-        return finding
-    if finding.container not in (None, kill.container) or finding.teardown and finding.deleted_at is not None:
+    if not _killed_by(finding, kill):
         return finding
     times = f" ({kill.kills} times)" if kill.kills > 1 else ""
     said = f": {kill.output}" if kill.output else ""

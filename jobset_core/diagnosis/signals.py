@@ -40,8 +40,8 @@ RUNTIME_START = re.compile(
 # termination much later than the kill is another one.
 PROBE_KILL_WINDOW = timedelta(minutes=15)
 FIELD_CONTAINER = re.compile(r"spec\.(?:initContainers|containers)\{(?P<name>[^}]+)\}")
-
-
+# The runtime's words worth quoting: `exec /usr/bin/python3: exec format error` (runc), older runc's
+# `exec user process caused: exec format error`, and `exec: "train.py": executable file not found in $PATH`.
 EXEC_FORMAT = re.compile(r"exec (?:user process caused:? )?\"?[^\s:\"]*\"?:? ?\"?" + re.escape(c.EXEC_FORMAT_ERROR))
 NOT_FOUND = re.compile(r'exec: "[^"]*": ' + re.escape(c.EXECUTABLE_NOT_FOUND))
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from jobset_core import KubernetesRuntime, LocalRuntime, SpecError
 from jobset_core.kube import KEEP_STREAMS_SECONDS
-from jobset_core.local.faults import parse_faults
+from jobset_core.local import parse_faults
 
 KUBERNETES = "kubernetes"
 LOCAL = "local"

@@ -11,6 +11,7 @@ RETRYABLE_FAILED exactly when the core says "retry" and Flyte's attempt counter 
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import logging
 import os
@@ -18,6 +19,7 @@ import re
 import sys
 import threading
 import uuid
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +39,7 @@ from flytekit.models.task import Resources, TaskExecutionMetadata, TaskTemplate
 
 from flyte_jobset import constants as c
 from flyte_jobset import local_run
+from flyte_jobset.custom import plain_numbers, read_custom
 from jobset_core import (
     Coordinator,
     Diagnosis,
@@ -53,7 +56,6 @@ from jobset_core import (
     make_run_key,
 )
 from jobset_core import evidence as ev
-from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
 from jobset_core.run import handle_of
 from jobset_core.runtime import Runtime
 from jobset_core.timeline import AttemptTimeline, render_timeline
@@ -74,7 +76,6 @@ _RESOURCE_NAMES = {
     Resources.ResourceName.MEMORY: "memory",
     Resources.ResourceName.EPHEMERAL_STORAGE: "ephemeral-storage",
 }
-_GANGS = {cls.__name__: cls for cls in (Kueue, Coscheduling, Volcano, WorkloadAPI)}
 _EXCERPT = re.compile(r"(exited \d+[^:;]* at \S+?): [^;]*")
 _PHASE_OF_STATE = {
     State.SUSPENDED: TaskExecution.QUEUED,  # Kueue holds it
@@ -93,6 +94,11 @@ class JobSetMeta(ResourceMeta):
     runtime: str = c.RUNTIME_KUBERNETES
     local_faults: str | None = None
     leader: str = "leader"
+    # For a free resubmission within this Flyte attempt (policies with free interruptions only): the packed
+    # template and what `create` built the spec with.
+    template: str | None = None
+    interruptible: bool = False
+    service_account: str | None = None
 
 
 # ----- runtimes: one per process and kind, so local create/get/delete see the same in-memory state -----------
@@ -110,8 +116,7 @@ def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
     with _SHARED_LOCK:
         if key not in _SHARED:
             if name == c.RUNTIME_LOCAL:
-                from jobset_core.local import LocalRuntime
-                from jobset_core.local.faults import faults_from_env, parse_faults
+                from jobset_core.local import LocalRuntime, faults_from_env, parse_faults
 
                 faults = parse_faults(local_faults) if local_faults else faults_from_env()
                 _SHARED[key] = LocalRuntime(faults=faults, grace_seconds=2)
@@ -208,10 +213,11 @@ def _name_of(template: TaskTemplate) -> str:
 def _base_template(template: TaskTemplate, output_prefix: str) -> tuple[dict[str, Any], str, list[str]]:
     """The pod template every replica starts from, its main container's name, and the rendered argv."""
     if template.k8s_pod is not None:
-        pod_spec = copy.deepcopy(template.k8s_pod.pod_spec or {})
+        pod_spec = plain_numbers(copy.deepcopy(template.k8s_pod.pod_spec or {}))  # a Struct: numbers are doubles
         name = (template.config or {}).get(c.PRIMARY_CONTAINER_KEY) or "primary"
         metadata = template.k8s_pod.metadata
         meta = {"labels": dict(metadata.labels or {}), "annotations": dict(metadata.annotations or {})} if metadata else {}
+        meta = {k: v for k, v in meta.items() if v}
         pod = {"metadata": meta, "spec": pod_spec}
         container = next((ct for ct in pod_spec.get("containers", []) if ct.get("name") == name), None)
         if container is None:
@@ -241,10 +247,11 @@ def spec_from_template(
     interruptible: bool = False,
     service_account: str | None = None,
 ) -> JobSetSpec:
-    """The JobSet the task's config describes, every replica running the task's `pyflyte-execute` command."""
-    custom = template.custom or {}
-    jobs = custom.get("replicatedJobs") or [{"name": "leader"}]
-    leader = custom.get("leader") or jobs[0]["name"]
+    """The JobSet the task's config describes, every replica running the task's `pyflyte-execute` command.
+
+    `custom` is read through `read_custom` (numbers as protobuf carries them), the count from Flyte's own
+    `retries`, which propeller spends on RETRYABLE_FAILED."""
+    custom = read_custom(template.custom)
     pod, container_name, argv = _base_template(template, output_prefix)
     if local:
         argv = _local_argv(argv)
@@ -252,37 +259,34 @@ def spec_from_template(
         pod["spec"].setdefault("serviceAccountName", service_account)
     selector = _interruptible_selector() if interruptible else {}
     replicated = []
-    for job in jobs:
+    for job in custom.jobs:
         replicated.append(
             ReplicatedJob(
-                name=job["name"],
-                image=job.get("image"),
-                command=_replica_args(argv, output_prefix, job["name"] == leader),
-                replicas=int(job.get("replicas", 1)),
-                parallelism=job.get("parallelism"),
-                completions=job.get("completions"),
-                env=[*_replica_env(local, argv), *_env_items(job.get("env"))],
-                resources=job.get("resources"),
-                node_selector={**selector, **(job.get("nodeSelector") or {})} or None,
-                tolerations=job.get("tolerations"),
+                name=job.name,
+                image=job.image,
+                command=_replica_args(argv, output_prefix, job.name == custom.leader),
+                replicas=job.replicas,
+                parallelism=job.parallelism,
+                completions=job.completions,
+                env=[*_replica_env(local, argv), *_env_items(job.env)],
+                resources=job.resources,
+                node_selector={**selector, **(job.node_selector or {})} or None,
+                tolerations=job.tolerations,
                 pod_template=copy.deepcopy(pod),
-                depends_on=job.get("dependsOn"),
+                depends_on=job.depends_on,
                 container_name=container_name,
-                labels=job.get("labels"),
-                annotations=job.get("annotations"),
+                labels=job.labels,
+                annotations=job.annotations,
             )
         )
-    gang_data = dict(custom.get("gang") or {})
-    backend = _GANGS[gang_data.pop("type")](**gang_data) if gang_data else None
     retries = template.metadata.retries.retries if template.metadata and template.metadata.retries else 0
-    policy = RetryPolicy.from_annotation({**(custom.get("retry") or {}), "retries": retries, "source": "Flyte task retries"})
     return JobSetSpec(
         name=_name_of(template),
         namespace=namespace,
         replicated_jobs=replicated,
-        coordinator=Coordinator(leader),
-        gang=backend,
-        retry=policy,
+        coordinator=Coordinator(custom.leader),
+        gang=custom.gang,
+        retry=custom.policy(int(retries or 0), "Flyte task retries"),
     )
 
 
@@ -371,6 +375,17 @@ def with_user_error(result: RunResult, policy: RetryPolicy, errors: Sequence[Use
 # ----- the connector --------------------------------------------------------------------------------------------
 
 
+def _pack_template(template: TaskTemplate) -> str:
+    """The template, compact and JSON-safe, for a free resubmission in a later `get` (which gets only the meta)."""
+    return base64.b64encode(zlib.compress(template.to_flyte_idl().SerializeToString())).decode()
+
+
+def _unpack_template(packed: str) -> TaskTemplate:
+    from flyteidl.core import tasks_pb2
+
+    return TaskTemplate.from_flyte_idl(tasks_pb2.TaskTemplate.FromString(zlib.decompress(base64.b64decode(packed))))
+
+
 class JobSetConnector(AsyncConnectorBase):
     """Task type `jobset`. `runtimes` maps "local"/"kubernetes" to a runtime (tests; otherwise one per process)."""
 
@@ -402,7 +417,7 @@ class JobSetConnector(AsyncConnectorBase):
         inputs: LiteralMap | None,
         metadata: TaskExecutionMetadata | None,
     ) -> JobSetMeta:
-        custom = template.custom or {}
+        custom = read_custom(template.custom)
         local = local_run.CURRENT.get()
         if metadata is not None and metadata.task_execution_id is not None:
             tid = metadata.task_execution_id
@@ -414,8 +429,8 @@ class JobSetConnector(AsyncConnectorBase):
             run_key = make_run_key(local.run_id if local else uuid.uuid4().hex[:10], template.id.name)
             attempt = local.attempt if local else 0
             default_runtime, default_namespace = c.RUNTIME_LOCAL, None
-        runtime_name = custom.get("runtime") or os.environ.get(c.RUNTIME_ENV) or default_runtime
-        namespace = custom.get("namespace") or default_namespace or "default"
+        runtime_name = custom.runtime or os.environ.get(c.RUNTIME_ENV) or default_runtime
+        namespace = custom.namespace or default_namespace or "default"
         interruptible = bool(template.metadata and template.metadata.interruptible)
         if runtime_name == c.RUNTIME_KUBERNETES and "://" not in output_prefix:
             raise SpecError(
@@ -425,19 +440,31 @@ class JobSetConnector(AsyncConnectorBase):
             )
         if inputs is not None:
             self._write_inputs(inputs, output_prefix)
+        account = metadata.k8s_service_account if metadata is not None else None
         spec = spec_from_template(
             template,
             output_prefix,
             namespace=namespace,
             local=runtime_name == c.RUNTIME_LOCAL,
             interruptible=interruptible,
-            service_account=metadata.k8s_service_account if metadata is not None else None,
+            service_account=account,
         )
-        faults = custom.get("localFaults")
-        runtime = self.runtime(runtime_name, faults)
+        runtime = self.runtime(runtime_name, custom.local_faults)
         run = JobSetRun(spec, runtime, run_key=run_key, engine_attempt=attempt, resubmit=False, on_event=_echo())
         handle = run.start()
-        return JobSetMeta(handle.to_dict(), attempt, output_prefix, runtime_name, faults, custom.get("leader") or "leader")
+        # The template rides along only when a free interruption may need a fresh JobSet in this Flyte attempt.
+        free = not spec.policy.count_interruptions
+        return JobSetMeta(
+            handle.to_dict(),
+            attempt,
+            output_prefix,
+            runtime_name,
+            custom.local_faults,
+            custom.leader,
+            template=_pack_template(template) if free else None,
+            interruptible=interruptible,
+            service_account=account,
+        )
 
     @staticmethod
     def _write_inputs(inputs: LiteralMap, output_prefix: str) -> None:
@@ -456,28 +483,66 @@ class JobSetConnector(AsyncConnectorBase):
 
     def _get(self, meta: JobSetMeta) -> Resource:
         runtime = self.runtime(meta.runtime, meta.local_faults)
-        run = JobSetRun.resume(meta.handle, runtime, engine_attempt=meta.engine_attempt)
+        handle = current_handle(meta, runtime)
+        run = JobSetRun.resume(handle, runtime, engine_attempt=meta.engine_attempt)
         result = run.step()
         if result.done and not result.succeeded and not result.cancelled:
             result = with_user_error(result, run.policy, read_user_errors(meta.output_prefix))
-        phase = self.phase(result)
+            self._note_summary(runtime, result)
+        message = result.message
+        if is_free_retry(result) and meta.template:
+            new = self._resubmit_free(meta, runtime)
+            # Still this Flyte attempt: propeller would count RETRYABLE_FAILED as a spent retry.
+            message = f"{message}; resubmitted as {new.name} within Flyte attempt {meta.engine_attempt or 0}"
+            result = replace(result, done=False, handle=new, attempts=[*result.attempts, new])
+            phase = TaskExecution.RUNNING
+        else:
+            phase = self.phase(result)
         observation = runtime.observe(result.handle) if result.handle else None
         info = result.to_dict()
-        info.update({"budget": result.ledger.describe(), "policy": run.policy.describe(), "fly_attempt": meta.engine_attempt})
+        info.update(
+            {"message": message, "budget": result.ledger.describe(), "policy": run.policy.describe(), "fly_attempt": meta.engine_attempt}
+        )
+        timeline_uri = None
         if result.done:
-            attempts = self._timeline(run, runtime, meta, result)
+            attempts = self._timeline(run, runtime, result.handle or handle, result)
             info["history"] = _history_lines(attempts)
-            html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=info["budget"], summary=result.message)
-            self._publish(html, meta)
+            html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=info["budget"], summary=message)
+            timeline_uri = self._publish(html, meta)
         local = local_run.CURRENT.get()
         if local is not None:
-            local.phase, local.message, local.custom_info = phase, result.message, info
-        return Resource(
-            phase=phase,
-            message=result.message,
-            log_links=self.log_links(meta, runtime, observation, result.diagnosis),
-            custom_info=info,
+            local.phase, local.message, local.custom_info = phase, message, info
+        links = self.log_links(meta, runtime, observation, result.diagnosis)
+        if timeline_uri and meta.runtime != c.RUNTIME_LOCAL:
+            links.append(TaskLog(uri=timeline_url(timeline_uri), name=c.TIMELINE_LINK_NAME))
+        return Resource(phase=phase, message=message, log_links=links, custom_info=info)
+
+    def _resubmit_free(self, meta: JobSetMeta, runtime: Runtime) -> Handle:
+        """The next JobSet of this run, free, from the template the meta carries: `start` submits it with the
+        ledger's next attempt number (idempotent by name), or adopts it when another `get` already did."""
+        handle = Handle.from_dict(meta.handle)
+        template = _unpack_template(meta.template or "")
+        spec = spec_from_template(
+            template,
+            meta.output_prefix,
+            namespace=handle.namespace,
+            local=meta.runtime == c.RUNTIME_LOCAL,
+            interruptible=meta.interruptible,
+            service_account=meta.service_account,
         )
+        run = JobSetRun(spec, runtime, run_key=handle.run_key, engine_attempt=meta.engine_attempt, resubmit=False, on_event=_echo())
+        return run.start()
+
+    @staticmethod
+    def _note_summary(runtime: Runtime, result: RunResult) -> None:
+        """Our one-line cause stays on the attempt's object, so a later Flyte attempt's history quotes it
+        (the user's exception) instead of the log tail flytekit framed with its banner."""
+        if result.handle is None or result.diagnosis is None:
+            return
+        try:
+            runtime.annotate(result.handle, {c.SUMMARY_ANNOTATION: result.diagnosis.summary[:2000]})
+        except Exception as exc:  # noqa: BLE001 - a gone object has nothing left to note
+            log.debug("could not note the summary on %s: %s", result.handle.name, exc)
 
     @staticmethod
     def phase(result: RunResult) -> int:
@@ -495,19 +560,22 @@ class JobSetConnector(AsyncConnectorBase):
         return TaskExecution.FAILED
 
     @staticmethod
-    def _timeline(run: JobSetRun, runtime: Runtime, meta: JobSetMeta, result: RunResult) -> list[AttemptTimeline]:
+    def _timeline(run: JobSetRun, runtime: Runtime, handle: Handle, result: RunResult) -> list[AttemptTimeline]:
         """Every attempt of the run (earlier Flyte attempts included), with its pods and its diagnosis; this
         attempt's diagnosis is the result's (it may quote the user's exception, and an attempt the run ended
-        itself is already deleted)."""
-        handle = Handle.from_dict(meta.handle)
+        itself is already deleted); an earlier one's is the summary this connector noted on it."""
         attempts = []
-        for obj in sorted(runtime.find(handle.run_key, handle.namespace), key=lambda o: handle_of(o, handle.run_key, handle.namespace).attempt):
+        objects = runtime.find(handle.run_key, handle.namespace)
+        for obj in sorted(objects, key=lambda o: handle_of(o, handle.run_key, handle.namespace).attempt):
             if ev.name_of(obj) == handle.name:
                 continue
             observation = runtime.observe(handle_of(obj, handle.run_key, handle.namespace))
             state = observation.state
             restarted = int(((observation.main or {}).get("status") or {}).get("restarts") or 0)
             diagnosis = run.diagnose(observation) if state is State.FAILED or restarted else None
+            noted = (ev.meta(obj).get("annotations") or {}).get(c.SUMMARY_ANNOTATION)
+            if diagnosis is not None:
+                diagnosis = replace(diagnosis, summary=noted or _unframed(diagnosis.summary))
             attempts.append(AttemptTimeline(ev.name_of(obj), observation.pods, diagnosis, str(state)))
         current = runtime.observe(handle)
         diagnosis = result.diagnosis
@@ -517,20 +585,26 @@ class JobSetConnector(AsyncConnectorBase):
         return attempts
 
     @staticmethod
-    def _publish(html: str, meta: JobSetMeta) -> None:
-        """The timeline goes where Flyte looks for a task's deck, and to the local run's Deck."""
+    def _publish(html: str, meta: JobSetMeta) -> str | None:
+        """The timeline goes where Flyte looks for a task's deck (shown for SUCCEEDED), and is linked from the
+        task's logs in every terminal phase; locally its path is printed. Returns where it went."""
         local = local_run.CURRENT.get()
         if local is not None:
             local.timeline_html = html
         if not meta.output_prefix:
-            return
+            return None
+        target = f"{meta.output_prefix.rstrip('/')}/{c.DECK_FILE}"
         try:
             ctx = FlyteContextManager.current_context()
             path = ctx.file_access.get_random_local_path()
             Path(path).write_text(html)
-            ctx.file_access.put_data(path, f"{meta.output_prefix}/{c.DECK_FILE}")
+            ctx.file_access.put_data(path, target)
         except Exception as exc:  # noqa: BLE001 - a deck that cannot be written must not fail the task
             log.warning("could not write the JobSet timeline deck: %s", exc)
+            return None
+        if local is not None:
+            local.timeline_path = target
+        return target
 
     @staticmethod
     def log_links(meta: JobSetMeta, runtime: Runtime, observation: Any, diagnosis: Diagnosis | None) -> list[TaskLog]:
@@ -566,25 +640,67 @@ class JobSetConnector(AsyncConnectorBase):
         JobSetRun.resume(meta.handle, runtime, engine_attempt=meta.engine_attempt, on_event=_echo()).cancel()
 
 
+def is_free_retry(result: RunResult) -> bool:
+    """The core decided a retry that spends nothing (a free interruption that needs a fresh JobSet)."""
+    decision = result.decision
+    return bool(result.done and not result.succeeded and not result.cancelled and decision and decision.retry and not decision.counted)
+
+
+def current_handle(meta: JobSetMeta, runtime: Runtime) -> Handle:
+    """The run's newest submission: the meta's, or one a free resubmission made later in this Flyte attempt
+    (the meta cannot change, the cluster knows). Only submissions from the meta's on are this attempt's."""
+    handle = Handle.from_dict(meta.handle)
+    if not meta.template:
+        return handle
+    newest = handle
+    for obj in runtime.find(handle.run_key, handle.namespace):
+        found = handle_of(obj, handle.run_key, handle.namespace)
+        if found.attempt > newest.attempt:
+            newest = found
+    return newest
+
+
+def timeline_url(uri: str) -> str:
+    """The link Flyte shows for the timeline: the blob store's console through `JOBSET_TIMELINE_URL_TEMPLATE`
+    (`{{.uri}}`, `{{.scheme}}`, `{{.bucket}}`, `{{.key}}`), else the blob URI itself."""
+    template = os.environ.get(c.TIMELINE_URL_TEMPLATE_ENV)
+    if not template:
+        return uri
+    scheme, _, rest = uri.partition("://")
+    bucket, _, key = rest.partition("/")
+    for placeholder, value in (("{{.uri}}", uri), ("{{.scheme}}", scheme), ("{{.bucket}}", bucket), ("{{.key}}", key)):
+        template = template.replace(placeholder, value)
+    return template
+
+
 def _echo() -> Callable[[RunEvent], None]:
     """Run events go to the terminal of a local run, and to the connector's log otherwise."""
     out = print if local_run.CURRENT.get() is not None else log.info
     return lambda event: out(f"[jobset] {event.message}")
 
 
+def _unframed(summary: str) -> str:
+    """A summary whose log excerpt is flytekit's error banner keeps the exit, not the banner."""
+    if c.FLYTEKIT_ERROR_BANNER not in summary:
+        return summary
+    return _EXCERPT.sub(lambda m: m.group(1), summary)
+
+
 def _history_lines(attempts: Sequence[AttemptTimeline]) -> list[str]:
-    """Each attempt's in-cluster restarts and final cause, one line each, for logs and `custom_info`."""
-    lines = []
+    """Each attempt's in-cluster restarts and final cause, one line each (never twice), for logs and
+    `custom_info`."""
+    lines: list[str] = []
     for a in attempts:
         d = a.diagnosis
         if d is None:
             continue
         for h in d.history:
             label = f"restart {h.restart}" if h.restart is not None else "final"
-            lines.append(f"{a.name} {label}: {h.kind}: {h.summary}")
-        if not d.history and d.failed:
+            summary = d.summary if h.restart is None and d.failed else _unframed(h.summary)
+            lines.append(f"{a.name} {label}: {h.kind}: {summary}")
+        if d.failed and not any(h.restart is None for h in d.history):
             lines.append(f"{a.name} final: {d.summary}")
-    return lines
+    return list(dict.fromkeys(lines))
 
 
 def _log_uri(meta: JobSetMeta, runtime: Runtime, pod: Mapping[str, Any]) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from jobset_core.constants import PROJECT_PREFIX
+
 # The task type propeller routes to this connector (connector-service `supportedTaskTypes`).
 TASK_TYPE = "jobset"
 
@@ -43,3 +45,15 @@ LOG_TEMPLATE_ENV = "JOBSET_LOG_TEMPLATE"
 DEFAULT_LOG_TEMPLATE = "http://localhost:30080/kubernetes-dashboard/#/log/{{.namespace}}/{{.podName}}/pod?namespace={{.namespace}}"
 # Node selector for `interruptible` tasks ("key=value,key2=value2"), as propeller's interruptible-node-selector.
 INTERRUPTIBLE_SELECTOR_ENV = "JOBSET_INTERRUPTIBLE_NODE_SELECTOR"
+# The timeline's link among the task's logs (propeller shows log links in every phase, a deck only for
+# SUCCEEDED), and the URL template of the blob store's console: `{{.uri}}`, `{{.scheme}}`, `{{.bucket}}`,
+# `{{.key}}`, e.g. "https://s3.console.aws.amazon.com/s3/object/{{.bucket}}?prefix={{.key}}".
+TIMELINE_LINK_NAME = "JobSet timeline"
+TIMELINE_URL_TEMPLATE_ENV = "JOBSET_TIMELINE_URL_TEMPLATE"
+
+# flytekit's entrypoint frames a user exception in the container log with this banner (bin/entrypoint.py):
+# a log tail that ends with it quotes the framing, not the cause.
+FLYTEKIT_ERROR_BANNER = "!! End Error Captured by Flyte !!"
+
+# Our own annotation on an attempt's JobSet: the one-line cause this connector gave Flyte for it.
+SUMMARY_ANNOTATION = PROJECT_PREFIX + "flyte-summary"

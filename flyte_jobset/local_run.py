@@ -27,6 +27,7 @@ class LocalRun:
     message: str = ""
     custom_info: dict[str, Any] = field(default_factory=dict)
     timeline_html: str | None = None
+    timeline_path: str | None = None
     runtime: str = RUNTIME_LOCAL
 
     @property
@@ -40,7 +41,7 @@ class LocalRun:
 
     def next_attempt(self) -> None:
         self.attempt += 1
-        self.phase, self.message, self.custom_info = None, "", {}
+        self.phase, self.message, self.custom_info, self.timeline_path = None, "", {}, None
 
     def lines(self) -> list[str]:
         """What a local run prints when an attempt ends: phase, cause, decision, restarts and budget."""
@@ -52,6 +53,8 @@ class LocalRun:
             out.append(f"[jobset]   {line}")
         if self.custom_info.get("budget"):
             out.append(f"[jobset]   budget: {self.custom_info['budget']}")
+        if self.timeline_path:
+            out.append(f"[jobset]   timeline: {self.timeline_path}")
         if self.retryable:
             out.append(f"[jobset] retrying as Flyte attempt {self.attempt + 1} of the same run (one retry count)")
         return out

@@ -23,14 +23,16 @@ from flytekit.extend.backend.base_connector import AsyncConnectorExecutorMixin
 
 from flyte_jobset import local_run
 from flyte_jobset.constants import RUNTIMES, TASK_TYPE
-from jobset_core import ReplicatedJob, RetryPolicy, SpecError
+from jobset_core import Coordinator, JobSetSpec, ReplicatedJob, RetryPolicy, SpecError
 from jobset_core.budget import platform_default_retries
-from jobset_core.local.faults import parse_faults
+from jobset_core.local import parse_faults
 from jobset_core.validation import check_bool, check_dns1123, check_positive_int
 
 LEADER = "leader"
 WORKERS = "workers"
 GPU_RESOURCE = "nvidia.com/gpu"
+_CHECK_IMAGE = "image"
+_CHECK_COMMAND = ("pyflyte-execute",)
 
 
 @dataclass
@@ -128,6 +130,20 @@ def _replicated_job_to_dict(rj: ReplicatedJob) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v not in (None, [], {})}
 
 
+def check_as_connector_would(config: JobSet, policy: RetryPolicy) -> None:
+    """The JobSet checks the connector makes at CreateTask, made here where the user wrote the task: a
+    refused option (e.g. `gang=WorkloadAPI(...)`) fails the import of the workflow, naming the field, not
+    every attempt of a run. The image and command are placeholders (they come from serialization)."""
+    jobs = [dataclasses.replace(rj, image=rj.image or _CHECK_IMAGE, command=list(_CHECK_COMMAND)) for rj in config.shape()]
+    JobSetSpec(
+        name="check",
+        replicated_jobs=jobs,
+        coordinator=Coordinator(config.leader_name()),
+        gang=config.gang,
+        retry=policy,
+    ).validate()
+
+
 def resolve_retries(config: JobSet, task_retries: int) -> int:
     """The one count: the config's, else the policy's, else the task's `retries`, else the platform default."""
     if config.retries is not None:
@@ -159,6 +175,7 @@ class JobSetFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[JobSet]
             self.metadata.interruptible = task_config.interruptible
         policy = task_config.retry or RetryPolicy()
         self._policy = dataclasses.replace(policy, retries=self.metadata.retries, retries_source="task")
+        check_as_connector_would(task_config, self._policy)
 
     def get_custom(self, settings: SerializationSettings) -> dict[str, Any]:
         config = self.task_config

@@ -22,7 +22,7 @@ from jobset_core.spec import (
     SuccessPolicy,
 )
 
-_FAULTS = ("Crash", "Evict", "NodeShutdown", "Preempt")
+_FAULTS = ("Crash", "Evict", "NodeShutdown", "OOMKill", "Preempt")
 
 
 def __getattr__(name: str):
@@ -36,7 +36,7 @@ def __getattr__(name: str):
 
         return LocalRuntime
     if name in _FAULTS:
-        from jobset_core.local import faults
+        from jobset_core.emulation import faults
 
         return getattr(faults, name)
     raise AttributeError(f"module 'jobset_core' has no attribute {name!r}")

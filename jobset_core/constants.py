@@ -263,7 +263,12 @@ EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
 # How `kubectl get pods` shows a pod whose deletion the kubelet never confirmed: the diagnosis's reason for
 # a pod stuck that way on a node that stopped reporting.
 REASON_STUCK_TERMINATING = "Terminating"
+EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
+EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
+# The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
+FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"
+FATE_KIND, FATE_PLURAL = "Fate", "fates"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # kueue pkg/controller/constants/constants.go JobUIDLabel
 KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")  # Workload versions Kueue serves, newest first
 

@@ -8,6 +8,7 @@ failure policies are parsed in `policy_contract.py`, next to the policies that c
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -327,3 +328,29 @@ def owner_reference(obj: Mapping[str, Any], *, controller: bool = False) -> dict
         ref["controller"] = True
     ref["blockOwnerDeletion"] = True
     return ref
+
+
+def kept_pods(config_map: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The pods an evidence ConfigMap (`<attempt>-evidence`) holds; none when it is absent or unreadable."""
+    raw = as_map((config_map or {}).get("data")).get(c.EVIDENCE_PODS_KEY)
+    try:
+        pods = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        return []
+    return [p for p in pods if isinstance(p, dict)] if isinstance(pods, list) else []
+
+
+def child_job_names(main: Mapping[str, Any]) -> list[str]:
+    """A JobSet's child Jobs by the names its controller gives them, `<jobset>-<replicatedJob>-<index>`: a
+    restart deletes and recreates them, and a look in between lists none, though their events (which
+    failure the restart answered) are still there under those names."""
+    if main.get("kind") != "JobSet":
+        return []
+    name = name_of(main)
+    rjobs = as_list(spec_of(main).get("replicatedJobs"))
+    return [f"{name}-{as_map(rj).get('name')}-{i}" for rj in rjobs for i in range(count(as_map(rj).get("replicas")) or 1)]
+
+
+def job_names_of_pods(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The Jobs these pods belong to, from their labels: a Job deleted by a restart is no longer listed."""
+    return [labels_of(pod)[label] for pod in pods for label in c.JOB_NAME_LABELS if labels_of(pod).get(label)]

@@ -315,10 +315,11 @@ class SharedInformer:
             self._current = stream
         # The server ends a watch after timeout_seconds; a stream silent for longer than that (a half-open
         # connection) is cut by the client and resumed.
-        read_limit = runtime.watch_timeout_seconds + (runtime.retry.request_timeout or 30.0)
+        timeout = runtime.watch_timeout()
+        read_limit = timeout + (runtime.retry.request_timeout or 30.0)
         try:
             for event in stream.stream(
-                list_fn, resource_version=resource_version, timeout_seconds=runtime.watch_timeout_seconds,
+                list_fn, resource_version=resource_version, timeout_seconds=timeout,
                 allow_watch_bookmarks=True, _request_timeout=read_limit, **kwargs,
             ):
                 obj = self._as_dict(event["object"])

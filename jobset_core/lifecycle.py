@@ -394,23 +394,40 @@ def progress_of(
         if ev.count(r.get("ready")) + ev.count(r.get("succeeded")) >= wanted.get(r.get("name"), 1)
     )
     max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
-    causes = _restart_causes(diagnosis, current.restarts, main, now)
+    causes = _restart_causes(diagnosis, current.restarts, observation.jobs if not state.terminal else None, now)
     return Progress(
         state, ready, len(wanted), "replicated jobs", current.restarts, current.counted_restarts, max_restarts, causes, kueue
     )
 
 
-def _restart_causes(diagnosis: Diagnosis | None, restarts: int, main: Mapping[str, Any], now: datetime) -> tuple[FailureKind | None, ...]:
+def _restart_causes(diagnosis: Diagnosis | None, restarts: int, jobs: list[dict[str, Any]] | None,
+                    now: datetime) -> tuple[FailureKind | None, ...]:
+    """Each in-cluster restart's cause, None while the newest one's evidence may still be arriving (only while
+    the workload runs: `jobs` None once it ended).
+
+    The window is measured from the newest restart's own child Jobs (the controller re-creates them labelled
+    `restart-attempt=<n>`), never from the RestartingJobSet condition: the controller keeps that condition's
+    lastTransitionTime from the first restart for as long as it stays True, so every later restart would
+    look old at once and be reported Unknown.
+    """
     entries = [h for h in (diagnosis.history if diagnosis else []) if h.restart is not None]
+    started = _restart_started(jobs, restarts) if jobs is not None else None
     causes: list[FailureKind | None] = []
-    restarting = ev.condition(main, "RestartingJobSet")
-    since = ev.parse_time(restarting.get("lastTransitionTime")) if restarting else None
     for number in range(1, restarts + 1):
         entry = next((h for h in entries if h.restart == number), None)
         kind = entry.kind if entry is not None else FailureKind.UNKNOWN
-        young = number == restarts and since is not None and (now - since).total_seconds() < CAUSE_WAIT_SECONDS
+        young = number == restarts and jobs is not None and (
+            started is None or (now - started).total_seconds() < CAUSE_WAIT_SECONDS)
         causes.append(None if kind is FailureKind.UNKNOWN and young else kind)
     return tuple(causes)
+
+
+def _restart_started(jobs: list[dict[str, Any]], restart: int) -> datetime | None:
+    """When restart `restart` re-created its child Jobs (None: not yet, they are still being replaced)."""
+    times = [ev.parse_time(ev.meta(job).get("creationTimestamp")) for job in jobs
+             if (ev.meta(job).get("labels") or {}).get(c.RESTART_ATTEMPT_LABEL) == str(restart)]
+    found = [t for t in times if t is not None]
+    return min(found) if found else None
 
 
 def _kueue_note(diagnosis: Diagnosis | None) -> str | None:

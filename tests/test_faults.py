@@ -232,7 +232,7 @@ def run_everything(server: LocalApiServer, driver: ClusterDriver) -> None:
     run.cancel()
     gang = GangJobSpec(name="gang", namespace=NS, image="i:1", command=["x"], pods=2, gang=Volcano(),
                        retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()))
-    driver.exit("-1", 2, after=0.3)
+    driver.exit("1", 2, after=0.3)  # a gang Job pod by its completion index
     run = JobSetRun(gang, runtime, run_key=make_run_key("rbac", "gang"), sleep=lambda s: None)
     result = run_to_end(run)
     assert not result.succeeded and result.diagnosis is not None and result.diagnosis.exit_code == 2, result.message

@@ -62,3 +62,8 @@ def test_pyflyte_run_trains_and_a_preempted_run_is_retried_once(tmp_path: Path) 
     assert "retrying as Flyte attempt 1" in preempted
     assert "Flyte attempt 1: SUCCEEDED" in preempted and "0 in-cluster restarts + 1 resubmission used" in preempted
     assert weights(preempted) == pytest.approx([3.0, -2.0, 0.5], abs=0.01)
+    # Each ended attempt prints where its timeline's HTML is, a file that exists and shows the run.
+    timelines = [line.split("timeline: ", 1)[1].strip() for line in preempted.splitlines() if "[jobset]   timeline: " in line]
+    assert len(timelines) == 2, preempted[-3000:]
+    for path in timelines:
+        assert "<html" in Path(path.removeprefix("file://")).read_text().lower()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from typing import Any
 
@@ -15,7 +16,8 @@ from kubernetes.client import V1Container, V1PodSpec
 
 from flyte_jobset import JobSet, JobSetFunctionTask, jobset_task
 from flyte_jobset.connector import spec_from_template
-from jobset_core import Kueue, ReplicatedJob, RetryPolicy, SpecError
+from jobset_core import Coscheduling, Kueue, ReplicatedJob, RetryPolicy, SpecError, Volcano
+from jobset_core.gang import WorkloadAPI
 from tests.schemas import validate_jobset
 
 SETTINGS = SerializationSettings(ImageConfig.auto(img_name="ghcr.io/acme/train:1"))
@@ -168,3 +170,118 @@ def test_bad_config_is_refused_where_it_is_written(kwargs: dict, field: str) -> 
     with pytest.raises(SpecError) as err:
         JobSet(**kwargs)
     assert err.value.field == field
+
+
+# ----- the template as protobuf carries it ---------------------------------------------------------------------
+
+
+def over_the_wire(template: Any) -> Any:
+    """The template as the connector server receives it from propeller: protobuf, `custom` a Struct (doubles)."""
+    from flytekit.models.task import TaskTemplate
+
+    return TaskTemplate.from_flyte_idl(template.to_flyte_idl())
+
+
+@jobset_task(
+    workers=3,
+    gpus_per_worker=8,
+    retries=2,
+    gang=Coscheduling(min_member=4, timeout_seconds=120),
+    retry=RetryPolicy(retryable_exit_codes=[75, 76], count_interruptions=False, max_interruptions=10),
+)
+def train_free(steps: int) -> int:
+    return steps
+
+
+@jobset_task(
+    replicated_jobs=[
+        ReplicatedJob("chief"),
+        ReplicatedJob("ps", replicas=2, parallelism=2, completions=2, tolerations=[
+            {"key": "spot", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}], env={"SHARDS": "4"}),
+    ],
+    retries=1,
+    gang=Volcano(min_available=5, queue="research"),
+)
+def train_shaped(steps: int) -> int:
+    return steps
+
+
+@pytest.mark.parametrize("task_", [train, train_free, train_shaped])
+def test_a_template_over_grpc_builds_the_same_jobset_as_in_process(task_: Any) -> None:
+    """Every number in `custom` arrives as a double; the connector reads it back to the same JobSet."""
+    template = serialize(task_)
+    wire = over_the_wire(template)
+    assert any(isinstance(v, float) for v in _numbers(wire.custom)), "protobuf did not turn the numbers into doubles"
+
+    here = spec_from_template(template, PREFIX, namespace="ml", local=False)
+    there = spec_from_template(wire, PREFIX, namespace="ml", local=False)
+
+    assert there.retry.to_annotation() == here.retry.to_annotation()  # the policy, by meaning
+    assert json.dumps(there.retry.to_annotation()) == json.dumps(here.retry.to_annotation())  # ints stay ints
+    assert there.to_manifest() == here.to_manifest()
+    assert there.extra_objects() == here.extra_objects()
+
+
+def _numbers(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _numbers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers(v)]
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda c: c["replicatedJobs"][1].__setitem__("replicas", 2.5), "custom.replicatedJobs[1].replicas"),
+        (lambda c: c["gang"].__setitem__("min_member", 3.5), "custom.gang.min_member"),
+        (lambda c: c["retry"].__setitem__("maxInterruptions", 10.25), "custom.retry.maxInterruptions"),
+        (lambda c: c["retry"]["retryableExitCodes"].__setitem__(0, 75.5), "custom.retry.retryableExitCodes[0]"),
+        (lambda c: c["gang"].__setitem__("timeout_seconds", "soon"), "custom.gang.timeout_seconds"),
+        (lambda c: c["gang"].__setitem__("type", "Slurm"), "custom.gang.type"),
+    ],
+)
+def test_a_number_that_is_not_a_whole_one_is_refused_naming_the_field(edit: Any, field: str) -> None:
+    wire = over_the_wire(serialize(train_free))
+    edit(wire.custom)
+    with pytest.raises(SpecError) as err:
+        spec_from_template(wire, PREFIX, namespace="ml", local=False)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(3, 3), (3.0, 3), (0.0, 0), (-2.0, -2), (2.5, None), (float("nan"), None), (float("inf"), None), (True, None), ("3", None)],
+)
+def test_integral_reads_what_protobuf_gives(value: Any, expected: int | None) -> None:
+    from flyte_jobset.custom import integral
+
+    if expected is None:
+        with pytest.raises(SpecError, match="the.field"):
+            integral("the.field", value)
+    else:
+        result = integral("the.field", value)
+        assert result == expected and type(result) is int
+
+
+def test_plain_numbers_keeps_quantities_and_strings() -> None:
+    from flyte_jobset.custom import plain_numbers
+
+    assert plain_numbers({"a": [8.0, 0.5, "8.0", True], "b": {"c": 30.0}}) == {"a": [8, 0.5, "8.0", True], "b": {"c": 30}}
+
+
+def test_an_option_the_connector_would_refuse_is_refused_by_the_decorator() -> None:
+    with pytest.raises(SpecError) as err:
+
+        @jobset_task(workers=2, gang=WorkloadAPI())
+        def gang_of_the_wrong_kind(x: int) -> int:
+            return x
+
+    assert err.value.field == "gang" and "WorkloadAPI" in str(err.value)
+    with pytest.raises(SpecError) as err:
+
+        @jobset_task(workers=2, gang=Coscheduling(min_member=9))
+        def gang_too_large(x: int) -> int:
+            return x
+
+    assert err.value.field == "gang.min_member"

@@ -83,3 +83,18 @@ def test_a_change_reaches_only_the_runs_subscribed_to_its_key(server: LocalApiSe
 
     runtime.informers.unsubscribe([*subscriptions.values(), reader])
     assert runtime.informers.active() == 0
+
+
+def test_an_idle_process_keeps_each_watch_open_5_to_10_minutes_as_client_go_does(server: LocalApiServer) -> None:
+    """The server ends a watch at its timeoutSeconds; renewing every 30 s cost an idle watcher 8 requests a
+    minute. By default each watch asks for a random 300-600 s, as the reflector does."""
+    runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2))
+    sink = Sink()
+    subscription = runtime.informers.subscribe(NS, PODS, "jobset:idle", sink)
+    sink.wait_for(lambda: bool(sink.messages), "the first listing")
+    server.create(pod("p-idle", "idle"))
+    sink.wait_for(lambda: ("ADDED", "p-idle") in sink.changes(), "the pod")
+    watches = [r for r in server.requests if "timeoutSeconds" in r.query and r.path.endswith("/pods")]
+    assert watches and all(300 <= int(r.query["timeoutSeconds"]) <= 600 for r in watches), watches
+    assert len({runtime.watch_timeout() for _ in range(50)}) > 1, "every watch asks for the same timeout"
+    runtime.informers.unsubscribe([subscription])

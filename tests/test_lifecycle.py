@@ -152,6 +152,26 @@ def test_a_restart_whose_cause_is_not_on_record_yet_is_reported_as_pending() -> 
     assert later.progress.causes == (FailureKind.UNKNOWN,)
 
 
+def test_a_later_restart_waits_for_its_own_evidence_though_the_condition_keeps_the_first_restarts_time() -> None:
+    """The real controller keeps RestartingJobSet's lastTransitionTime from the first restart while the
+    condition stays True: the second restart's window starts when it re-created the Jobs, not then."""
+    data = capture("A1-preempted-restarted")
+    data["events"] = [e for e in data["events"] if e["involvedObject"]["kind"] != "Job"]
+    status = data["jobset"]["status"]
+    first = next(c["lastTransitionTime"] for c in status["conditions"] if c["type"] == "RestartingJobSet")
+    status["restarts"] = status["restartsCountTowardsMax"] = 2
+    recreated = NOW - timedelta(seconds=2)
+    for job in data["jobs"]:
+        job["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] = "2"
+        job["metadata"]["creationTimestamp"] = recreated.strftime("%Y-%m-%dT%H:%M:%SZ")
+    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=3), NOW)
+    assert next(c["lastTransitionTime"] for c in status["conditions"] if c["type"] == "RestartingJobSet") == first
+    assert step.progress.causes[-1] is None, step.progress.causes
+    later = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=3),
+                   NOW + timedelta(seconds=60))
+    assert later.progress.causes[-1] is FailureKind.UNKNOWN
+
+
 def test_an_application_error_fails_without_retry() -> None:
     data = capture("A2-app-error-after-restart")
     step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW)

@@ -142,9 +142,8 @@ def test_a_kueue_preemption_is_reported_in_progress_and_in_the_result(kube: Kube
 
     def kueue(suspend: bool) -> None:
         """Kueue flips spec.suspend; the JobSet controller writes the Suspended condition both ways."""
-        js = server.get(JOBSET_API, "JobSet", name, NS)
-        js["spec"]["suspend"] = suspend
-        server.update(js)
+        # a patch, not a read then a full update: the controller writes the status meanwhile (a 409 race)
+        server.patch(JOBSET_API, "JobSet", name, NS, {"spec": {"suspend": suspend}})
 
     def suspended() -> bool:
         js = server.get(JOBSET_API, "JobSet", name, NS)

@@ -95,6 +95,17 @@ class Store:
         self._watchers: set[Watcher] = set()
         self._observers: list[Observer] = []
         self._random = random.Random(seed)
+        self._admission: dict[tuple[str, str, str], Callable[[Obj], None]] = {}
+
+    def add_admission(self, kind: ResourceKind, check: Callable[[Obj], None]) -> None:
+        """A validating admission step for one kind, as a webhook would be: `check(obj)` raises an ApiError
+        (422 Invalid naming the field) to refuse a create or an update of the object's spec."""
+        self._admission[kind.key] = check
+
+    def _admit(self, kind: ResourceKind, obj: Obj) -> None:
+        check = self._admission.get(kind.key)
+        if check is not None:
+            check(obj)
 
     def _check_namespace_exists(self, kind: ResourceKind, namespace: str) -> None:
         """The real server's NamespaceLifecycle admission: no object in a namespace that does not exist."""
@@ -188,6 +199,7 @@ class Store:
             meta["name"] = name
             if kind.namespaced:
                 meta["namespace"] = namespace
+            self._admit(kind, obj)
             for field in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
                 meta.pop(field, None)
             meta["uid"] = str(uuid.uuid4())
@@ -434,6 +446,7 @@ class Store:
         else:
             result = clone(desired)
             result["apiVersion"], result["kind"] = kind.api_version, kind.kind
+            self._admit(kind, result)
             meta = object_meta(result)
             for field in _SYSTEM_META:
                 if field in old_meta:

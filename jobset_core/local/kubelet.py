@@ -22,9 +22,9 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core.emulation import pod_status
 from jobset_core.emulation.events import KUBELET, SCHEDULER, record_event
+from jobset_core.emulation.faults import Crash, Fault, NodeShutdown, OOMKill, Preempt
 from jobset_core.emulation.records import condition, deleting, labels, terminal
 from jobset_core.emulation.store import ClusterStore, patch_object, write_status
-from jobset_core.local.faults import Crash, Fault, NodeShutdown, Preempt
 from jobset_core.local.process import (
     LocalProcess,
     container_argv,
@@ -239,7 +239,7 @@ class Node:
             exit_code, sig = pod.crash_exit_code, None
         shutdown = (record.get("status") or {}).get("reason") == c.POD_REASON_TERMINATED
         message = pod.process.output_tail() if exit_code != 0 and _falls_back_to_logs(record) else None
-        status = pod_status.terminated(record, exit_code, None, message or None, signal=sig, failed=shutdown)
+        status = pod_status.terminated(record, exit_code, pod.crash_reason, message or None, signal=sig, failed=shutdown)
         return self._finish(pod, record, status)
 
     # ----- faults ----------------------------------------------------------------------------------
@@ -247,11 +247,7 @@ class Node:
     @staticmethod
     def targets(pod: LocalPod, fault: Fault) -> bool:
         """`replica` is `<rjob>-<jobIndex>-<podIndex>` (a gang Job: the completion index) or the hostname."""
-        if fault.replica == pod.hostname:
-            return True
-        if pod.replicated_job is None:
-            return fault.replica == str(pod.index)
-        return fault.replica == f"{pod.replicated_job}-{pod.job_index}-{pod.index}"
+        return fault.targets(pod.hostname)
 
     def _fire_faults(self, pod: LocalPod, record: Obj) -> bool:
         sub = pod.submission
@@ -272,8 +268,9 @@ class Node:
 
     def _inject(self, pod: LocalPod, record: Obj, fault: Fault) -> None:
         assert pod.process is not None
-        if isinstance(fault, Crash):
-            pod.crash_exit_code = fault.exit_code
+        if isinstance(fault, Crash | OOMKill):
+            pod.crash_exit_code = fault.exit_code if isinstance(fault, Crash) else c.SIGKILL_EXIT_CODE
+            pod.crash_reason = c.REASON_OOM_KILLED if isinstance(fault, OOMKill) else None
             pod.process.signal(signal.SIGKILL)
             return
         reason = fault.disruption_reason

@@ -26,9 +26,18 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core.apistore import ApiError, ObjectStore
 from jobset_core.emulation import Controllers
+from jobset_core.emulation.faults import (
+    Crash,
+    Evict,
+    Fault,
+    NodeShutdown,
+    OOMKill,
+    Preempt,
+    check_fault_targets,
+    faults_from_env,
+)
 from jobset_core.emulation.records import finished, labels, terminal
 from jobset_core.errors import SpecError
-from jobset_core.local.faults import Fault, check_fault_targets, faults_from_env
 from jobset_core.local.kubelet import Node
 from jobset_core.local.objects import admitted_by_kueue, run_key_of, with_jobset_defaults
 from jobset_core.local.process import LocalProcess, stop_processes, write_notice
@@ -42,12 +51,16 @@ TEMP_PREFIX = "jobset-local-"
 _POLL_SECONDS = 0.05  # how often the emulated controllers look at the processes
 
 
+# The faults local processes can play; the others need a scheduler or an image puller (the offline cluster).
+LOCAL_FAULTS = (Preempt, Evict, NodeShutdown, Crash, OOMKill)
+
+
 class LocalRuntime:
     """Run JobSets and gang Jobs as local processes, with the cluster's failure semantics.
 
     `workdir` holds the pod logs (`<workdir>/<name>/<attempt>/restart-<n>/<hostname>.log`; default: a new
     temporary directory, removed when the runtime closes, or at interpreter exit, unless `keep_logs`). `max_processes` caps how many pods run at once (others stay Pending,
-    Unschedulable). `faults` are injected as described in `jobset_core.local.faults`; when not given they
+    Unschedulable). `faults` are injected as described in `jobset_core.emulation.faults`; when not given they
     are read from `JOBSET_LOCAL_FAULTS`. `grace_seconds` is the SIGTERM-to-SIGKILL grace period of every
     teardown. `stream_output` copies every pod's output to stdout with a `[<hostname>] ` prefix. `watch`
     yields at least every `tick_seconds`.
@@ -76,9 +89,12 @@ class LocalRuntime:
             ):
                 raise SpecError(name, f"must be a positive number of seconds, got {value!r}", None)
         self.faults: tuple[Fault, ...] = tuple(faults) if faults is not None else faults_from_env()
-        for fault in self.faults:
+        for number, fault in enumerate(self.faults):
             if not isinstance(fault, Fault):
-                raise SpecError("faults", f"{fault!r} is not a Preempt, Evict, NodeShutdown or Crash", None)
+                raise SpecError("faults", f"{fault!r} is not a Preempt, Evict, NodeShutdown, Crash or OOMKill", None)
+            if not isinstance(fault, LOCAL_FAULTS):
+                raise SpecError(f"faults[{number}]", f"a {fault.name} fault needs a cluster's scheduler or image puller, "
+                                "which local processes do not have", "play it on the offline cluster (jobset fake-cluster)")
         self.max_processes = max_processes
         self.grace_seconds = float(grace_seconds)
         self.stream_output = stream_output

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobset_core.local.faults import Fault
+from jobset_core.emulation.faults import Fault
 from jobset_core.local.process import LocalProcess
 from jobset_core.runtime import Handle
 
@@ -35,6 +35,7 @@ class LocalPod:
     kill_at: float | None = None  # monotonic deadline for SIGKILL after SIGTERM
     terminating: bool = False  # SIGTERM sent
     crash_exit_code: int | None = None  # Crash fault: the exit code to record
+    crash_reason: str | None = None  # OOMKill fault: the terminated reason to record
     shutdown: bool = False  # ended by a (graceful) node shutdown: Failed whatever the exit code
     finished: bool = False  # its final status is written
     fired: set[int] = field(default_factory=set)  # ids of faults already applied

@@ -1,24 +1,42 @@
-"""Offline test support: a local, stateful Kubernetes API server.
+"""Offline test support: a local, stateful Kubernetes API server and the offline cluster behind it.
 
-``LocalApiServer`` speaks enough of the kube-apiserver REST protocol for the
-official ``kubernetes`` client to work against it over real HTTP, so code under
-test needs no monkeypatching; ``FaultPlan`` scripts failures at the HTTP layer. ``FakeCluster`` puts the
-emulated JobSet and Job controllers and scripted pods behind it, so submitted JobSets come alive (on a
-``VirtualClock``, hours of cluster time take seconds); the ``fake_cluster`` pytest fixture hands one to a test.
+``LocalApiServer`` speaks enough of the kube-apiserver REST protocol for the official ``kubernetes`` client
+and ``kubectl`` to work against it over real HTTP, so code under test needs no monkeypatching; ``FaultPlan``
+scripts failures at the HTTP layer. ``FakeCluster`` puts the emulated JobSet and Job controllers and scripted
+pods behind it, so submitted JobSets come alive (on a ``VirtualClock``, hours of cluster time take seconds);
+the ``fake_cluster`` pytest fixture hands one to a test. ``FakeClusterServer`` (and ``jobset fake-cluster``)
+serves one to other processes through a kubeconfig; ``add_fate`` tells it a fault from any process.
+
+Names are imported on first use, so that the `jobset` command starts without loading the kubernetes client.
 """
 
-from jobset_core.apistore.errors import ApiError
-from jobset_core.apistore.kinds import ResourceKind
-from jobset_core.clock import VirtualClock
+from __future__ import annotations
 
-from .apiserver import LocalApiServer
-from .cluster import FakeCluster
-from .fates import PodRule
-from .faults import FaultPlan
-from .handler import RequestRecord
-from .rbac import Authorizer, PolicyRule, rules_from_yaml
+import importlib
+from typing import Any
 
-__all__ = [
-    "ApiError", "Authorizer", "FakeCluster", "FaultPlan", "LocalApiServer", "PodRule", "PolicyRule",
-    "RequestRecord", "ResourceKind", "VirtualClock", "rules_from_yaml",
-]
+_EXPORTS = {
+    "ApiError": "jobset_core.apistore.errors",
+    "ResourceKind": "jobset_core.apistore.kinds",
+    "VirtualClock": "jobset_core.clock",
+    "LocalApiServer": "jobset_core.testing.apiserver",
+    "FakeCluster": "jobset_core.testing.cluster",
+    "FakeClusterServer": "jobset_core.testing.server",
+    "FakeClusterError": "jobset_core.testing.server",
+    "add_fate": "jobset_core.testing.fate_objects",
+    "PodRule": "jobset_core.testing.fates",
+    "FaultPlan": "jobset_core.testing.faults",
+    "RequestRecord": "jobset_core.testing.handler",
+    "Authorizer": "jobset_core.testing.rbac",
+    "PolicyRule": "jobset_core.testing.rbac",
+    "rules_from_yaml": "jobset_core.testing.rbac",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jobset_core.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

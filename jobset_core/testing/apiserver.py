@@ -68,6 +68,7 @@ class LocalApiServer(ObjectStore):
             bookmark_interval=bookmark_interval,
             watch_timeout=watch_timeout,
             authorizer=self.authorizer,
+            clock=clock,
         )
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None

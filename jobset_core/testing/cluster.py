@@ -26,17 +26,21 @@ from jobset_core import constants as c
 from jobset_core.apistore.errors import ApiError
 from jobset_core.emulation import Controllers
 from jobset_core.emulation.events import record_event
-from jobset_core.testing.apiserver import LocalApiServer
-from jobset_core.testing.fates import (
-    EVICT,
-    EXIT,
-    IMAGE_PULL_BACKOFF,
-    NODE_SHUTDOWN,
-    PREEMPT,
-    UNSCHEDULABLE,
-    PodRule,
-    Selector,
+from jobset_core.emulation.faults import (
+    Crash,
+    Evict,
+    Fault,
+    ImagePullFailure,
+    NodePressure,
+    NodeShutdown,
+    OOMKill,
+    Preempt,
+    Succeed,
+    Unschedulable,
 )
+from jobset_core.testing.apiserver import LocalApiServer
+from jobset_core.testing.fate_objects import FateObjects
+from jobset_core.testing.fates import PodRule, Selector
 from jobset_core.testing.kubelet import UNSCHEDULABLE_MESSAGE, ScriptedKubelet
 
 if TYPE_CHECKING:
@@ -57,7 +61,8 @@ class FakeCluster:
     instead of starting one (it stamps objects with its own clock). `tick` is how often the controllers and
     kubelets reconcile in the background; on a `VirtualClock` nothing runs in the background, and `tick` is
     how far `run_until` moves the clock when no pod has anything scripted (a Job's activeDeadlineSeconds is
-    seen at that granularity). Bound pods start `start_after` seconds later (scheduling, image pull).
+    seen at that granularity). Bound pods start `start_after` seconds later (scheduling, image pull). An own
+    server listens on `host:port` (0: a free port); `notice` hears one line per fault that fires.
     """
 
     def __init__(
@@ -71,6 +76,9 @@ class FakeCluster:
         seed: int | None = None,
         start_after: float = 0.0,
         clock: clocks.Clock = clocks.WALL,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         names = [namespaces] if isinstance(namespaces, str) else list(namespaces)
         if not names:
@@ -78,16 +86,18 @@ class FakeCluster:
         self.namespace = names[0]
         self._own_server = server is None
         self.clock = clock
-        self.server = server if server is not None else LocalApiServer(seed=seed, clock=clock.time)
+        self.server = server if server is not None else LocalApiServer(host, port, seed=seed, clock=clock.time)
         self.tick = tick
         self.errors: list[BaseException] = []
         self.steps = 0
         self._scope = self.namespace if not self._own_server else None
         self.controllers = Controllers(self.server, self._scope)
         self.kubelet = ScriptedKubelet(
-            self.server, self._scope, nodes, succeed_after, start_after=start_after, clock=clock
+            self.server, self._scope, nodes, succeed_after, start_after=start_after, clock=clock,
+            write_log=self.server.append_log, notice=notice,
         )
         self._lock = threading.RLock()
+        self.fates = FateObjects(self.server, self.add_fault, self.remove_fault)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._names = names
@@ -160,6 +170,7 @@ class FakeCluster:
         with self._lock, clocks.using(self.clock):
             self.steps += 1
             for name, fn in (
+                ("fates", self.fates.sync),
                 ("jobset", self.controllers.reconcile_jobsets),
                 ("job", self.controllers.reconcile_jobs),
                 ("kubelet", self.kubelet.sync),
@@ -213,53 +224,72 @@ class FakeCluster:
 
     # ----- scripting pod fates -----------------------------------------------------------------------
 
-    def _add(self, selector: Selector, action: str, after: float, times: int | None, restart: int | None,
-             jobset: str | None, **params: Any) -> PodRule:
-        rule = PodRule(selector, action, after, times, restart, jobset, params, added_at=self.clock.monotonic())
+    def add_fault(self, fault: Fault, *, predicate: Callable[[Obj], bool] | None = None, origin: str = "",
+                  namespace: str | None = None) -> PodRule:
+        """Play `fault` (the vocabulary of `jobset_core.emulation.faults`) on the pods it names (in
+        `namespace` only, when given)."""
+        rule = PodRule(fault, predicate, added_at=self.clock.monotonic(), origin=origin, namespace=namespace)
         with self._lock:
             self.kubelet.rules.append(rule)
         return rule
+
+    def remove_fault(self, rule: PodRule) -> None:
+        with self._lock:
+            if rule in self.kubelet.rules:
+                self.kubelet.rules.remove(rule)
+
+    def _add(self, cls: type[Fault], selector: Selector, after: float, times: int | None, restart: int | None,
+             jobset: str | None, attempt: int | None = None, **fields: Any) -> PodRule:
+        """The scripting methods below: `selector` is a hostname pattern or a predicate on the pod; a rule
+        applies in every attempt and restart unless told otherwise."""
+        predicate = selector if callable(selector) else None
+        fault = cls(selector if isinstance(selector, str) else "*", after_seconds=after, times=times,
+                    restart=restart, attempt=attempt, jobset=jobset, **fields)
+        return self.add_fault(fault, predicate=predicate)
 
     def exit(self, selector: Selector, code: int, *, after: float = 0.0, times: int | None = 1,
              restart: int | None = None, jobset: str | None = None, reason: str | None = None,
              message: str | None = None) -> PodRule:
         """The main container exits with `code` (reason Error, or `reason`); `message` is its last log lines."""
-        return self._add(selector, EXIT, after, times, restart, jobset, code=code, reason=reason, message=message)
+        if code == 0:
+            return self.succeed(selector, after=after, times=times, restart=restart, jobset=jobset)
+        return self._add(Crash, selector, after, times, restart, jobset, exit_code=code, reason=reason,
+                         output=message or "")
 
     def succeed(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
                 restart: int | None = None, jobset: str | None = None) -> PodRule:
         """The main container exits 0 after running `after` seconds."""
-        return self._add(selector, EXIT, after, times, restart, jobset, code=0)
+        return self._add(Succeed, selector, after, times, restart, jobset)
 
     def oom(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
             restart: int | None = None, jobset: str | None = None) -> PodRule:
         """The container is OOM-killed: exit 137, reason OOMKilled."""
-        return self._add(selector, EXIT, after, times, restart, jobset, code=OOM_EXIT_CODE, reason=c.REASON_OOM_KILLED)
+        return self._add(OOMKill, selector, after, times, restart, jobset)
 
     def preempt(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
                 restart: int | None = None, jobset: str | None = None) -> PodRule:
         """The scheduler preempts the pod: DisruptionTarget PreemptionByScheduler, a Preempted event, deletion."""
-        return self._add(selector, PREEMPT, after, times, restart, jobset)
+        return self._add(Preempt, selector, after, times, restart, jobset)
 
     def evict(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
               restart: int | None = None, jobset: str | None = None, node_pressure: bool = False) -> PodRule:
         """Eviction API (drain), or the kubelet's node-pressure eviction with `node_pressure=True`."""
-        return self._add(selector, EVICT, after, times, restart, jobset, node_pressure=node_pressure)
+        return self._add(NodePressure if node_pressure else Evict, selector, after, times, restart, jobset)
 
     def node_shutdown(self, selector: Selector, *, after: float = 0.0, times: int | None = 1,
                       restart: int | None = None, jobset: str | None = None) -> PodRule:
         """Graceful node shutdown: DisruptionTarget TerminationByKubelet, pod reason Terminated, exit 143."""
-        return self._add(selector, NODE_SHUTDOWN, after, times, restart, jobset)
+        return self._add(NodeShutdown, selector, after, times, restart, jobset)
 
     def image_pull_backoff(self, selector: Selector, *, times: int | None = None, restart: int | None = None,
                            jobset: str | None = None, message: str | None = None) -> PodRule:
         """The pod never starts: its containers wait in ImagePullBackOff ("not found" by default)."""
-        return self._add(selector, IMAGE_PULL_BACKOFF, 0.0, times, restart, jobset, message=message)
+        return self._add(ImagePullFailure, selector, 0.0, times, restart, jobset, output=message or "")
 
     def unschedulable(self, selector: Selector, *, times: int | None = None, restart: int | None = None,
                       jobset: str | None = None, message: str = UNSCHEDULABLE_MESSAGE) -> PodRule:
         """The scheduler never binds the pod: PodScheduled False, reason Unschedulable."""
-        return self._add(selector, UNSCHEDULABLE, 0.0, times, restart, jobset, message=message)
+        return self._add(Unschedulable, selector, 0.0, times, restart, jobset, output=message)
 
     def record_event(self, involved: Obj, type_: str, reason: str, message: str, *, component: str,
                      micro: bool = False, action: str | None = None, instance: str = "") -> Obj:

@@ -24,6 +24,10 @@ VERSION_INFO: dict[str, str] = {
 }
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+# What the real server's discovery says of the built-in kinds served here (`kubectl get po`, `kubectl get all`)
+SHORT_NAMES = {("", "pods"): ["po"], ("", "services"): ["svc"], ("", "configmaps"): ["cm"],
+               ("", "events"): ["ev"], ("", "namespaces"): ["ns"], ("", "nodes"): ["no"]}
+CATEGORIES = {("", "pods"): ["all"], ("", "services"): ["all"], ("batch", "jobs"): ["all"]}
 
 
 def api_versions(address: str) -> dict[str, Any]:
@@ -63,13 +67,18 @@ def api_group(registry: KindRegistry, group: str) -> dict[str, Any] | None:
 
 
 def _resource(kind: ResourceKind, name: str, verbs: list[str]) -> dict[str, Any]:
-    return {
+    resource: dict[str, Any] = {
         "name": name,
         "singularName": kind.kind.lower() if "/" not in name else "",
         "namespaced": kind.namespaced,
         "kind": kind.kind,
         "verbs": verbs,
     }
+    if "/" not in name:
+        for key, table in (("shortNames", SHORT_NAMES), ("categories", CATEGORIES)):
+            if (kind.group, name) in table:
+                resource[key] = table[(kind.group, name)]
+    return resource
 
 
 def resource_list(registry: KindRegistry, group: str, version: str) -> dict[str, Any] | None:

@@ -1,4 +1,9 @@
-"""Scripted pod fates for the fake cluster's kubelet: what happens to which pod, and when."""
+"""Faults bound into the offline cluster's kubelet: which pods a fault may hit, and when it is due.
+
+The vocabulary is `jobset_core.emulation.faults` (the same one the local runtime plays); a `PodRule` adds what
+only the offline cluster needs: a predicate instead of a hostname pattern (tests), when the rule was added
+(a fault is never due before that), and how often it has fired.
+"""
 
 from __future__ import annotations
 
@@ -9,53 +14,53 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core.emulation.faults import Fault
 
 Obj = dict[str, Any]
 Selector = str | Callable[[Obj], bool]
 
-# Actions a fate can take on a running pod, and the ones that keep a pod from ever running.
-EXIT, PREEMPT, EVICT, NODE_SHUTDOWN = "exit", "preempt", "evict", "node_shutdown"
-IMAGE_PULL_BACKOFF, UNSCHEDULABLE = "image_pull_backoff", "unschedulable"
-RUNNING_ACTIONS = (EXIT, PREEMPT, EVICT, NODE_SHUTDOWN)
-
 
 @dataclass
 class PodRule:
-    """One scripted fate, for the first `times` pods that match (`None`: every one).
+    """One fault, for the first `fault.times` pods it fires on (`None`: every one).
 
-    `selector` is a pod hostname pattern (`workers-1-0` matches `<jobset>-workers-1-0`; `*` globs) or a
-    predicate on the pod; `restart` limits it to one JobSet restart attempt, `jobset` to JobSet names
-    matching a glob; `after` counts seconds of running.
+    `predicate`, when given, picks the pods instead of `fault.replica`. A rule fires once it is due on a pod
+    it matches and has fired fewer than `times` times; every rule that matches a pod applies to it, the
+    earliest due first (ties: in the order they were added).
     """
 
-    selector: Selector
-    action: str
-    after: float = 0.0
-    times: int | None = 1
-    restart: int | None = None
-    jobset: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+    fault: Fault
+    predicate: Callable[[Obj], bool] | None = None
     added_at: float = field(default_factory=time.monotonic)
     used: int = 0
+    origin: str = ""  # where it came from, for messages: "fates.yaml[2]", "Fate default/fate-x"
+    namespace: str | None = None  # only pods of this namespace (a Fate object's own); None: any
 
-    def matches(self, pod: Obj) -> bool:
-        if self.times is not None and self.used >= self.times:
+    @property
+    def spent(self) -> bool:
+        return self.fault.times is not None and self.used >= self.fault.times
+
+    def matches(self, pod: Obj, attempt: int) -> bool:
+        if self.spent:
+            return False
+        if self.namespace is not None and (pod.get("metadata") or {}).get("namespace") != self.namespace:
             return False
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        if self.restart is not None and labels.get(c.RESTART_ATTEMPT_LABEL, "0") != str(self.restart):
+        restart = labels.get(c.RESTART_ATTEMPT_LABEL, "0")
+        if not self.fault.applies_to(attempt, int(restart) if restart.isdigit() else 0):
             return False
-        if self.jobset is not None and not fnmatch.fnmatchcase(labels.get(c.JOBSET_NAME_LABEL, ""), self.jobset):
+        workload = labels.get(c.JOBSET_NAME_LABEL) or labels.get(c.JOB_NAME_LABEL) or ""
+        if self.fault.jobset is not None and not fnmatch.fnmatchcase(workload, self.fault.jobset):
             return False
-        if callable(self.selector):
-            return bool(self.selector(pod))
-        hostname = (pod.get("spec") or {}).get("hostname") or ""
-        pattern = self.selector if self.selector.startswith("*") else "*" + self.selector
-        return fnmatch.fnmatchcase(hostname, pattern)
+        if self.predicate is not None:
+            return bool(self.predicate(pod))
+        hostname = (pod.get("spec") or {}).get("hostname") or (pod.get("metadata") or {}).get("name", "")
+        return self.fault.targets(hostname)
 
 
 @dataclass
 class Fate:
-    """A rule bound to one pod, due `rule.after` seconds after it started running."""
+    """A rule bound to one pod, due `rule.fault.after_seconds` after the pod started running."""
 
     rule: PodRule
     due: float

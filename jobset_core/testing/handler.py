@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from jobset_core.apistore import errors
 from jobset_core.apistore.errors import ApiError
-from jobset_core.apistore.kinds import KindRegistry
+from jobset_core.apistore.kinds import KindRegistry, ResourceKind
 from jobset_core.apistore.patch import APPLY_PATCH
 from jobset_core.apistore.store import Store
 from jobset_core.apistore.watch import Watcher
@@ -31,6 +31,7 @@ from .faults import FaultPlan, RequestInfo, WatchDrop
 from .logs import PodLogs, tail
 from .rbac import Authorizer
 from .routing import Route, discovery_document, parse_route
+from .tables import table, wants_table
 
 _TRUE = ("true", "1")
 _WATCH_POLL = 0.25  # how often an idle watch checks for a vanished client
@@ -58,6 +59,7 @@ class ServerContext:
     stopping: threading.Event = field(default_factory=threading.Event)
     logs: PodLogs = field(default_factory=PodLogs)
     authorizer: Authorizer | None = None
+    clock: Callable[[], float] = time.time
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -129,8 +131,11 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         self._path = unquote(parts.path)
         self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self._method = method
+        self._table = wants_table(self.headers.get("Accept"))
         raw_body = self._read_body()
         try:
+            if raw_body and "protobuf" in (self.headers.get("Content-Type") or ""):
+                raise errors.unsupported_media_type(self.headers.get("Content-Type") or "", ["application/json"])
             segments = [s for s in self._path.split("/") if s]
             address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
             doc = discovery_document(ctx.registry, segments, address) if method == "GET" else None
@@ -163,6 +168,8 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
                 self._watch(route)
             else:
                 status, payload = self._dispatch(method, route, raw_body)
+                if self._table and method == "GET" and route.subresource is None:
+                    payload = self._as_table(route, payload)
                 self._send_json(status, payload)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True  # the client gave up (its timeout): nothing left to answer
@@ -203,6 +210,13 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         if method == "DELETE" and route.subresource is None:
             return self._delete(route, raw_body)
         raise errors.method_not_allowed(method)
+
+    def _as_table(self, route: Route, payload: dict[str, Any]) -> dict[str, Any]:
+        """The Table kubectl asked for, of a list or of one object."""
+        items = payload.get("items") if route.name is None else [payload]
+        metadata = payload.get("metadata") if route.name is None else {"resourceVersion": payload["metadata"].get("resourceVersion")}
+        return table(route.kind, list(items or []), dict(metadata or {}), self._query.get("includeObject"),
+                     self.server.context.clock())
 
     def _list(self, route: Route) -> dict[str, Any]:
         store, kind, q = self.server.context.store, route.kind, self._query
@@ -323,12 +337,13 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             return
         self._start_stream()
         try:
-            if self._pump(watcher, time.monotonic() + timeout, bookmarks, drop):
+            if self._pump(watcher, time.monotonic() + timeout, bookmarks, drop, route.kind):
                 self._end_stream()
         finally:
             ctx.store.unwatch(watcher)
 
-    def _pump(self, watcher: Watcher, deadline: float, bookmarks: bool, drop: WatchDrop | None) -> bool:
+    def _pump(self, watcher: Watcher, deadline: float, bookmarks: bool, drop: WatchDrop | None,
+              watcher_kind: ResourceKind | None = None) -> bool:
         """Stream events until timeout, shutdown, client exit or an injected drop.
 
         Returns False when the connection was cut and no closing chunk may be sent.
@@ -363,6 +378,9 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             if item is None:
                 return True
             event_type, obj = item
+            if self._table and event_type in ("ADDED", "MODIFIED", "DELETED"):
+                obj = table(watcher_kind, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion")},
+                            self._query.get("includeObject"), ctx.clock())
             self._send_event(event_type, obj)
             if event_type != "BOOKMARK":
                 sent += 1

@@ -13,26 +13,27 @@ local runtime's kubelet.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobset_core import clock as clocks
 from jobset_core import constants as c
 from jobset_core.emulation import pod_status
 from jobset_core.emulation.events import SCHEDULER, record_event
+from jobset_core.emulation.faults import (
+    Crash,
+    Evict,
+    ImagePullFailure,
+    NodePressure,
+    NodeShutdown,
+    OOMKill,
+    Preempt,
+    Succeed,
+    Unschedulable,
+)
 from jobset_core.emulation.records import condition, deleting, terminal
 from jobset_core.emulation.store import ClusterStore, delete_object, patch_object, write_status
-from jobset_core.testing.fates import (
-    EVICT,
-    EXIT,
-    IMAGE_PULL_BACKOFF,
-    NODE_SHUTDOWN,
-    PREEMPT,
-    RUNNING_ACTIONS,
-    UNSCHEDULABLE,
-    Fate,
-    PodRule,
-)
+from jobset_core.testing.fates import PodRule
 
 Obj = dict[str, Any]
 PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
@@ -49,22 +50,29 @@ UNSCHEDULABLE_MESSAGE = (
 
 
 class ScriptedKubelet:
-    """Scheduler + kubelets of `nodes` fake nodes, playing the fates in `rules` (first match wins).
+    """Scheduler + kubelets of `nodes` fake nodes, playing the faults in `rules` (every rule that matches a
+    pod applies to it; the earliest due fires first).
 
     A bound pod starts `start_after` seconds later (image pull, container start); `clock` times that and
-    the fates, so that on a virtual clock `next_due()` says when to move it next.
+    the faults, so that on a virtual clock `next_due()` says when to move it next. `write_log` receives what a
+    fault says the container printed; `notice` one line per fault that fires.
     """
 
     def __init__(self, store: ClusterStore, namespace: str | None, nodes: int, succeed_after: float | None,
-                 *, start_after: float = 0.0, clock: clocks.Clock = clocks.WALL) -> None:
+                 *, start_after: float = 0.0, clock: clocks.Clock = clocks.WALL,
+                 write_log: Callable[[str, str, str], None] | None = None,
+                 notice: Callable[[str], None] | None = None) -> None:
         self.store = store
         self.namespace = namespace
         self.nodes = [f"node-{i}" for i in range(nodes)]
         self.succeed_after = succeed_after
         self.start_after = start_after
         self.clock = clock
+        self.write_log = write_log
+        self.notice = notice
         self.rules: list[PodRule] = []
-        self._fates: dict[str, Fate] = {}
+        self._applied: dict[str, set[int]] = {}  # pod uid -> ids of the rules that kept it from running
+        self._attempts: dict[str, int] = {}
         self._bound_at: dict[str, float] = {}
         self._running_since: dict[str, float] = {}
         self._next_node = 0
@@ -77,7 +85,7 @@ class ScriptedKubelet:
             if deleting(pod):
                 self._terminate(pod, c.SIGTERM_EXIT_CODE)  # SIGTERM on deletion; the trainer exits 143
                 continue
-            self._sync_pod(pod, self._fate_for(pod, now), now)
+            self._sync_pod(pod, self._rules_for(pod), now)
 
     def next_due(self) -> float | None:
         """The earliest `clock.monotonic()` at which a live pod starts or meets its fate (None: nothing is
@@ -87,34 +95,79 @@ class ScriptedKubelet:
             if terminal(pod) or deleting(pod):
                 continue
             uid, phase = pod["metadata"]["uid"], (pod.get("status") or {}).get("phase")
-            fate = self._fates.get(uid)
             if phase == "Pending" and uid in self._bound_at and not (pod.get("status") or {}).get("containerStatuses"):
                 moments.append(self._bound_at[uid] + self.start_after)
             elif phase == "Running" and uid in self._running_since:
-                since = self._running_since[uid]
-                if fate is not None and fate.rule.action in RUNNING_ACTIONS:
-                    moments.append(max(fate.due, since + fate.rule.after))
-                elif fate is None and self.succeed_after is not None:
-                    moments.append(since + self.succeed_after)
+                due = self._next_running_fault(pod, self._rules_for(pod), self._running_since[uid])
+                if due is not None:
+                    moments.append(due[0])
+                elif self.succeed_after is not None:
+                    moments.append(self._running_since[uid] + self.succeed_after)
         return min(moments, default=None)
 
-    def _sync_pod(self, pod: Obj, fate: Fate | None, now: float) -> None:
-        action = fate.rule.action if fate is not None else None
+    def _rules_for(self, pod: Obj) -> list[PodRule]:
+        attempt = self._attempt_of(pod)
+        return [rule for rule in self.rules if rule.matches(pod, attempt)]
+
+    def _attempt_of(self, pod: Obj) -> int:
+        """The run's submission number of the pod's JobSet (or gang Job): our ledger's attempt annotation."""
+        uid = pod["metadata"]["uid"]
+        if uid not in self._attempts:
+            labels = pod["metadata"].get("labels") or {}
+            namespace = pod["metadata"].get("namespace")
+            owner = None
+            if labels.get(c.JOBSET_NAME_LABEL):
+                owner = self.store.get(c.JOBSET_API_VERSION, "JobSet", labels[c.JOBSET_NAME_LABEL], namespace)
+            elif labels.get(c.JOB_NAME_LABEL):
+                owner = self.store.get(c.BATCH_API_VERSION, "Job", labels[c.JOB_NAME_LABEL], namespace)
+            if owner is None:
+                return 0
+            value = (owner["metadata"].get("annotations") or {}).get(c.ATTEMPT_ANNOTATION, "0")
+            self._attempts[uid] = int(value) if value.isdigit() else 0
+        return self._attempts[uid]
+
+    @staticmethod
+    def _next_running_fault(pod: Obj, rules: list[PodRule], since: float) -> tuple[float, PodRule] | None:
+        """The fault due first on a running pod: due `after_seconds` after the later of its start and the
+        moment the rule was added; ties go to the rule added first."""
+        due = [(max(since, rule.added_at) + rule.fault.after_seconds, n, rule)
+               for n, rule in enumerate(rules) if rule.fault.while_running]
+        if not due:
+            return None
+        moment, _, rule = min(due, key=lambda item: (item[0], item[1]))
+        return moment, rule
+
+    def _sync_pod(self, pod: Obj, rules: list[PodRule], now: float) -> None:
         status = pod.get("status") or {}
         if not (pod.get("spec") or {}).get("nodeName"):
-            if fate is not None and action == UNSCHEDULABLE:
-                self._unschedulable(pod, fate.rule.params["message"])
+            blocking = self._blocking(pod, rules, Unschedulable)
+            if blocking is not None:
+                self._unschedulable(pod, blocking.fault.output or UNSCHEDULABLE_MESSAGE)
             else:
                 self._bind(pod, now)
         elif status.get("phase") == "Pending" and not status.get("containerStatuses"):
             if now >= self._bound_at.setdefault(pod["metadata"]["uid"], now) + self.start_after:
-                self._start(pod, fate, now)
+                self._start(pod, self._blocking(pod, rules, ImagePullFailure), now)
         elif status.get("phase") == "Running":
-            self._run(pod, fate, now)
+            self._run(pod, rules, now)
 
-    def _start(self, pod: Obj, fate: Fate | None, now: float) -> None:
-        if fate is not None and fate.rule.action == IMAGE_PULL_BACKOFF:
-            message = fate.rule.params.get("message")
+    def _blocking(self, pod: Obj, rules: list[PodRule], kind: type) -> PodRule | None:
+        """The first rule of `kind` that keeps this pod from running; it counts once per pod."""
+        uid = pod["metadata"]["uid"]
+        applied = self._applied.setdefault(uid, set())
+        for rule in self.rules:
+            if isinstance(rule.fault, kind) and id(rule) in applied:
+                return rule
+        rule = next((r for r in rules if isinstance(r.fault, kind)), None)
+        if rule is not None:
+            applied.add(id(rule))
+            rule.used += 1
+            self._tell(rule, pod)
+        return rule
+
+    def _start(self, pod: Obj, image_pull: PodRule | None, now: float) -> None:
+        if image_pull is not None:
+            message = image_pull.fault.output
             status = pod_status.waiting(
                 pod, c.REASON_IMAGE_PULL_BACKOFF, lambda image: message or IMAGE_NOT_FOUND.format(image=image)
             )
@@ -123,25 +176,14 @@ class ScriptedKubelet:
             self._running_since[pod["metadata"]["uid"]] = now
         write_status(self.store, pod, status)
 
-    def _run(self, pod: Obj, fate: Fate | None, now: float) -> None:
+    def _run(self, pod: Obj, rules: list[PodRule], now: float) -> None:
         since = self._running_since.setdefault(pod["metadata"]["uid"], now)
-        if fate is not None and fate.rule.action in RUNNING_ACTIONS:
-            fate.due = max(fate.due, since + fate.rule.after)
-            if now >= fate.due:
-                self._apply(pod, fate.rule)
-        elif fate is None and self.succeed_after is not None and now - since >= self.succeed_after:
+        due = self._next_running_fault(pod, rules, since)
+        if due is not None:
+            if now >= due[0]:
+                self._apply(pod, due[1])
+        elif self.succeed_after is not None and now - since >= self.succeed_after:
             self._terminate(pod, 0)
-
-    def _fate_for(self, pod: Obj, now: float) -> Fate | None:
-        uid = pod["metadata"]["uid"]
-        fate = self._fates.get(uid)
-        if fate is None:
-            for rule in self.rules:
-                if rule.matches(pod):
-                    rule.used += 1
-                    fate = self._fates[uid] = Fate(rule, max(now, rule.added_at) + rule.after)
-                    break
-        return fate
 
     # ----- scheduler ---------------------------------------------------------------------------------
 
@@ -166,23 +208,37 @@ class ScriptedKubelet:
         status = pod_status.terminated(pod, code, reason, message, failed=bool(extra))
         write_status(self.store, pod, {**status, **(extra or {})})
 
+    def _tell(self, rule: PodRule, pod: Obj) -> None:
+        if self.notice is not None:
+            meta = pod["metadata"]
+            self.notice(f"fate {rule.fault.describe()} hits pod {meta.get('namespace')}/{meta['name']}")
+
     def _apply(self, pod: Obj, rule: PodRule) -> None:
-        params = rule.params
-        if rule.action == EXIT:
-            self._terminate(pod, int(params["code"]), params.get("reason"), params.get("message"))
-        elif rule.action == PREEMPT:
+        fault = rule.fault
+        rule.used += 1
+        self._tell(rule, pod)
+        if fault.output and self.write_log is not None:
+            text = fault.output if fault.output.endswith("\n") else fault.output + "\n"
+            self.write_log(pod["metadata"].get("namespace", ""), pod["metadata"]["name"], text)
+        if isinstance(fault, Crash):
+            self._terminate(pod, fault.exit_code, fault.reason, fault.output or None)
+        elif isinstance(fault, OOMKill):
+            self._terminate(pod, c.SIGKILL_EXIT_CODE, c.REASON_OOM_KILLED, fault.output or None)
+        elif isinstance(fault, Succeed):
+            self._terminate(pod, 0)
+        elif isinstance(fault, Preempt):
             self._preempt(pod)
-        elif rule.action == EVICT and params.get("node_pressure"):
+        elif isinstance(fault, NodePressure):
             self._end_on_node(pod, c.DISRUPTION_KUBELET, NODE_PRESSURE_MESSAGE, c.POD_REASON_EVICTED,
                               c.SIGKILL_EXIT_CODE, c.REASON_CONTAINER_STATUS_UNKNOWN, c.CONTAINER_STATUS_UNKNOWN_MESSAGE)
-        elif rule.action == EVICT:
+        elif isinstance(fault, Evict):
             write_status(self.store, pod, pod_status.disrupted(pod, c.DISRUPTION_EVICTION_API, EVICTION_API_MESSAGE))
             delete_object(self.store, pod)
-        elif rule.action == NODE_SHUTDOWN:
+        elif isinstance(fault, NodeShutdown):
             self._end_on_node(pod, c.DISRUPTION_KUBELET, c.NODE_SHUTDOWN_MESSAGE, c.POD_REASON_TERMINATED,
                               c.SIGTERM_EXIT_CODE, c.REASON_ERROR, None)
-        else:  # pragma: no cover - guarded by the public methods
-            raise ValueError(f"unknown action {rule.action}")
+        else:  # pragma: no cover - the vocabulary's running faults are all above
+            raise ValueError(f"unknown fault {fault!r}")
 
     def _preempt(self, pod: Obj) -> None:
         scheduler = (pod.get("spec") or {}).get("schedulerName") or SCHEDULER

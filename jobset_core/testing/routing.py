@@ -12,7 +12,7 @@ from typing import Any
 
 from jobset_core.apistore import errors
 from jobset_core.apistore.kinds import KindRegistry, ResourceKind
-from jobset_core.testing import discovery
+from jobset_core.testing import discovery, openapi
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 _POD_LOG = "log"  # GET /api/v1/namespaces/{ns}/pods/{name}/log
@@ -38,6 +38,8 @@ class Route:
 
 def discovery_document(registry: KindRegistry, segments: list[str], address: str) -> dict[str, Any] | None:
     """The discovery answer for this path, or None if it names a resource."""
+    if segments[:1] == ["openapi"]:
+        return openapi.document(registry, segments) or _raise_not_found()
     if segments == ["version"]:
         return dict(discovery.VERSION_INFO)
     if segments == ["api"]:

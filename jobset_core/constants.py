@@ -83,6 +83,10 @@ CONDITION_CONTAINERS_READY = "ContainersReady"
 WORKLOAD_EVICTED = "Evicted"  # kueue apis/kueue/v1beta1/workload_types.go
 KUEUE_REASON_DEACTIVATED = "Deactivated"  # workload_types.go WorkloadDeactivated: never admitted again
 WORKLOAD_PREEMPTED = "Preempted"
+KUEUE_REASON_PODS_READY_TIMEOUT = "PodsReadyTimeout"  # WorkloadEvictedByPodsReadyTimeout
+KUEUE_PODS_READY_TIMEOUT_MESSAGE = "Exceeded the PodsReady timeout"  # "Exceeded the PodsReady timeout %s" (ns/name)
+# workload_controller.go triggerDeactivationOrBackoffRequeue: the PodsReady requeues ran out
+KUEUE_REQUEUING_LIMIT_MESSAGE = "exceeding the maximum number of re-queuing retries"
 
 # ----------------------------------------------------------------------------------------------------
 # Job controller (kubernetes pkg/controller/job/job_controller.go, pod_failure_policy.go)
@@ -174,6 +178,51 @@ REASON_CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
 SIDECAR_RESTART_POLICY = "Always"  # an init container with restartPolicy Always is a sidecar (1.29+)
 SIGTERM_EXIT_CODE = 143
 SIGKILL_EXIT_CODE = 137
+# containerd CRI (internal/cri/server/helpers.go): a container the runtime could not start is recorded as
+# terminated with reason StartError and this exit code ("128 is the same with Docker's behavior").
+START_ERROR_EXIT_CODE = 128
+# What the runtime says when the image's command cannot run (runc libcontainer/standard_init_linux.go wraps
+# the execve error as `exec <path>: <errno>`; Go's os/exec.ErrNotFound; containerd's task creation error).
+EXEC_FORMAT_ERROR = "exec format error"  # ENOEXEC: the binary is for another CPU architecture
+EXECUTABLE_NOT_FOUND = "executable file not found in $PATH"
+# containerd internal/cri/server/container_create.go: `failed to generate container %q spec: %w` (CreateContainerError)
+CREATE_CONTAINER_FAILED_PREFIX = "failed to generate container"
+CRIO_CREATE_FAILED_PREFIX = "container create failed"  # cri-o internal/oci/runtime_oci.go CreateContainer
+RUNTIME_START_PREFIXES = (
+    "failed to create containerd task",  # containerd internal/cri/server/container_start.go (StartError)
+    "OCI runtime create failed",
+    "runc create failed",
+    CREATE_CONTAINER_FAILED_PREFIX,
+)
+
+# ----------------------------------------------------------------------------------------------------
+# Kubelet probes (pkg/kubelet/prober/prober.go, pkg/kubelet/kuberuntime/kuberuntime_manager.go and
+# kuberuntime_container.go, pkg/kubelet/events/event.go)
+
+EVENT_UNHEALTHY = "Unhealthy"  # events.ContainerUnhealthy: "%s probe failed: %s" / "%s probe errored: %v"
+EVENT_KILLING = "Killing"  # events.KillingContainer: the kill reason, or "Stopping container %s"
+PROBE_FAILED_FORMAT = "{probe} probe failed: {output}"  # probeType is "Liveness", "Readiness" or "Startup"
+PROBE_ERRORED_FORMAT = "{probe} probe errored: {output}"
+# "Container %s failed liveness probe" / "Container %s failed startup probe", then ", will be restarted"
+# when the container restarts in place (computePodActions).
+PROBE_KILL_FORMAT = "Container {container} failed {probe} probe"
+PROBE_KILL_RESTART_SUFFIX = ", will be restarted"
+KILL_STOPPING_FORMAT = "Stopping container {container}"
+PROBE_LIVENESS = "liveness"
+PROBE_STARTUP = "startup"
+REASON_LIVENESS_PROBE = "LivenessProbe"  # kuberuntime containerKillReason reasonLivenessProbe
+REASON_STARTUP_PROBE = "StartupProbe"  # reasonStartupProbe
+
+# ----------------------------------------------------------------------------------------------------
+# Kubelet container and image events (pkg/kubelet/events/event.go, images/image_manager.go,
+# kuberuntime/kuberuntime_container.go)
+
+EVENT_FAILED = "Failed"  # FailedToPullImage, FailedToCreateContainer and FailedToStartContainer share it
+EVENT_STARTED = "Started"  # StartedContainer: "Started container %s"
+EVENT_BACK_OFF = "BackOff"  # BackOffPullImage ("Back-off pulling image %q"), BackOffStartContainer
+PULL_FAILED_PREFIX = "Failed to pull image"  # "Failed to pull image %q: %v"
+PULL_BACK_OFF_PREFIX = "Back-off pulling image"  # "Back-off pulling image %q"
+KUBELET_ERROR_PREFIX = "Error: "  # "Error: %v": ErrImagePull, ImagePullBackOff, create and start errors
 
 # ----------------------------------------------------------------------------------------------------
 # Events (reasons on pods, Jobs, JobSets and Kueue Workloads)
@@ -184,6 +233,21 @@ EVENT_EVICTED = "Evicted"  # kubelet eviction manager
 EVENT_NODE_NOT_READY = "NodeNotReady"  # node-controller, controller_utils.go MarkPodsNotReady
 EVENT_NODE_SHUTDOWN = "NodeShutdown"
 EVENT_KUEUE_STOPPED = "Stopped"  # kueue pkg/controller/jobframework/reconciler.go
+EVENT_FAILED_SCHEDULING = "FailedScheduling"  # kube-scheduler schedule_one.go
+# kube-scheduler volumebinding plugin (pkg/scheduler/framework/plugins/volumebinding/volume_binding.go)
+UNBOUND_IMMEDIATE_PVC_MESSAGE = "pod has unbound immediate PersistentVolumeClaims"
+# PV controller (pkg/controller/volume/persistentvolume/pv_controller.go), events on the claim
+EVENT_FAILED_BINDING = "FailedBinding"
+EVENT_PROVISIONING_FAILED = "ProvisioningFailed"  # the provisioner's error, e.g. `storageclass.storage.k8s.io "x" not found`
+NO_STORAGE_CLASS_MESSAGE = "no persistent volumes available for this claim and no storage class is set"
+CLAIM_EVENT_REASONS = frozenset({EVENT_FAILED_BINDING, EVENT_PROVISIONING_FAILED})
+# Job controller (pkg/controller/controller_utils.go RealPodControl): a pod it could not create.
+EVENT_FAILED_CREATE = "FailedCreate"  # FailedCreatePodReason, message "Error creating: %v"
+FAILED_CREATE_PREFIX = "Error creating: "
+# The API server's refusals a FailedCreate quotes: ResourceQuota admission
+# (plugin/pkg/admission/resourcequota/controller.go) and webhooks (admission/plugin/webhook/errors/statuserror.go)
+QUOTA_EXCEEDED_MESSAGE = "exceeded quota: "  # "exceeded quota: %s, requested: %s, used: %s, limited: %s"
+WEBHOOK_DENIED_FORMAT = 'admission webhook "{webhook}" denied the request'
 FAILURE_POLICY_ACTION_SUFFIX = "FailurePolicyAction"  # jobset failure_policy.go event reasons
 INVOLVED_OBJECT_NAME_FIELD = "involvedObject.name"  # an Event field the API server selects on (core/v1 conversion)
 
@@ -206,6 +270,9 @@ CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
 # counted against the budget, never adopted.
 CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
+# How `kubectl get pods` shows a pod whose deletion the kubelet never confirmed: the diagnosis's reason for
+# a pod stuck that way on a node that stopped reporting.
+REASON_STUCK_TERMINATING = "Terminating"
 EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
 EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself

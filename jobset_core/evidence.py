@@ -157,6 +157,34 @@ def event_message(event: Mapping[str, Any]) -> str:
     return as_str(event.get("message")) or as_str(event.get("note"))
 
 
+def claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The PersistentVolumeClaims a pod (or a pod template) mounts."""
+    claims = []
+    for volume in as_list(spec_of(pod).get("volumes")):
+        name = as_str(as_map(as_map(volume).get("persistentVolumeClaim")).get("claimName"))
+        if name:
+            claims.append(name)
+    return claims
+
+
+def pod_templates(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The pod templates of a JobSet (one per replicated Job) or of a Job."""
+    if not obj:
+        return []
+    if obj.get("kind") == "Job":
+        return [as_map(spec_of(obj).get("template"))]
+    return [
+        as_map(spec_of(as_map(as_map(rj).get("template"))).get("template"))
+        for rj in as_list(spec_of(obj).get("replicatedJobs"))
+    ]
+
+
+def template_claims(obj: Mapping[str, Any] | None) -> list[str]:
+    """The PersistentVolumeClaims a JobSet's or Job's pods mount: a claim that never binds says why only in its
+    own events, so they are read with the pods'."""
+    return [claim for template in pod_templates(obj) for claim in claim_names(template)]
+
+
 def pod_job_name(pod: Mapping[str, Any]) -> str | None:
     labels = labels_of(pod)
     for key in c.JOB_NAME_LABELS:
@@ -202,7 +230,7 @@ def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     """What diagnosis needs from a pod, and nothing else: keeps the evidence ConfigMap small."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    keep_meta = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "ownerReferences") if k in meta}
+    keep_meta = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences") if k in meta}
     containers = [
         {"name": c.get("name"), "resources": {"limits": (c.get("resources") or {}).get("limits") or {}}}
         for c in spec.get("containers") or []
@@ -228,6 +256,46 @@ def pod_has_failed(pod: Mapping[str, Any]) -> bool:
                 if term and term.get("exitCode"):
                     return True
     return False
+
+
+# Waiting reasons of a container that never started and never will by itself (kubelet images/types.go,
+# kuberuntime): a pod waiting in one is kept like a failed one, since Kueue (PodsReadyTimeout) or a person
+# may delete it before it fails, and its record and events are then the only trace of why.
+STUCK_WAITING_REASONS = frozenset(
+    {
+        c.REASON_ERR_IMAGE_PULL,
+        c.REASON_IMAGE_PULL_BACKOFF,
+        c.REASON_INVALID_IMAGE_NAME,
+        c.REASON_ERR_IMAGE_NEVER_PULL,
+        c.REASON_CREATE_CONTAINER_CONFIG_ERROR,
+        c.REASON_CREATE_CONTAINER_ERROR,
+        c.REASON_RUN_CONTAINER_ERROR,
+    }
+)
+
+
+def pod_started(pod: Mapping[str, Any]) -> bool:
+    """Whether any container of the pod ever ran (a start time in its current or previous state)."""
+    status = pod.get("status") or {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or []:
+            for state_key in ("state", "lastState"):
+                state = cs.get(state_key) or {}
+                if (state.get("running") or {}).get("startedAt") or (state.get("terminated") or {}).get("startedAt"):
+                    return True
+    return False
+
+
+def pod_worth_keeping(pod: Mapping[str, Any]) -> bool:
+    """A failed pod, or one whose container waits in a state that never resolves by itself."""
+    if pod_has_failed(pod):
+        return True
+    status = pod.get("status") or {}
+    return any(
+        ((cs.get("state") or {}).get("waiting") or {}).get("reason") in STUCK_WAITING_REASONS
+        for key in ("containerStatuses", "initContainerStatuses")
+        for cs in status.get(key) or []
+    )
 
 
 def finalizer_removal_patch(obj: Mapping[str, Any], finalizer: str) -> list[dict[str, Any]] | None:

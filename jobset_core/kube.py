@@ -429,6 +429,7 @@ class KubernetesRuntime:
         kept = self._kept_pod_names(handle)
         worth = _pods_worth_events(pods, kept)
         names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *ev.child_job_names(main), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
+        names += ev.template_claims(main)
         return _Related(jobs, self._events_named(handle.namespace, names), self._kueue_workloads(main), str(ev.meta(main).get("resourceVersion") or ""))
 
     def _jobs_of(self, handle: Handle, pods: Mapping[str, dict[str, Any]], pod_names: Sequence[str]) -> list[str]:
@@ -566,14 +567,23 @@ class KubernetesRuntime:
         if self.evidence_finalizer and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self._set_finalizer(handle.namespace, pod, add=True)
         new = False
-        if failed:
+        if failed or ev.pod_worth_keeping(pod):
             self._load_evidence(handle)  # what an earlier process stored is kept too, not overwritten
             key = (handle.namespace, handle.name)
             with self._lock:
                 kept = self._evidence.setdefault(key, {})
-                new = name not in kept or kept[name].get("status") != pod.get("status")
+                # A deletion is news too: a kept pod that waits for an image is no longer stuck once deleted.
+                deleting = bool(meta.get("deletionTimestamp")) and name in kept and not ev.meta(kept[name]).get("deletionTimestamp")
+                new = name not in kept or kept[name].get("status") != pod.get("status") or deleting
                 if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
                     kept[name] = ev.compact_pod(pod)
+        else:
+            with self._lock:
+                kept = self._evidence.get((handle.namespace, handle.name))
+                if kept is not None and name in kept:
+                    # It waited for its image and runs now: that wait explains nothing any more.
+                    del kept[name]
+                    new = True
         if ours and (failed or terminal):
             self._set_finalizer(handle.namespace, pod, add=False)
         return new
@@ -656,6 +666,7 @@ class KubernetesRuntime:
                 if exc.status != 404:
                     raise
                 self._evidence_stored.discard(key)
+                owner = None  # it was deleted, most likely with its owner: the owner as last seen may be gone
         group, version, plural = self._main_ref(handle)
         main = owner if owner is not None and ev.meta(owner).get("uid") else self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
         if main is None or ev.meta(main).get("deletionTimestamp"):
@@ -868,9 +879,15 @@ class _Tracker:
         self.runtime._store_evidence(self.handle, self.main)
 
     def close(self) -> None:
-        """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins)."""
+        """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins).
+
+        The owner is read again rather than taken as last seen: the run may have deleted it since (a stuck
+        attempt is ended before its watch closes), and a ConfigMap owned by a deleted object would be left.
+        """
         try:
-            self.flush(now=True)
+            if self._dirty_since is not None:
+                self._dirty_since = None
+                self.runtime._store_evidence(self.handle)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not store the evidence of %s: %s", self.handle.name, exc)
 
@@ -937,6 +954,7 @@ class _Tracker:
 
     def _events(self, main: Mapping[str, Any], jobs: list[dict[str, Any]], reread: bool) -> list[dict[str, Any]]:
         names = {*self.members, *(ev.name_of(j) for j in jobs), *self.runtime._kept_pod_names(self.handle)}
+        names.update(ev.template_claims(main))
         seen: dict[str, dict[str, Any]] = {}
         if self.events is not None:
             for name in names:

@@ -49,6 +49,11 @@ STUCK_REASONS = frozenset(
         c.REASON_RUN_CONTAINER_ERROR,
         c.POD_REASON_UNSCHEDULABLE,
         c.KUEUE_REASON_DEACTIVATED,  # a deactivated Workload is never admitted again
+        c.EVENT_FAILED_CREATE,  # the API server refuses the Job's pods (quota, a webhook, PodSecurity)
+        c.EVENT_FAILED_BINDING,  # a claim the PV controller cannot bind keeps the pods Pending
+        c.EVENT_PROVISIONING_FAILED,
+        c.REASON_START_ERROR,  # an image that cannot run (another CPU architecture, a command not in it)
+        c.REASON_STUCK_TERMINATING,  # a pod on a node that stopped reporting blocks its replacement
     }
 )
 # The JobSet controller writes status.restarts about 50 ms before the event that names the failed Job: a

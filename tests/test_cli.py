@@ -45,6 +45,9 @@ def running_dump() -> dict[str, Any]:
     dump["jobs"] = []
     for pod in dump["pods"]:
         pod["status"] = {"phase": "Running"}
+        # Running and not being deleted: a pod left Terminating long past its deletion is stuck, not running.
+        pod["metadata"].pop("deletionTimestamp", None)
+        pod["metadata"].pop("deletionGracePeriodSeconds", None)
     dump["events"] = []
     return dump
 

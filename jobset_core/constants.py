@@ -10,9 +10,10 @@ from __future__ import annotations
 # ----------------------------------------------------------------------------------------------------
 # API groups and versions
 
-JOBSET_API_GROUP = "jobset.x-k8s.io"  # kubernetes-sigs/jobset api/jobset/v1alpha2/groupversion_info.go
-JOBSET_API_VERSION = JOBSET_API_GROUP + "/v1alpha2"
-JOBSET_CRD = "jobsets." + JOBSET_API_GROUP  # config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
+JOBSET_API_GROUP, JOBSET_API_VERSION_NAME = "jobset.x-k8s.io", "v1alpha2"  # kubernetes-sigs/jobset api/jobset/v1alpha2
+JOBSET_API_VERSION = f"{JOBSET_API_GROUP}/{JOBSET_API_VERSION_NAME}"
+JOBSET_PLURAL = "jobsets"
+JOBSET_CRD = f"{JOBSET_PLURAL}.{JOBSET_API_GROUP}"  # config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
 BATCH_API_GROUP = "batch"
 BATCH_API_VERSION = BATCH_API_GROUP + "/v1"
 CORE_API_VERSION = "v1"
@@ -87,6 +88,11 @@ SPOT_CAPACITY_KEYS = (
 # ----------------------------------------------------------------------------------------------------
 # Condition types
 
+# Pod phases (kubernetes pkg/apis/core/types.go PodPhase); a pod in either has ended
+PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED, PHASE_FAILED = "Pending", "Running", "Succeeded", "Failed"
+POD_ENDED_PHASES = (PHASE_SUCCEEDED, PHASE_FAILED)
+# JobSet status.terminalState (api/jobset/v1alpha2 jobset_types.go)
+TERMINAL_STATE_COMPLETED, TERMINAL_STATE_FAILED = "Completed", "Failed"
 CONDITION_FAILED = "Failed"
 CONDITION_FAILURE_TARGET = "FailureTarget"  # Job, since 1.31 written before Failed
 CONDITION_COMPLETED = "Completed"
@@ -103,6 +109,10 @@ CONDITION_POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"  # 1.29+
 WORKLOAD_EVICTED = "Evicted"  # kueue apis/kueue/v1beta1/workload_types.go
 KUEUE_REASON_DEACTIVATED = "Deactivated"  # workload_types.go WorkloadDeactivated: never admitted again
 WORKLOAD_PREEMPTED = "Preempted"
+KUEUE_REASON_PODS_READY_TIMEOUT = "PodsReadyTimeout"  # WorkloadEvictedByPodsReadyTimeout
+KUEUE_PODS_READY_TIMEOUT_MESSAGE = "Exceeded the PodsReady timeout"  # "Exceeded the PodsReady timeout %s" (ns/name)
+# workload_controller.go triggerDeactivationOrBackoffRequeue: the PodsReady requeues ran out
+KUEUE_REQUEUING_LIMIT_MESSAGE = "exceeding the maximum number of re-queuing retries"
 
 # ----------------------------------------------------------------------------------------------------
 # Job controller (kubernetes pkg/controller/job/job_controller.go, pod_failure_policy.go)
@@ -157,14 +167,6 @@ JOBSET_REASON_RESUMED = "ResumeJobs"  # jobset pkg/constants/constants.go JobSet
 JOBSET_MESSAGE_RESUMED = "jobset is resumed"
 JOBSET_MESSAGE_SUSPENDED = "jobset is suspended"
 JOBSET_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
-# status.terminalState (api/jobset/v1alpha2/jobset_types.go: the Completed or Failed condition's type)
-JOBSET_TERMINAL_COMPLETED, JOBSET_TERMINAL_FAILED = CONDITION_COMPLETED, CONDITION_FAILED
-
-# ----------------------------------------------------------------------------------------------------
-# Pod phases (kubernetes pkg/apis/core/types.go PodPhase)
-
-POD_PENDING, POD_RUNNING, POD_SUCCEEDED, POD_FAILED = "Pending", "Running", "Succeeded", "Failed"
-POD_TERMINAL_PHASES = (POD_SUCCEEDED, POD_FAILED)
 
 # ----------------------------------------------------------------------------------------------------
 # Pods: DisruptionTarget reasons and pod status reasons (kubernetes pkg/apis/core/types.go, the
@@ -214,6 +216,51 @@ TERMINATION_MESSAGE_FALLBACK_TO_LOGS = "FallbackToLogsOnError"
 SIDECAR_RESTART_POLICY = "Always"  # an init container with restartPolicy Always is a sidecar (1.29+)
 SIGTERM_EXIT_CODE = 143
 SIGKILL_EXIT_CODE = 137
+# containerd CRI (internal/cri/server/helpers.go): a container the runtime could not start is recorded as
+# terminated with reason StartError and this exit code ("128 is the same with Docker's behavior").
+START_ERROR_EXIT_CODE = 128
+# What the runtime says when the image's command cannot run (runc libcontainer/standard_init_linux.go wraps
+# the execve error as `exec <path>: <errno>`; Go's os/exec.ErrNotFound; containerd's task creation error).
+EXEC_FORMAT_ERROR = "exec format error"  # ENOEXEC: the binary is for another CPU architecture
+EXECUTABLE_NOT_FOUND = "executable file not found in $PATH"
+# containerd internal/cri/server/container_create.go: `failed to generate container %q spec: %w` (CreateContainerError)
+CREATE_CONTAINER_FAILED_PREFIX = "failed to generate container"
+CRIO_CREATE_FAILED_PREFIX = "container create failed"  # cri-o internal/oci/runtime_oci.go CreateContainer
+RUNTIME_START_PREFIXES = (
+    "failed to create containerd task",  # containerd internal/cri/server/container_start.go (StartError)
+    "OCI runtime create failed",
+    "runc create failed",
+    CREATE_CONTAINER_FAILED_PREFIX,
+)
+
+# ----------------------------------------------------------------------------------------------------
+# Kubelet probes (pkg/kubelet/prober/prober.go, pkg/kubelet/kuberuntime/kuberuntime_manager.go and
+# kuberuntime_container.go, pkg/kubelet/events/event.go)
+
+EVENT_UNHEALTHY = "Unhealthy"  # events.ContainerUnhealthy: "%s probe failed: %s" / "%s probe errored: %v"
+EVENT_KILLING = "Killing"  # events.KillingContainer: the kill reason, or "Stopping container %s"
+PROBE_FAILED_FORMAT = "{probe} probe failed: {output}"  # probeType is "Liveness", "Readiness" or "Startup"
+PROBE_ERRORED_FORMAT = "{probe} probe errored: {output}"
+# "Container %s failed liveness probe" / "Container %s failed startup probe", then ", will be restarted"
+# when the container restarts in place (computePodActions).
+PROBE_KILL_FORMAT = "Container {container} failed {probe} probe"
+PROBE_KILL_RESTART_SUFFIX = ", will be restarted"
+KILL_STOPPING_FORMAT = "Stopping container {container}"
+PROBE_LIVENESS = "liveness"
+PROBE_STARTUP = "startup"
+REASON_LIVENESS_PROBE = "LivenessProbe"  # kuberuntime containerKillReason reasonLivenessProbe
+REASON_STARTUP_PROBE = "StartupProbe"  # reasonStartupProbe
+
+# ----------------------------------------------------------------------------------------------------
+# Kubelet container and image events (pkg/kubelet/events/event.go, images/image_manager.go,
+# kuberuntime/kuberuntime_container.go)
+
+EVENT_FAILED = "Failed"  # FailedToPullImage, FailedToCreateContainer and FailedToStartContainer share it
+EVENT_STARTED = "Started"  # StartedContainer: "Started container %s"
+EVENT_BACK_OFF = "BackOff"  # BackOffPullImage ("Back-off pulling image %q"), BackOffStartContainer
+PULL_FAILED_PREFIX = "Failed to pull image"  # "Failed to pull image %q: %v"
+PULL_BACK_OFF_PREFIX = "Back-off pulling image"  # "Back-off pulling image %q"
+KUBELET_ERROR_PREFIX = "Error: "  # "Error: %v": ErrImagePull, ImagePullBackOff, create and start errors
 
 # ----------------------------------------------------------------------------------------------------
 # Events (reasons on pods, Jobs, JobSets and Kueue Workloads)
@@ -225,9 +272,22 @@ EVENT_NODE_NOT_READY = "NodeNotReady"  # node-controller, controller_utils.go Ma
 EVENT_NODE_SHUTDOWN = "NodeShutdown"
 EVENT_SCHEDULED = "Scheduled"  # kube-scheduler schedule_one.go
 SCHEDULED_MESSAGE = "Successfully assigned {namespace}/{name} to {node}"
-EVENT_KILLING = "Killing"  # kubelet pkg/kubelet/events/event.go KillingContainer, kuberuntime_container.go
-KILLING_MESSAGE = "Stopping container {container}"
 EVENT_KUEUE_STOPPED = "Stopped"  # kueue pkg/controller/jobframework/reconciler.go
+EVENT_FAILED_SCHEDULING = "FailedScheduling"  # kube-scheduler schedule_one.go
+# kube-scheduler volumebinding plugin (pkg/scheduler/framework/plugins/volumebinding/volume_binding.go)
+UNBOUND_IMMEDIATE_PVC_MESSAGE = "pod has unbound immediate PersistentVolumeClaims"
+# PV controller (pkg/controller/volume/persistentvolume/pv_controller.go), events on the claim
+EVENT_FAILED_BINDING = "FailedBinding"
+EVENT_PROVISIONING_FAILED = "ProvisioningFailed"  # the provisioner's error, e.g. `storageclass.storage.k8s.io "x" not found`
+NO_STORAGE_CLASS_MESSAGE = "no persistent volumes available for this claim and no storage class is set"
+CLAIM_EVENT_REASONS = frozenset({EVENT_FAILED_BINDING, EVENT_PROVISIONING_FAILED})
+# Job controller (pkg/controller/controller_utils.go RealPodControl): a pod it could not create.
+EVENT_FAILED_CREATE = "FailedCreate"  # FailedCreatePodReason, message "Error creating: %v"
+FAILED_CREATE_PREFIX = "Error creating: "
+# The API server's refusals a FailedCreate quotes: ResourceQuota admission
+# (plugin/pkg/admission/resourcequota/controller.go) and webhooks (admission/plugin/webhook/errors/statuserror.go)
+QUOTA_EXCEEDED_MESSAGE = "exceeded quota: "  # "exceeded quota: %s, requested: %s, used: %s, limited: %s"
+WEBHOOK_DENIED_FORMAT = 'admission webhook "{webhook}" denied the request'
 FAILURE_POLICY_ACTION_SUFFIX = "FailurePolicyAction"  # jobset failure_policy.go event reasons
 INVOLVED_OBJECT_NAME_FIELD = "involvedObject.name"  # an Event field the API server selects on (core/v1 conversion)
 
@@ -246,7 +306,15 @@ POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
 OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
 CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
+# An attempt the user threw away to run the task again (Airflow "clear"): kept in the run's history, never
+# counted against the budget, never adopted.
+CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
+# How `kubectl get pods` shows a pod whose deletion the kubelet never confirmed: the diagnosis's reason for
+# a pod stuck that way on a node that stopped reporting.
+REASON_STUCK_TERMINATING = "Terminating"
+EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
+EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
 # The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
 FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"

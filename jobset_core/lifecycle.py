@@ -14,7 +14,8 @@ itself. Nothing is remembered between two calls.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -23,7 +24,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.budget import RetryDecision, RetryPolicy
-from jobset_core.failures import Diagnosis, diagnose
+from jobset_core.diagnosis import Diagnosis, diagnose
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import (
     CANCELLED_ANNOTATION,
@@ -48,6 +49,11 @@ STUCK_REASONS = frozenset(
         c.REASON_RUN_CONTAINER_ERROR,
         c.POD_REASON_UNSCHEDULABLE,
         c.KUEUE_REASON_DEACTIVATED,  # a deactivated Workload is never admitted again
+        c.EVENT_FAILED_CREATE,  # the API server refuses the Job's pods (quota, a webhook, PodSecurity)
+        c.EVENT_FAILED_BINDING,  # a claim the PV controller cannot bind keeps the pods Pending
+        c.EVENT_PROVISIONING_FAILED,
+        c.REASON_START_ERROR,  # an image that cannot run (another CPU architecture, a command not in it)
+        c.REASON_STUCK_TERMINATING,  # a pod on a node that stopped reporting blocks its replacement
     }
 )
 # The JobSet controller writes status.restarts about 50 ms before the event that names the failed Job: a
@@ -125,6 +131,42 @@ class Step:
 # The step
 
 
+@dataclass(frozen=True)
+class AppReport:
+    """What the application itself reported about its failure, beside its exit code (an engine's error file:
+    flytekit writes one per worker): the exception line, and whether the user marked it recoverable."""
+
+    worker: str
+    line: str
+    code: str
+    recoverable: bool
+    source: str = "the application's error report"
+
+
+# The summary's quote of a failed container's log tail: "exited 1 at 12:00:00Z: <tail>".
+_LOG_EXCERPT = re.compile(r"(exited \d+[^:;]* at \S+?): [^;]*")
+
+
+def refine(diagnosis: Diagnosis | None, reports: Sequence[AppReport], policy: RetryPolicy) -> tuple[Diagnosis | None, RetryPolicy]:
+    """An application error as the application reported it: its exception quoted, and retryable when the user
+    marked it recoverable. The decision stays this step's: the same policy with that exit code retryable, over
+    the same ledger, so the budget is spent and checked the one way (and recorded on the object as decided)."""
+    if diagnosis is None or diagnosis.kind is not FailureKind.APPLICATION_ERROR or not reports:
+        return diagnosis, policy
+    named = [r for r in reports if diagnosis.pod and (r.worker == diagnosis.pod or r.worker.startswith(f"{diagnosis.pod}-"))]
+    report = (named or list(reports))[0]
+    kind = "recoverable" if report.recoverable else "non-recoverable"
+    # A log tail ends with the engine's framing lines: quote the exception itself instead.
+    summary = _LOG_EXCERPT.sub(lambda m: f"{m.group(1)}: {report.line}", diagnosis.summary, count=1)
+    if report.line not in summary:
+        summary = f"{summary}; {report.line}"
+    evidence = [*diagnosis.evidence, f"{report.source} of {report.worker or 'a replica'}: {report.code} ({kind})"]
+    refined = replace(diagnosis, summary=f"{summary} ({kind} user exception)", retryable=report.recoverable, evidence=evidence)
+    if report.recoverable and diagnosis.exit_code is not None:
+        policy = replace(policy, retryable_exit_codes=(*policy.retryable_exit_codes, diagnosis.exit_code))
+    return refined, policy
+
+
 def assess(
     handle: Handle,
     observation: Observation,
@@ -133,18 +175,20 @@ def assess(
     now: datetime,
     *,
     cancelled: bool = False,
+    reports: Sequence[AppReport] = (),
 ) -> Step:
     """Decide what the run does after this observation of its attempt `handle`.
 
     `ledger` is what the run spent, from the cluster and the run record; the live attempt's entry is
     refreshed here from the observation, which is newer than any listing. The step carries the ledger it
-    decided with.
+    decided with. `reports` are what the application reported of its failure (see `refine`): an input of the
+    decision, never a second decision after it.
     """
     current = _current_submission(handle, observation, policy)
     recorded = next((s for s in ledger.submissions if s.name == handle.name and s.outcome), None)
     if current is not None and recorded is None:
         ledger = ledger.with_submission(current)
-    step = _assess(handle, observation, ledger, policy, now, current, recorded, cancelled)
+    step = _assess(handle, observation, ledger, policy, now, current, recorded, cancelled, reports)
     return replace(step, ledger=ledger)
 
 
@@ -157,9 +201,10 @@ def _assess(
     current: Submission | None,
     recorded: Submission | None,
     cancelled: bool,
+    reports: Sequence[AppReport] = (),
 ) -> Step:
     main = observation.main
-    diagnosis = diagnose_observation(observation, policy, now) if main is not None else None
+    diagnosis, policy = refine(diagnose_observation(observation, policy, now) if main is not None else None, reports, policy)
     progress = progress_of(observation, diagnosis, now, current)
 
     if cancelled or (main is not None and ev.meta(main).get("annotations", {}).get(CANCELLED_ANNOTATION)):
@@ -226,7 +271,7 @@ def free_pod_disruptions(observation: Observation, policy: RetryPolicy) -> int:
         return 0
     if FailureKind.PREEMPTED not in policy.retry_on:
         return 0
-    return len({ev.name_of(p) for p in observation.pods if ev.condition(p, "DisruptionTarget")})
+    return len({ev.name_of(p) for p in observation.pods if ev.condition(p, c.CONDITION_DISRUPTION_TARGET)})
 
 
 def _current_submission(handle: Handle, observation: Observation, policy: RetryPolicy) -> Submission | None:

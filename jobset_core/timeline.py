@@ -77,13 +77,13 @@ def _outcome(pod: Mapping[str, Any]) -> tuple[str, int | None, str | None]:
     if disruption is not None:
         return "disrupted", code, str(disruption.get("reason") or c.CONDITION_DISRUPTION_TARGET)
     phase = status.get("phase")
-    if phase == c.POD_SUCCEEDED or (term is not None and code == 0):
+    if phase == c.PHASE_SUCCEEDED or (term is not None and code == 0):
         return "succeeded", code, None
-    if phase == c.POD_FAILED or term is not None:
+    if phase == c.PHASE_FAILED or term is not None:
         return "failed", code, (term or {}).get("reason") or status.get("reason")
     if ev.meta(pod).get("deletionTimestamp"):  # being deleted while it ran: torn down with its gang
         return TORN_DOWN, None, "deleted"
-    if phase == c.POD_RUNNING:
+    if phase == c.PHASE_RUNNING:
         return "running", None, None
     return "pending", None, None
 

@@ -20,11 +20,9 @@ from jobset_core import (
     RetryPolicy,
     constants,
     diagnose,
-    failures,
     ledger,
     policy_contract,
 )
-from jobset_core import diagnosis as package
 from jobset_core.controller_rules import condition_rule_message, exit_code_rule_message, rule_applies
 from jobset_core.diagnosis.model import Grace, retryable
 from jobset_core.diagnosis.summary import looks_like_error
@@ -49,15 +47,6 @@ def run(case: dict[str, Any]) -> Diagnosis:
 
 def outcome(d: Diagnosis) -> tuple[Any, ...]:
     return d.kind, d.pod, d.exit_code, d.failed, [h.kind for h in d.history]
-
-
-# ----------------------------------------------------------------------------------------------------
-# The compatibility module
-
-
-def test_the_old_module_and_the_package_are_the_same_objects():
-    for name in ("Diagnosis", "Grace", "HistoryEntry", "diagnose", "classify_pod"):
-        assert getattr(failures, name) is getattr(package, name)
 
 
 # ----------------------------------------------------------------------------------------------------

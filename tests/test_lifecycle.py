@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from jobset_core.ledger import (
     gang_job_restarts,
     submission_from_object,
 )
-from jobset_core.lifecycle import Action, assess, next_is_free, outcome_annotation
+from jobset_core.lifecycle import Action, AppReport, assess, next_is_free, outcome_annotation
 from jobset_core.runtime import Handle, Observation, State, state_of
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
@@ -179,6 +180,22 @@ def test_an_application_error_fails_without_retry() -> None:
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.APPLICATION_ERROR
     assert step.decision is not None and not step.decision.retry
     assert json.loads(outcome_annotation(step)[OUTCOME_ANNOTATION]) == {"kind": "ApplicationError", "retry": False, "counted": True}
+
+
+def test_the_applications_own_report_is_an_input_of_the_decision_and_of_what_is_recorded() -> None:
+    """A recoverable user exception (an engine's error file) makes the same failure retryable inside the step,
+    so the outcome written on the object says what the engine is told: no second decision after the step."""
+    data = capture("A2-app-error-after-restart")
+    report = AppReport("a-workers-0-0-tfbrv", "ConnectionError: parameter server went away", "USER:Recoverable", True,
+                       source="flytekit error file")
+    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW, reports=[report])
+    assert step.action is Action.RESUBMIT and step.decision is not None and step.decision.retry
+    assert step.diagnosis is not None and step.diagnosis.retryable
+    assert "ConnectionError: parameter server went away (recoverable user exception)" in step.diagnosis.summary
+    assert json.loads(outcome_annotation(step)[OUTCOME_ANNOTATION])["retry"] is True
+    fatal = replace(report, recoverable=False, line="ValueError: bad config")
+    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW, reports=[fatal])
+    assert step.action is Action.FAILED and "(non-recoverable user exception)" in step.diagnosis.summary
 
 
 def test_an_exhausted_jobset_is_decided_with_the_ledger_it_shows() -> None:

@@ -106,4 +106,4 @@ def apply_create_defaults(kind: ResourceKind, obj: Obj) -> None:
     """The few defaults clients commonly rely on right after create."""
     if kind.group == "" and kind.kind in ("Pod", "Namespace"):
         status = obj.setdefault("status", {})
-        status.setdefault("phase", c.POD_PENDING if kind.kind == "Pod" else "Active")
+        status.setdefault("phase", c.PHASE_PENDING if kind.kind == "Pod" else "Active")

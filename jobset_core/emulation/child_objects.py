@@ -190,5 +190,5 @@ def indexed_pod(job: Mapping[str, Any], index: int) -> Obj:
             "ownerReferences": [owner_ref(job)],
         },
         "spec": pod_spec,
-        "status": {"phase": c.POD_PENDING},
+        "status": {"phase": c.PHASE_PENDING},
     }

@@ -87,7 +87,7 @@ class _Sync:
             remove_finalizer(self.store, pod, c.JOB_TRACKING_FINALIZER)
 
     def _count(self, pod: Obj) -> None:
-        if pod["status"]["phase"] == c.POD_SUCCEEDED:
+        if pod["status"]["phase"] == c.PHASE_SUCCEEDED:
             self.succeeded.add(_index(pod))
         elif self.failure is not None:
             self.failed += 1  # torn down by the Job itself: counted, no policy

@@ -156,7 +156,7 @@ class JobSetController:
         status["conditions"] = set_condition(
             conditions, c.CONDITION_FAILED, "True", outcome.failed_reason, outcome.failed_message
         )
-        status.update(terminalState=c.JOBSET_TERMINAL_FAILED, restartsCountTowardsMax=counted, restarts=restarts)
+        status.update(terminalState=c.TERMINAL_STATE_FAILED, restartsCountTowardsMax=counted, restarts=restarts)
         write_status(self.store, js, status)
         self.notice(f"{js['metadata']['name']} failed: {outcome.failed_message}")
         self._delete_unfinished(current)
@@ -172,7 +172,7 @@ class JobSetController:
             status.get("conditions") or [], c.CONDITION_COMPLETED, "True",
             c.JOBSET_REASON_COMPLETED, c.JOBSET_MESSAGE_COMPLETED,
         )
-        status["terminalState"] = c.JOBSET_TERMINAL_COMPLETED
+        status["terminalState"] = c.TERMINAL_STATE_COMPLETED
         status["replicatedJobsStatus"] = replicated_jobs_status(spec, current)
         write_status(self.store, js, status)
         jobset_event(self.store, js, "Normal", c.JOBSET_REASON_COMPLETED, c.JOBSET_MESSAGE_COMPLETED)

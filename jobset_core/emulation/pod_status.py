@@ -44,12 +44,12 @@ def _unprobed(conditions: list[Obj], *types: str) -> list[Obj]:
 
 def scheduled(pod: Mapping[str, Any]) -> Obj:
     conditions = set_condition(_conditions(pod), c.CONDITION_POD_SCHEDULED, "True", None, None)
-    return {"phase": c.POD_PENDING, "conditions": _unprobed(conditions, c.CONDITION_POD_SCHEDULED)}
+    return {"phase": c.PHASE_PENDING, "conditions": _unprobed(conditions, c.CONDITION_POD_SCHEDULED)}
 
 
 def unschedulable(pod: Mapping[str, Any], message: str) -> Obj:
     conditions = set_condition(_conditions(pod), c.CONDITION_POD_SCHEDULED, "False", c.POD_REASON_UNSCHEDULABLE, message)
-    return {"phase": c.POD_PENDING, "conditions": _unprobed(conditions, c.CONDITION_POD_SCHEDULED)}
+    return {"phase": c.PHASE_PENDING, "conditions": _unprobed(conditions, c.CONDITION_POD_SCHEDULED)}
 
 
 def running(
@@ -79,7 +79,7 @@ def running(
     ]
     conditions = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp} for t in READY_TYPES]
     return {
-        "phase": c.POD_RUNNING,
+        "phase": c.PHASE_RUNNING,
         "conditions": conditions,
         "containerStatuses": statuses,
         "hostIP": host_ip,
@@ -114,7 +114,7 @@ def waiting(pod: Mapping[str, Any], reason: str, message: Callable[[str], str]) 
         if type_ in (c.CONDITION_READY, c.CONDITION_CONTAINERS_READY):
             cond.update(status="False", reason=c.POD_REASON_CONTAINERS_NOT_READY, message=unready)
         conditions.append(cond)
-    return {"phase": c.POD_PENDING, "conditions": conditions, "containerStatuses": statuses, "startTime": stamp}
+    return {"phase": c.PHASE_PENDING, "conditions": conditions, "containerStatuses": statuses, "startTime": stamp}
 
 
 def terminated(
@@ -145,7 +145,7 @@ def terminated(
     for type_ in (c.CONDITION_READY, c.CONDITION_CONTAINERS_READY):
         conditions = set_condition(conditions, type_, "False", why, None)
     conditions = _unprobed(conditions, c.CONDITION_READY, c.CONDITION_CONTAINERS_READY)
-    return {"phase": c.POD_SUCCEEDED if succeeded else c.POD_FAILED, "conditions": conditions, "containerStatuses": statuses}
+    return {"phase": c.PHASE_SUCCEEDED if succeeded else c.PHASE_FAILED, "conditions": conditions, "containerStatuses": statuses}
 
 
 def _ended(prev: Obj, term: Obj) -> Obj:

@@ -145,7 +145,7 @@ class KubernetesRuntime:
 
     # ----- generic object access ----------------------------------------------------------------------
 
-    def _sanitize(self, obj: Any) -> dict[str, Any]:
+    def sanitize(self, obj: Any) -> dict[str, Any]:
         return self.api_client.sanitize_for_serialization(obj)
 
     def _create(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +156,7 @@ class KubernetesRuntime:
         try:
             if obj["apiVersion"] == "v1":
                 method = {"Service": self.core.create_namespaced_service, "ConfigMap": self.core.create_namespaced_config_map}[kind]
-                return self._sanitize(self.retry.call(method, ns, obj))
+                return self.sanitize(self.retry.call(method, ns, obj))
             return self.retry.call(
                 self.custom.create_namespaced_custom_object, group=group, version=version, namespace=ns, plural=PLURALS[kind], body=obj
             )
@@ -173,7 +173,7 @@ class KubernetesRuntime:
         try:
             if api_version == "v1":
                 method = {"Service": self.core.read_namespaced_service, "ConfigMap": self.core.read_namespaced_config_map, "Pod": self.core.read_namespaced_pod}[kind]
-                return self._sanitize(self.retry.call(method, name, namespace))
+                return self.sanitize(self.retry.call(method, name, namespace))
             group, version = _group_version(api_version)
             return self.retry.call(
                 self.custom.get_namespaced_custom_object, group=group, version=version, namespace=namespace, plural=PLURALS[kind], name=name
@@ -311,9 +311,9 @@ class KubernetesRuntime:
     def watch(self, handle: Handle) -> Iterator[Observation]:
         """Observations of one attempt on every change and at least every tick; close the generator to stop."""
         events: queue.Queue = queue.Queue()
-        tracker, subscriptions = self._track(handle, events.put)
+        tracker, subscriptions = self.track(handle, events.put)
         try:
-            self._hold(handle)
+            self.hold(handle)
             last_yield = 0.0
             while True:
                 try:
@@ -333,7 +333,7 @@ class KubernetesRuntime:
         finally:
             self.informers.unsubscribe(subscriptions)
             tracker.close()
-            self._release_after_watch(handle)
+            self.release_after_watch(handle)
 
     async def awatch(self, handle: Handle) -> AsyncIterator[Observation]:
         """The same observations for async callers (an Airflow trigger, a Flyte connector).
@@ -349,9 +349,9 @@ class KubernetesRuntime:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
                 loop.call_soon_threadsafe(events.put_nowait, item)
 
-        tracker, subscriptions = self._track(handle, sink)
+        tracker, subscriptions = self.track(handle, sink)
         try:
-            self._hold(handle)
+            self.hold(handle)
             last_yield = 0.0
             while True:
                 try:
@@ -371,9 +371,9 @@ class KubernetesRuntime:
         finally:
             self.informers.unsubscribe(subscriptions)
             await asyncio.shield(offload(tracker.close))
-            await asyncio.shield(offload(self._release_after_watch, handle))
+            await asyncio.shield(offload(self.release_after_watch, handle))
 
-    def _track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> tuple[_Tracker, list[Subscription]]:
+    def track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> tuple[_Tracker, list[Subscription]]:
         """A tracker of one attempt and its subscriptions to the shared streams (a watch's, or a kept poll's)."""
         tracker = _Tracker(self, handle)
         subscriptions = self._subscribe(handle, sink)
@@ -401,7 +401,7 @@ class KubernetesRuntime:
             raise
         return subscriptions
 
-    def _release_after_watch(self, handle: Handle) -> None:
+    def release_after_watch(self, handle: Handle) -> None:
         self._forget(handle, watched=True)
         if not self.evidence_finalizer:
             return
@@ -467,7 +467,7 @@ class KubernetesRuntime:
             call = functools.partial(self.core.list_namespaced_event, namespace, resource_version="0")
         else:
             call = functools.partial(self.core.list_namespaced_event, namespace, field_selector=field_selector)
-        items = self._sanitize(self.retry.call(call).items)
+        items = self.sanitize(self.retry.call(call).items)
         for item in items:
             item.setdefault("kind", "Event")
         return items
@@ -528,7 +528,7 @@ class KubernetesRuntime:
             if exc.status != 404:
                 raise
         self._load_evidence(handle)
-        pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
+        pods = self.sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
         if [pod for pod in pods if self._on_pod(handle, pod)] and not self.read_only:
             self._store_evidence(handle, main)
         observation = self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
@@ -590,7 +590,7 @@ class KubernetesRuntime:
 
     def _release_finalizers(self, handle: Handle) -> int:
         """Remove our finalizer from every pod of one submission; returns how many were released."""
-        pods = self._sanitize(
+        pods = self.sanitize(
             self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items
         )
         held = [p for p in pods if EVIDENCE_FINALIZER in (ev.meta(p).get("finalizers") or [])]
@@ -632,7 +632,7 @@ class KubernetesRuntime:
                     listing = self.retry.call(
                         self.core.list_namespaced_pod, namespace, field_selector=f"metadata.name={ev.name_of(pod)}"
                     )
-                    found = self._sanitize(listing.items)
+                    found = self.sanitize(listing.items)
                     if not found:
                         return
                     pod = found[0]
@@ -690,7 +690,7 @@ class KubernetesRuntime:
             self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": body["data"]})
         self._evidence_stored.add(key)
 
-    def _hold(self, handle: Handle) -> None:
+    def hold(self, handle: Handle) -> None:
         """One more watch of this attempt here: its kept pods stay in memory until the last one ends."""
         with self._lock:
             key = (handle.namespace, handle.name)
@@ -797,7 +797,7 @@ class KubernetesRuntime:
     def cleanup(self, namespace: str, run_key: str | None = None) -> int:
         """Remove our evidence finalizer from every pod of the namespace that still has it (pods do not
         carry the run key, so `run_key` is accepted for symmetry only); returns how many were freed."""
-        pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, namespace).items)
+        pods = self.sanitize(self.retry.call(self.core.list_namespaced_pod, namespace).items)
         freed = 0
         for pod in pods:
             if EVIDENCE_FINALIZER in (ev.meta(pod).get("finalizers") or []):

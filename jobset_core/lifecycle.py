@@ -34,7 +34,7 @@ from jobset_core.ledger import (
     Submission,
     submission_from_object,
 )
-from jobset_core.runtime import Handle, Observation, State
+from jobset_core.runtime import Handle, Observation, State, state_of
 
 # Waiting reasons (kubelet, scheduler, Kueue) the cluster never ends by itself: a Job whose pods wait in
 # them stays active forever, so the watcher ends the attempt after the policy's grace period.
@@ -333,6 +333,61 @@ def next_is_free(obj: Mapping[str, Any]) -> bool | None:
     if not isinstance(data, dict) or "counted" not in data:
         return None
     return bool(data.get("retry")) and not data["counted"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Starting: take over what runs, or submit the next attempt, free or counted
+
+
+def adoptable(objects: Sequence[Mapping[str, Any]], cleared: set[str]) -> Mapping[str, Any] | None:
+    """The attempt a (re)started run takes over instead of submitting (never submit twice): the newest live
+    one, else the newest that succeeded. One being deleted or cancelled is not taken over, nor one a clear
+    made history (`cleared`: from the run record; the object may say so too)."""
+    current = [o for o in sorted(objects, key=_attempt_number)
+               if not _is_cleared(o) and ev.name_of(o) not in cleared]
+    live = [o for o in current if _is_live(o)]
+    done = [o for o in current if state_of(o) is State.SUCCEEDED]
+    return (live or done or [None])[-1]
+
+
+def is_live(obj: Mapping[str, Any]) -> bool:
+    """Active and not being deleted: an object being deleted (a cancel, an ended attempt) is never adopted."""
+    return _is_live(obj)
+
+
+def _is_live(obj: Mapping[str, Any]) -> bool:
+    annotations = ev.meta(obj).get("annotations") or {}
+    return not state_of(obj).terminal and not ev.meta(obj).get("deletionTimestamp") and not annotations.get(CANCELLED_ANNOTATION)
+
+
+def _is_cleared(obj: Mapping[str, Any]) -> bool:
+    sub = submission_from_object(obj)
+    return sub is not None and sub.cleared
+
+
+def _attempt_number(obj: Mapping[str, Any]) -> int:
+    sub = submission_from_object(obj)
+    return sub.attempt if sub else 0
+
+
+def next_submission_free(ledger: Ledger, objects: Sequence[Mapping[str, Any]]) -> tuple[bool | None, Mapping[str, Any] | None]:
+    """Whether the engine's resubmission after the run's newest attempt is free, from what was recorded: its
+    outcome in the run record (an attempt the run ended itself, stuck or over the cap, never makes the next one
+    free), else the outcome written on its object. (None, obj) when nothing says: the caller looks at `obj`
+    once and asks `free_after(step)`."""
+    newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
+    if newest is None or newest.cleared or recorded_outcome(newest)[0] is not None:
+        return False, None
+    obj = next((o for o in objects if ev.name_of(o) == newest.name), None)
+    if obj is None:
+        return False, None
+    known = next_is_free(obj)
+    return (known, None) if known is not None else (None, obj)
+
+
+def free_after(step: Step) -> bool:
+    """Whether the step decided a free retry: the next submission spends nothing."""
+    return step.action is Action.RESUBMIT and step.decision is not None and not step.decision.counted
 
 
 # ----------------------------------------------------------------------------------------------------

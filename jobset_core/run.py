@@ -44,14 +44,16 @@ from jobset_core.lifecycle import (
     AppReport,
     Progress,
     Step,
+    adoptable,
     assess,
     diagnose_observation,
-    next_is_free,
+    free_after,
+    is_live,
+    next_submission_free,
     notes_for,
-    recorded_outcome,
 )
 from jobset_core.offload import offload
-from jobset_core.runtime import Handle, Observation, Runtime, State, marked_cancelled, state_of
+from jobset_core.runtime import Handle, Observation, Runtime, State, marked_cancelled
 from jobset_core.spec import GangJobSpec, JobSetSpec
 from jobset_core.validation import MAX_LABEL_LENGTH
 
@@ -185,21 +187,6 @@ def handle_of(obj: Mapping[str, Any], run_key: str, namespace: str, *, adopted: 
 def _attempt_of(obj: Mapping[str, Any]) -> int:
     sub = submission_from_object(obj)
     return sub.attempt if sub else 0
-
-
-def _live(obj: Mapping[str, Any]) -> bool:
-    """Active and not being deleted: an object being deleted (a cancel, an ended attempt) is never adopted."""
-    annotations = ev.meta(obj).get("annotations") or {}
-    return (
-        not state_of(obj).terminal
-        and not ev.meta(obj).get("deletionTimestamp")
-        and not annotations.get(CANCELLED_ANNOTATION)
-    )
-
-
-def _cleared(obj: Mapping[str, Any]) -> bool:
-    sub = submission_from_object(obj)
-    return sub is not None and sub.cleared
 
 
 @dataclass
@@ -427,17 +414,12 @@ class JobSetRun:
         record = record or {}
         self._fix_policy(objects, record)
         mine = sorted(objects, key=_attempt_of)
-        gone_by_clear = records.cleared_names(record)
-        # A cleared attempt is history: never adopted, whether its object or the run record says so.
-        current = [o for o in mine if not _cleared(o) and ev.name_of(o) not in gone_by_clear]
-        live = [o for o in current if _live(o)]
-        done = [o for o in current if state_of(o) is State.SUCCEEDED]
-        if live or done:
-            obj = (live or done)[-1]
+        obj = adoptable(mine, records.cleared_names(record))
+        if obj is not None:
             self.handle = handle_of(obj, self.run_key, self.namespace)
             self._base = self._ledger(objects, record)
             self.attempts = [handle_of(o, self.run_key, self.namespace) for o in mine]
-            if live:
+            if is_live(obj):
                 self._emit(EventType.ADOPTED, f"adopted {self.handle.kind} {self.handle.name} (attempt {self.handle.attempt}) instead of submitting again")
             return self.handle
         if self.spec is None:
@@ -445,23 +427,11 @@ class JobSetRun:
         if not objects:
             self._emit(EventType.POLICY, f"retry budget: {self.policy.describe()}")
         ledger = self._ledger(objects, record, before_current=True)
-        return self._submit(ledger, free=self._previous_was_free(ledger, mine))
-
-    def _previous_was_free(self, ledger: Ledger, objects: list[dict[str, Any]]) -> bool:
-        """Whether the engine's resubmission after the newest attempt is free: its recorded outcome, else one
-        look at it. An attempt the run ended itself (stuck, over the cap) never makes the next one free."""
-        newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
-        if newest is None or newest.cleared or recorded_outcome(newest)[0] is not None:
-            return False
-        obj = next((o for o in objects if ev.name_of(o) == newest.name), None)
-        if obj is None:
-            return False
-        known = next_is_free(obj)
-        if known is not None:
-            return known
-        handle = handle_of(obj, self.run_key, self.namespace)
-        step = assess(handle, self.runtime.observe(handle), self._ledger(), self.policy, self._now())
-        return step.action is Action.RESUBMIT and step.decision is not None and not step.decision.counted
+        free, look_at = next_submission_free(ledger, mine)
+        if free is None and look_at is not None:  # nothing recorded how it ended: one look, decided by the step
+            handle = handle_of(look_at, self.run_key, self.namespace)
+            free = free_after(assess(handle, self.runtime.observe(handle), self._ledger(), self.policy, self._now()))
+        return self._submit(ledger, free=bool(free))
 
     def _submit(self, ledger: Ledger, *, free: bool) -> Handle:
         remaining = self.policy.remaining(ledger)
@@ -695,7 +665,7 @@ class JobSetRun:
         for obj in objects:
             handle = handle_of(obj, self.run_key, self.namespace)
             handles[handle.name] = handle
-            if _live(obj):
+            if is_live(obj):
                 self._annotate(handle, {CANCELLED_ANNOTATION: "true"})
         for handle in handles.values():
             self.runtime.cancel(handle)

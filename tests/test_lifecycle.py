@@ -19,6 +19,7 @@ import pytest
 import tenacity
 
 from jobset_core import Diagnosis, FailureKind, RetryDecision, RetryPolicy, diagnose
+from jobset_core.constants import ATTEMPT_ANNOTATION
 from jobset_core.ledger import (
     CANCELLED_ANNOTATION,
     FREE_INTERRUPTIONS_ANNOTATION,
@@ -30,7 +31,15 @@ from jobset_core.ledger import (
     gang_job_restarts,
     submission_from_object,
 )
-from jobset_core.lifecycle import Action, AppReport, assess, next_is_free, outcome_annotation
+from jobset_core.lifecycle import (
+    Action,
+    AppReport,
+    adoptable,
+    assess,
+    next_is_free,
+    next_submission_free,
+    outcome_annotation,
+)
 from jobset_core.runtime import Handle, Observation, State, state_of
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
@@ -377,3 +386,28 @@ def test_a_polling_run_resubmits_only_after_the_backoff_delay(tmp_path: Path) ->
         assert result.handle is not None and result.handle.attempt == 1 and not result.done
     finally:
         cluster.close()
+
+
+def test_starting_takes_over_the_newest_live_attempt_else_the_newest_success_never_a_cleared_one() -> None:
+    def attempt(n: int, *, done: bool = False, deleting: bool = False, cleared: bool = False) -> dict:
+        annotations = {ATTEMPT_ANNOTATION: str(n), **({"jobset-plugins.io/cleared": "true"} if cleared else {})}
+        meta = {"name": f"t-{n}", "labels": {RUN_KEY_LABEL: "k"}, "annotations": annotations,
+                **({"deletionTimestamp": "2026-11-22T13:00:00Z"} if deleting else {})}
+        conditions = [{"type": "Completed", "status": "True"}] if done else []
+        return {"kind": "JobSet", "metadata": meta, "status": {"conditions": conditions}}
+
+    assert adoptable([attempt(0, done=True), attempt(1)], set())["metadata"]["name"] == "t-1"
+    assert adoptable([attempt(0, done=True), attempt(1, deleting=True)], set())["metadata"]["name"] == "t-0"
+    assert adoptable([attempt(0), attempt(1, cleared=True)], set())["metadata"]["name"] == "t-0"
+    assert adoptable([attempt(0)], {"t-0"}) is None
+
+
+def test_the_next_submission_is_free_only_when_the_newest_attempt_was_decided_a_free_retry() -> None:
+    data = capture("A1-preempted-restarted")
+    obj = data["jobset"]
+    ledger = Ledger((Submission(obj["metadata"]["name"], 0),))
+    assert next_submission_free(ledger, [obj]) == (None, obj), "nothing recorded: look once"
+    noted = copy.deepcopy(obj)
+    noted["metadata"].setdefault("annotations", {})[OUTCOME_ANNOTATION] = json.dumps({"kind": "Preempted", "retry": True, "counted": False})
+    assert next_submission_free(ledger, [noted]) == (True, None)
+    assert next_submission_free(Ledger(), []) == (False, None)

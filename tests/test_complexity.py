@@ -26,7 +26,6 @@ ALLOWED_OVER_LIMIT: dict[str, int] = {
     "jobset_core/kube.py:KubernetesRuntime._on_pod": 22,
     "jobset_core/lifecycle.py:progress_of": 16,
     "jobset_core/run.py:JobSetRun.__init__": 16,
-    "jobset_core/run.py:JobSetRun.start": 16,
     "airflow_jobset/operators.py:BaseJobSetOperator._finish": 18,
 }
 

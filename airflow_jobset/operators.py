@@ -367,17 +367,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         diagnosis = Diagnosis.from_dict(data["diagnosis"]) if data.get("diagnosis") else None
         decision = RetryDecision.from_dict(data["decision"]) if data.get("decision") else None
         message = f"{what}: {data.get('message') or 'failed'}"
-        self.log.error("%s", message)
-        if diagnosis is not None:
-            for line in diagnosis.evidence:
-                self.log.error("  evidence: %s", line)
-            if diagnosis.history:
-                self.log.error("  history: %s", diagnosis.history_line())
-        self.log.error("  budget: %s", data.get("ledger"))
-        if self.get_logs and diagnosis is not None and diagnosis.pod:
-            tail = culprit_tail(self._get_runtime(), handle, diagnosis.pod, diagnosis.container)
-            if tail:
-                self.log.error("last lines of %s:\n%s", diagnosis.pod, tail)
+        self._log_failure(handle, message, diagnosis, data.get("ledger"))
         if data.get("cancelled"):
             raise AirflowFailException(f"{what} was cancelled")
         if not data.get("done", True):
@@ -387,6 +377,21 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         if self.delete_on_finish:
             self._delete(handle)
         raise AirflowFailException(message)
+
+    def _log_failure(self, handle: Handle, message: str, diagnosis: Diagnosis | None, ledger: Any) -> None:
+        """The failure in the task log: the one-line cause first, then its evidence, history, budget and the
+        culprit's last lines."""
+        self.log.error("%s", message)
+        if diagnosis is not None:
+            for line in diagnosis.evidence:
+                self.log.error("  evidence: %s", line)
+            if diagnosis.history:
+                self.log.error("  history: %s", diagnosis.history_line())
+        self.log.error("  budget: %s", ledger)
+        if self.get_logs and diagnosis is not None and diagnosis.pod:
+            tail = culprit_tail(self._get_runtime(), handle, diagnosis.pod, diagnosis.container)
+            if tail:
+                self.log.error("last lines of %s:\n%s", diagnosis.pod, tail)
 
     def _log_history(self, handle: Handle) -> None:
         """What the in-cluster restarts of a successful run were (a preemption, an eviction), and where."""

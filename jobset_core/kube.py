@@ -559,34 +559,38 @@ class KubernetesRuntime:
         live pods only, and removed (ungated) as soon as the pod is terminal, failed or not. A Succeeded
         pod that kept it would hang forever once its JobSet is deleted, since no watcher is left by then.
         """
-        name = ev.name_of(pod)
         meta = ev.meta(pod)
         ours = EVIDENCE_FINALIZER in (meta.get("finalizers") or [])
         failed = ev.pod_has_failed(pod)
         terminal = (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
         if self.evidence_finalizer and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self._set_finalizer(handle.namespace, pod, add=True)
-        new = False
-        if failed or ev.pod_worth_keeping(pod):
-            self._load_evidence(handle)  # what an earlier process stored is kept too, not overwritten
-            key = (handle.namespace, handle.name)
-            with self._lock:
-                kept = self._evidence.setdefault(key, {})
-                # A deletion is news too: a kept pod that waits for an image is no longer stuck once deleted.
-                deleting = bool(meta.get("deletionTimestamp")) and name in kept and not ev.meta(kept[name]).get("deletionTimestamp")
-                new = name not in kept or kept[name].get("status") != pod.get("status") or deleting
-                if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
-                    kept[name] = ev.compact_pod(pod)
-        else:
-            with self._lock:
-                kept = self._evidence.get((handle.namespace, handle.name))
-                if kept is not None and name in kept:
-                    # It waited for its image and runs now: that wait explains nothing any more.
-                    del kept[name]
-                    new = True
+        new = self._keep(handle, pod) if failed or ev.pod_worth_keeping(pod) else self._drop_kept(handle, pod)
         if ours and (failed or terminal):
             self._set_finalizer(handle.namespace, pod, add=False)
         return new
+
+    def _keep(self, handle: Handle, pod: dict[str, Any]) -> bool:
+        """Keep (or refresh) the record of a pod worth keeping; True when it changed."""
+        self._load_evidence(handle)  # what an earlier process stored is kept too, not overwritten
+        name, meta = ev.name_of(pod), ev.meta(pod)
+        with self._lock:
+            kept = self._evidence.setdefault((handle.namespace, handle.name), {})
+            # A deletion is news too: a kept pod that waits for an image is no longer stuck once deleted.
+            deleting = bool(meta.get("deletionTimestamp")) and name in kept and not ev.meta(kept[name]).get("deletionTimestamp")
+            new = name not in kept or kept[name].get("status") != pod.get("status") or deleting
+            if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
+                kept[name] = ev.compact_pod(pod)
+        return new
+
+    def _drop_kept(self, handle: Handle, pod: dict[str, Any]) -> bool:
+        """A kept pod that waited for its image and runs now: that wait explains nothing any more."""
+        with self._lock:
+            kept = self._evidence.get((handle.namespace, handle.name))
+            if kept is None or ev.name_of(pod) not in kept:
+                return False
+            del kept[ev.name_of(pod)]
+            return True
 
     def _release_finalizers(self, handle: Handle) -> int:
         """Remove our finalizer from every pod of one submission; returns how many were released."""

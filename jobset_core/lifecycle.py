@@ -476,12 +476,7 @@ def progress_of(
     spec = main.get("spec") or {}
     kueue = _kueue_note(diagnosis)
     if main.get("kind") != "JobSet":
-        total = ev.count(spec.get("parallelism")) or 1
-        ready = min(total, ev.count(status.get("ready")) + ev.count(status.get("succeeded")))
-        return Progress(
-            state, ready, total, "pods", current.restarts, current.counted_restarts,
-            ev.count(spec.get("backoffLimit")), (), kueue, current.free_in_place,
-        )
+        return _gang_job_progress(main, state, current, kueue)
     wanted = {rj.get("name"): ev.count(rj.get("replicas")) or 1 for rj in spec.get("replicatedJobs") or []}
     ready = sum(
         1
@@ -492,6 +487,17 @@ def progress_of(
     causes = _restart_causes(diagnosis, current.restarts, observation.jobs if not state.terminal else None, now)
     return Progress(
         state, ready, len(wanted), "replicated jobs", current.restarts, current.counted_restarts, max_restarts, causes, kueue
+    )
+
+
+def _gang_job_progress(main: Mapping[str, Any], state: State, current: Submission, kueue: str | None) -> Progress:
+    """A gang Job's progress: its pods ready or done out of its parallelism, its pod replacements."""
+    status, spec = main.get("status") or {}, main.get("spec") or {}
+    total = ev.count(spec.get("parallelism")) or 1
+    ready = min(total, ev.count(status.get("ready")) + ev.count(status.get("succeeded")))
+    return Progress(
+        state, ready, total, "pods", current.restarts, current.counted_restarts,
+        ev.count(spec.get("backoffLimit")), (), kueue, current.free_in_place,
     )
 
 

@@ -189,6 +189,20 @@ def _attempt_of(obj: Mapping[str, Any]) -> int:
     return sub.attempt if sub else 0
 
 
+def _check_run_arguments(spec: Any, run_key: Any, engine_attempt: Any, resubmit: bool) -> None:
+    """Bad input is one SpecError naming the argument, before anything is read or submitted."""
+    if spec is not None:
+        if not isinstance(spec, (JobSetSpec, GangJobSpec)):
+            raise SpecError("spec", f"{spec!r} is not a JobSetSpec or GangJobSpec", None)
+        spec.validate()
+    elif resubmit:
+        raise SpecError("spec", "is needed to resubmit", "pass the spec, or resubmit=False to let the engine resubmit")
+    if not isinstance(run_key, str) or not run_key:
+        raise SpecError("run_key", f"{run_key!r} is not a run key", "use make_run_key(execution_id, task_name)")
+    if engine_attempt is not None and (isinstance(engine_attempt, bool) or not isinstance(engine_attempt, int) or engine_attempt < 0):
+        raise SpecError("engine_attempt", f"must be an integer >= 0, got {engine_attempt!r}", None)
+
+
 @dataclass
 class _Reported:
     """What this process already told `on_event` about one attempt: only for not repeating a line."""
@@ -220,16 +234,7 @@ class JobSetRun:
         sleep: Callable[[float], None] = time.sleep,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        if spec is not None:
-            if not isinstance(spec, (JobSetSpec, GangJobSpec)):
-                raise SpecError("spec", f"{spec!r} is not a JobSetSpec or GangJobSpec", None)
-            spec.validate()
-        elif resubmit:
-            raise SpecError("spec", "is needed to resubmit", "pass the spec, or resubmit=False to let the engine resubmit")
-        if not isinstance(run_key, str) or not run_key:
-            raise SpecError("run_key", f"{run_key!r} is not a run key", "use make_run_key(execution_id, task_name)")
-        if engine_attempt is not None and (isinstance(engine_attempt, bool) or not isinstance(engine_attempt, int) or engine_attempt < 0):
-            raise SpecError("engine_attempt", f"must be an integer >= 0, got {engine_attempt!r}", None)
+        _check_run_arguments(spec, run_key, engine_attempt, resubmit)
         self._base_retry = spec.retry if spec is not None else None
         self.policy: RetryPolicy = spec.policy if spec is not None else RetryPolicy(retries=0)
         # The resolved policy travels with the spec: building manifests never re-reads the platform default.

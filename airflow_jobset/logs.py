@@ -19,12 +19,18 @@ import tenacity
 from kubernetes import client
 
 from jobset_core import GangJobSpec, Handle, JobSetSpec, KubernetesRuntime, LocalRuntime
+from jobset_core.constants import (
+    JOB_COMPLETION_INDEX_KEY as COMPLETION_INDEX_LABEL,
+)
+from jobset_core.constants import (
+    JOB_INDEX_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    PHASE_RUNNING,
+    POD_ENDED_PHASES,
+    REPLICATED_JOB_LABEL,
+)
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 TAIL_LINES = 20
 LEADER_POLL_MAX_SECONDS = 30.0  # the longest wait between two looks for a leader pod to follow
 
@@ -101,7 +107,7 @@ class LeaderLog:
 
     def _leader_pod(self) -> str | None:
         pods = self.runtime.core.list_namespaced_pod(self.handle.namespace, label_selector=self.selector).items
-        started = [p for p in pods if p.status is not None and p.status.phase in ("Running", "Succeeded", "Failed")]
+        started = [p for p in pods if p.status is not None and p.status.phase in (PHASE_RUNNING, *POD_ENDED_PHASES)]
         started.sort(key=lambda p: p.metadata.creation_timestamp or 0)
         return started[-1].metadata.name if started else None
 

@@ -94,8 +94,8 @@ class Resource:
         return self.api_version == "v1"
 
 
-JOBSETS = Resource("jobsets", "JobSet", "jobset.x-k8s.io/v1alpha2", c.RUN_KEY_LABEL, _name_key)
-JOBS = Resource("jobs", "Job", "batch/v1", c.RUN_MEMBER_LABEL, _job_keys)
+JOBSETS = Resource(c.JOBSET_PLURAL, "JobSet", c.JOBSET_API_VERSION, c.RUN_KEY_LABEL, _name_key)
+JOBS = Resource("jobs", "Job", c.BATCH_API_VERSION, c.RUN_MEMBER_LABEL, _job_keys)
 PODS = Resource("pods", "Pod", "v1", c.RUN_MEMBER_LABEL, _pod_keys)
 # Events carry no labels of ours: the stream is the namespace's, filtered here by the objects of each run.
 EVENTS = Resource("events", "Event", "v1", None, _event_keys)

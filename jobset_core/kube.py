@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core.constants import RUN_KEY_LABEL
 from jobset_core.errors import SpecError
 from jobset_core.informers import EVENTS, JOBS, JOBSETS, PODS, InformerHub, Subscription
 from jobset_core.kept_streams import KeptStreams, observe_with
@@ -41,7 +42,6 @@ from jobset_core.kube_api import (
     kubeconfig_namespace,
     without_transport_retries,
 )
-from jobset_core.ledger import RUN_KEY_LABEL
 from jobset_core.offload import offload
 from jobset_core.runtime import Handle, Observation, State, marked_cancelled, state_of
 
@@ -272,7 +272,7 @@ class KubernetesRuntime:
                 f"{'run ' + repr(theirs) if theirs else 'no jobset-plugins run'}, not {run_key!r}; "
                 "delete it or choose another name",
                 409,
-                "AlreadyExists",
+                c.STATUS_ALREADY_EXISTS,
             )
         existing["_adopted"] = True
         log.info("adopted existing %s %s of the same run", obj["kind"], meta["name"])
@@ -282,7 +282,7 @@ class KubernetesRuntime:
         """Every JobSet and Job of one run (the ledger), across attempts."""
         selector = f"{RUN_KEY_LABEL}={run_key}"
         out: list[dict[str, Any]] = []
-        for group, version, plural, kind in ((c.JOBSET_API_GROUP, c.JOBSET_API_VERSION_NAME, c.JOBSET_PLURAL, "JobSet"), ("batch", "v1", "jobs", "Job")):
+        for group, version, plural, kind in ((c.JOBSET_API_GROUP, c.JOBSET_API_VERSION_NAME, c.JOBSET_PLURAL, "JobSet"), (c.BATCH_API_GROUP, "v1", "jobs", "Job")):
             try:
                 listing = self.retry.call(
                     self.custom.list_namespaced_custom_object, group=group, version=version, namespace=namespace,
@@ -301,7 +301,7 @@ class KubernetesRuntime:
     # ----- watch ------------------------------------------------------------------------------------
 
     def _main_ref(self, handle: Handle) -> tuple[str, str, str]:
-        return (c.JOBSET_API_GROUP, c.JOBSET_API_VERSION_NAME, c.JOBSET_PLURAL) if handle.kind == "JobSet" else ("batch", "v1", "jobs")
+        return (c.JOBSET_API_GROUP, c.JOBSET_API_VERSION_NAME, c.JOBSET_PLURAL) if handle.kind == "JobSet" else (c.BATCH_API_GROUP, "v1", "jobs")
 
     def _pod_selector(self, handle: Handle) -> str:
         if handle.kind == "JobSet":
@@ -495,7 +495,7 @@ class KubernetesRuntime:
 
     def _child_jobs(self, handle: Handle) -> list[dict[str, Any]]:
         listing = self.retry.call(
-            self.custom.list_namespaced_custom_object, group="batch", version="v1", namespace=handle.namespace,
+            self.custom.list_namespaced_custom_object, group=c.BATCH_API_GROUP, version="v1", namespace=handle.namespace,
             plural="jobs", label_selector=f"{c.JOBSET_NAME_LABEL}={handle.name}",
         )
         items = listing.get("items", [])
@@ -986,7 +986,7 @@ def _pods_worth_events(pods: Mapping[str, dict[str, Any]], kept: Sequence[str]) 
 def _waiting(pod: Mapping[str, Any]) -> bool:
     """Pending, or a container waiting (pulling an image, crash-looping): its events may say why."""
     status = pod.get("status") or {}
-    if status.get("phase") == "Pending":
+    if status.get("phase") == c.PHASE_PENDING:
         return True
     return any((cs.get("state") or {}).get("waiting") for cs in status.get("containerStatuses") or [])
 

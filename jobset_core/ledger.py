@@ -18,16 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobset_core import evidence as ev
-from jobset_core.constants import (  # noqa: F401  (importable from here, as the first release had them)
+from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
-    CANCELLED_ANNOTATION,
     CLEARED_ANNOTATION,
     CONDITION_FAILED,
     CONDITION_FAILURE_TARGET,
     FREE_ANNOTATION,
     FREE_INTERRUPTIONS_ANNOTATION,
+    JOB_REASON_BACKOFF_LIMIT,
     OUTCOME_ANNOTATION,
-    POLICY_ANNOTATION,
     RUN_KEY_LABEL,
 )
 
@@ -223,7 +222,7 @@ def gang_job_restarts(job: Mapping[str, Any]) -> int:
     decided = ev.condition(job, CONDITION_FAILURE_TARGET) or ev.condition(job, CONDITION_FAILED)
     if decided is None:
         return failed
-    if decided.get("reason") == "BackoffLimitExceeded":
+    if decided.get("reason") == JOB_REASON_BACKOFF_LIMIT:
         return min(failed, ev.count(spec.get("backoffLimit")))
     parallelism = max(1, ev.count(spec.get("parallelism")) or 1)
     peers_torn_down = max(0, parallelism - ev.count(status.get("succeeded")) - 1)

@@ -24,12 +24,14 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.budget import RetryDecision, RetryPolicy
-from jobset_core.diagnosis import Diagnosis, diagnose
-from jobset_core.kinds import FailureKind
-from jobset_core.ledger import (
+from jobset_core.constants import (
     CANCELLED_ANNOTATION,
     FREE_INTERRUPTIONS_ANNOTATION,
     OUTCOME_ANNOTATION,
+)
+from jobset_core.diagnosis import Diagnosis, diagnose
+from jobset_core.kinds import FailureKind
+from jobset_core.ledger import (
     Ledger,
     Submission,
     submission_from_object,

@@ -27,15 +27,17 @@ from typing import Any
 from jobset_core import evidence as ev
 from jobset_core import record as records
 from jobset_core.budget import RetryDecision, RetryPolicy
-from jobset_core.diagnosis import Diagnosis
-from jobset_core.errors import SpecError
-from jobset_core.kinds import FailureKind
-from jobset_core.ledger import (
+from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
     CANCELLED_ANNOTATION,
     FREE_ANNOTATION,
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
+)
+from jobset_core.diagnosis import Diagnosis
+from jobset_core.errors import SpecError
+from jobset_core.kinds import FailureKind
+from jobset_core.ledger import (
     Ledger,
     submission_from_object,
 )

@@ -20,7 +20,6 @@ from jobset_core import (
     RetryPolicy,
     constants,
     diagnose,
-    ledger,
     policy_contract,
 )
 from jobset_core.controller_rules import condition_rule_message, exit_code_rule_message, rule_applies
@@ -227,8 +226,3 @@ def test_the_messages_our_rules_cause_are_read_back_and_routed_by_our_jobset_rul
     assert first_match == [policy_contract.RULE_RESTART_ON_DISRUPTION, policy_contract.RULE_FAIL_FAST_ON_APP_ERROR]
 
 
-def test_the_project_strings_are_the_ledgers():
-    assert (ledger.RUN_KEY_LABEL, ledger.ATTEMPT_ANNOTATION, ledger.FREE_ANNOTATION, ledger.POLICY_ANNOTATION,
-            ledger.OUTCOME_ANNOTATION) == (constants.RUN_KEY_LABEL, constants.ATTEMPT_ANNOTATION,
-                                           constants.FREE_ANNOTATION, constants.POLICY_ANNOTATION,
-                                           constants.OUTCOME_ANNOTATION)

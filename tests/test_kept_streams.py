@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client
 
 from jobset_core import FailureKind
+from jobset_core.constants import RUN_KEY_LABEL
 from jobset_core.kept_streams import REAPER_THREAD
 from jobset_core.kube import KubernetesRuntime
-from jobset_core.ledger import RUN_KEY_LABEL
 from jobset_core.run import JobSetRun, RunResult, make_run_key
 from jobset_core.runtime import Handle, State
 from jobset_core.testing import LocalApiServer, RequestRecord

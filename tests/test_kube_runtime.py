@@ -31,11 +31,10 @@ from jobset_core import (
     RetryPolicy,
     Volcano,
 )
-from jobset_core.constants import RUN_MEMBER_LABEL
+from jobset_core.constants import RUN_KEY_LABEL, RUN_MEMBER_LABEL
 from jobset_core.evidence import finalizer_removal_patch
 from jobset_core.kube import EVIDENCE_FINALIZER, KubernetesRuntime
 from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError
-from jobset_core.ledger import RUN_KEY_LABEL
 from jobset_core.run import JobSetRun, RunEvent, RunResult, attempt_name, make_run_key
 from jobset_core.testing import LocalApiServer, RequestRecord
 from tests.kube_driver import JOBSET_API, ClusterDriver

@@ -19,13 +19,15 @@ import pytest
 import tenacity
 
 from jobset_core import Diagnosis, FailureKind, RetryDecision, RetryPolicy, diagnose
-from jobset_core.constants import ATTEMPT_ANNOTATION
-from jobset_core.ledger import (
+from jobset_core.constants import (
+    ATTEMPT_ANNOTATION,
     CANCELLED_ANNOTATION,
     FREE_INTERRUPTIONS_ANNOTATION,
     OUTCOME_ANNOTATION,
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
+)
+from jobset_core.ledger import (
     Ledger,
     Submission,
     gang_job_restarts,

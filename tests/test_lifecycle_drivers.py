@@ -33,8 +33,8 @@ from jobset_core import (
     RunResult,
     make_run_key,
 )
+from jobset_core.constants import FREE_ANNOTATION
 from jobset_core.kube_api import ApiRetry
-from jobset_core.ledger import FREE_ANNOTATION
 from jobset_core.run import attempt_name
 from jobset_core.runtime import Handle, Runtime
 from jobset_core.testing import LocalApiServer

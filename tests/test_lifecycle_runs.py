@@ -21,8 +21,8 @@ from jobset_core import (
     RunEvent,
     make_run_key,
 )
+from jobset_core.constants import FREE_INTERRUPTIONS_ANNOTATION
 from jobset_core.gang import Kueue
-from jobset_core.ledger import FREE_INTERRUPTIONS_ANNOTATION
 from jobset_core.run import attempt_name
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import JOBSET_API, ClusterDriver

@@ -346,7 +346,7 @@ def stuck_terminating(pod: Mapping[str, Any], head: Finding | None, now: datetim
     reporting. The Job will not replace it (podReplacementPolicy Failed waits for a terminal pod) and the
     JobSet does not see a failure, so nothing moves until someone removes it."""
     deadline = ev.parse_time(ev.meta(pod).get("deletionTimestamp"))
-    if deadline is None or grace.terminating_seconds is None or ev.status_of(pod).get("phase") in ("Succeeded", "Failed"):
+    if deadline is None or grace.terminating_seconds is None or ev.status_of(pod).get("phase") in c.POD_ENDED_PHASES:
         return None
     overdue = (now - deadline).total_seconds()
     if overdue < grace.terminating_seconds:
@@ -389,10 +389,10 @@ def classify_pod(
     if containers:
         return containers
     phase = ev.status_of(pod).get("phase")
-    if phase == "Pending":
+    if phase == c.PHASE_PENDING:
         found = _pending_finding(pod, now, grace, job)
         return [found] if found else []
-    if phase == "Failed":
+    if phase == c.PHASE_FAILED:
         text = f"pod {ev.name_of(pod)} Failed with no container or condition evidence"
         return [Finding(K.UNKNOWN, time=pod_end_time(pod), evidence=text, pod=ev.name_of(pod), node=node_of(pod), job=job)]
     return []

@@ -256,7 +256,7 @@ def _claim_events(events: Iterable[Obj]) -> dict[str, Obj]:
 def claim_finding(pod: Obj, events: list[dict[str, Any]], now: datetime, grace: Grace) -> Finding | None:
     """A pending pod whose claim the PV controller cannot bind: storage configuration, never capacity."""
     unsched = ev.condition(pod, c.CONDITION_POD_SCHEDULED, "False")
-    if unsched is None or ev.status_of(pod).get("phase") != "Pending":
+    if unsched is None or ev.status_of(pod).get("phase") != c.PHASE_PENDING:
         return None
     claims = ev.claim_names(pod)
     failing = _claim_events(events) if claims else {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.apistore.kinds import KindRegistry, ResourceKind
 
 VERSION_INFO: dict[str, str] = {
@@ -27,7 +28,7 @@ _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "updat
 # What the real server's discovery says of the built-in kinds served here (`kubectl get po`, `kubectl get all`)
 SHORT_NAMES = {("", "pods"): ["po"], ("", "services"): ["svc"], ("", "configmaps"): ["cm"],
                ("", "events"): ["ev"], ("", "namespaces"): ["ns"], ("", "nodes"): ["no"]}
-CATEGORIES = {("", "pods"): ["all"], ("", "services"): ["all"], ("batch", "jobs"): ["all"]}
+CATEGORIES = {("", "pods"): ["all"], ("", "services"): ["all"], (c.BATCH_API_GROUP, "jobs"): ["all"]}
 
 
 def api_versions(address: str) -> dict[str, Any]:

@@ -96,7 +96,7 @@ class FateObjects:
                     raise problem
         except SpecError as exc:
             detail = exc.problem + (f"; {exc.fix}" if exc.fix else "")
-            raise errors.invalid(self.kind, name, exc.field, "FieldValueInvalid", detail) from None
+            raise errors.invalid(self.kind, name, exc.field, c.CAUSE_FIELD_VALUE_INVALID, detail) from None
 
     def sync(self) -> None:
         """Add the rules of new Fates, withdraw those of deleted ones, write how often each fired."""

@@ -140,7 +140,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         except ApiError as err:
             self._answer_error(err)
         except Exception as exc:  # a bug here must surface as a 500, not a hung client
-            self._answer_error(ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}"))
+            self._answer_error(ApiError(500, c.STATUS_INTERNAL_ERROR, f"Internal error occurred: {type(exc).__name__}: {exc}"))
 
     def _serve(self, method: str, raw_body: bytes) -> None:
         """Route, authorize and fault one request, then answer it."""

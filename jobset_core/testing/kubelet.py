@@ -92,9 +92,9 @@ class ScriptedKubelet:
             if terminal(pod) or deleting(pod):
                 continue
             uid, phase = pod["metadata"]["uid"], (pod.get("status") or {}).get("phase")
-            if phase == "Pending" and uid in self._bound_at and not (pod.get("status") or {}).get("containerStatuses"):
+            if phase == c.PHASE_PENDING and uid in self._bound_at and not (pod.get("status") or {}).get("containerStatuses"):
                 moments.append(self._bound_at[uid] + self.start_after)
-            elif phase == "Running" and uid in self._running_since:
+            elif phase == c.PHASE_RUNNING and uid in self._running_since:
                 due = self._next_running_fault(pod, self._rules_for(pod), self._running_since[uid])
                 if due is not None:
                     moments.append(due[0])
@@ -142,10 +142,10 @@ class ScriptedKubelet:
                 self._unschedulable(pod, blocking.fault.output or UNSCHEDULABLE_MESSAGE)
             else:
                 self._bind(pod, now)
-        elif status.get("phase") == "Pending" and not status.get("containerStatuses"):
+        elif status.get("phase") == c.PHASE_PENDING and not status.get("containerStatuses"):
             if now >= self._bound_at.setdefault(pod["metadata"]["uid"], now) + self.start_after:
                 self._start(pod, self._blocking(pod, rules, ImagePullFailure), now)
-        elif status.get("phase") == "Running":
+        elif status.get("phase") == c.PHASE_RUNNING:
             self._run(pod, rules, now)
 
     def _blocking(self, pod: Obj, rules: list[PodRule], kind: type) -> PodRule | None:

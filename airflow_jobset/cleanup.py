@@ -27,7 +27,7 @@ from typing import Any
 
 from jobset_core import Handle, Submission, cleared_record, handle_of, submission_from_object
 from jobset_core.constants import CANCELLED_ANNOTATION, CLEARED_ANNOTATION
-from jobset_core.record import cleared_names
+from jobset_core.lifecycle.record import cleared_names
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from jobset_core import KEEP_STREAMS_SECONDS, KubernetesRuntime, LocalRuntime, SpecError
-from jobset_core.local import parse_faults
+from jobset_core.runtimes.local import parse_faults
 
 KUBERNETES = "kubernetes"
 LOCAL = "local"

@@ -23,8 +23,8 @@ from typing import Any
 from benchmarks import cluster, report
 from benchmarks.written import FailureWrites
 from jobset_core import JobSetRun, make_run_key
-from jobset_core.kube import KubernetesRuntime
-from jobset_core.run import attempt_name
+from jobset_core.lifecycle.drive import attempt_name
+from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
 IDLE_SECONDS = 12.0
 MODES = ("watch, blocking", "watch, async", "watch, blocking, per-run streams (before)", "poll every 1 s", "poll every 10 s")

@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks import cluster, report
 from benchmarks.baseline import _module, _source
 from jobset_core import make_run_key
-from jobset_core.runtime import Handle
+from jobset_core.lifecycle.contract import Handle
 
 # The last revision whose poll read the ledger twice and listed the namespace's events on every observe.
 BEFORE_REV = "03043f3"
@@ -31,8 +31,8 @@ POLL_THREADS = 8
 def _classes(mode: str) -> tuple[type, type]:
     """(KubernetesRuntime, JobSetRun) of the mode: today's, or as they were at `BEFORE_REV`."""
     if mode != "before":
-        from jobset_core.kube import KubernetesRuntime
-        from jobset_core.run import JobSetRun
+        from jobset_core.lifecycle.drive import JobSetRun
+        from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
         return KubernetesRuntime, JobSetRun
     kube = _module(f"_polling_kube_{BEFORE_REV}", _source(BEFORE_REV, "jobset_core/kube.py"))
@@ -42,7 +42,7 @@ def _classes(mode: str) -> tuple[type, type]:
 
 def _submit(server: Any, fake: Any, runs: int, mode: str) -> list[Handle]:
     """N running one-pod JobSets, submitted by another runtime (the connector's `create`)."""
-    from jobset_core.kube import KubernetesRuntime
+    from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
     submitter = KubernetesRuntime(server.api_client(), cluster.NAMESPACE)
     handles = [

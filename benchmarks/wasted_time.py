@@ -30,7 +30,7 @@ from typing import Any
 from benchmarks import cluster
 from jobset_core import make_run_key
 from jobset_core.evidence import parse_time
-from jobset_core.runtime import state_of
+from jobset_core.lifecycle.contract import state_of
 from jobset_core.testing import FakeCluster, VirtualClock
 
 CASES = ((1000, 120, 60, 10), (256, 300, 600, 5), (64, 60, 30, 3), (8, 30, 10, 20))

@@ -47,8 +47,8 @@ def _child(url: str, handles_file: str, implementation: str) -> None:
     from kubernetes import client
 
     from jobset_core import JobSetRun
-    from jobset_core.kube import KubernetesRuntime
-    from jobset_core.run import EventType, RunEvent
+    from jobset_core.lifecycle.drive import EventType, RunEvent
+    from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
     configuration = client.Configuration()
     configuration.host, configuration.proxy = url, None
@@ -100,7 +100,7 @@ def measure(implementation: str, runs: int, seed: int = 11, profile_dir: Path | 
     rng = random.Random(seed)
     child = None
     try:
-        from jobset_core.kube import KubernetesRuntime
+        from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
         submitter = KubernetesRuntime(server.api_client(), cluster.NAMESPACE)
         handles = []

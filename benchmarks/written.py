@@ -16,9 +16,9 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.apistore.objects import ObjectStore
-from jobset_core.apistore.watch import StoredEvent
-from jobset_core.runtime import state_of
+from jobset_core.lifecycle.contract import state_of
+from jobset_core.sim.apistore.objects import ObjectStore
+from jobset_core.sim.apistore.watch import StoredEvent
 
 
 class FailureWrites:

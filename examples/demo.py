@@ -31,7 +31,7 @@ from jobset_core import (
     RunResult,
     make_run_key,
 )
-from jobset_core.local import FAULTS_ENV
+from jobset_core.runtimes.local import FAULTS_ENV
 
 PROGRAM = Path(__file__).resolve().with_name("sharded_regression.py")
 WORKERS = 3

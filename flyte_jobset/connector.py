@@ -117,7 +117,7 @@ def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
     with _SHARED_LOCK:
         if key not in _SHARED:
             if name == c.RUNTIME_LOCAL:
-                from jobset_core.local import LocalRuntime, faults_from_env, parse_faults
+                from jobset_core.runtimes.local import LocalRuntime, faults_from_env, parse_faults
 
                 faults = parse_faults(local_faults) if local_faults else faults_from_env()
                 _SHARED[key] = LocalRuntime(faults=faults, grace_seconds=2)

@@ -34,7 +34,7 @@ from jobset_core import (
     check_positive_int,
     platform_default_retries,
 )
-from jobset_core.local import parse_faults
+from jobset_core.runtimes.local import parse_faults
 
 LEADER = "leader"
 WORKERS = "workers"

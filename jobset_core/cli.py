@@ -23,7 +23,6 @@ from typing import Any
 
 import yaml
 
-from jobset_core.budget import RetryPolicy
 from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
     BATCH_API_VERSION,
@@ -38,8 +37,9 @@ from jobset_core.constants import (
 )
 from jobset_core.diagnosis import Diagnosis, diagnose
 from jobset_core.evidence import child_job_names, job_names_of_pods, kept_pods, name_of
-from jobset_core.lifecycle import diagnose_observation
-from jobset_core.runtime import Observation
+from jobset_core.lifecycle.contract import Observation
+from jobset_core.lifecycle.step import diagnose_observation
+from jobset_core.policy.budget import RetryPolicy
 from jobset_core.testing.command import add_parser as add_fake_cluster_parser
 
 EXIT_SUCCEEDED = 0
@@ -162,9 +162,9 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, An
     """
     from kubernetes.client.exceptions import ApiException
 
-    from jobset_core.kube import KubernetesRuntime
-    from jobset_core.kube_api import ApiRetry, default_api_client
-    from jobset_core.runtime import Handle
+    from jobset_core.lifecycle.contract import Handle
+    from jobset_core.runtimes.kube.client import ApiRetry, default_api_client
+    from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
     if api_client is None:
         api_client = default_api_client()
@@ -184,7 +184,7 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, An
     try:
         observation = runtime.observe(handle)
     except ApiException as exc:
-        from jobset_core.kube_api import explain_api_error
+        from jobset_core.runtimes.kube.client import explain_api_error
 
         raise explain_api_error(exc, ("list", "events", "")) from None
     objects = {"jobset": observation.main if kind == "JobSet" else None, "jobs": observation.jobs,
@@ -270,7 +270,7 @@ def explain(args: argparse.Namespace) -> int:
     else:
         if not args.name:
             raise DumpError("give a NAME or --from-file")
-        from jobset_core.kube_api import kubeconfig_namespace
+        from jobset_core.runtimes.kube.client import kubeconfig_namespace
 
         objects = read_live(args.name, args.namespace or kubeconfig_namespace())
     if not any(objects.get(k) for k in ("jobset", "jobs", "pods", "events")):
@@ -325,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Errors are reported once, as one line; retry warnings on the way there would bury it.
     logging.basicConfig(level=logging.ERROR, format="jobset: %(message)s")
-    from jobset_core.kube_api import KubeApiError
+    from jobset_core.runtimes.kube.client import KubeApiError
 
     try:
         return args.func(args)

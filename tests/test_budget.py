@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobset_core import FailureKind, Ledger, RetryPolicy, SpecError, Submission, strip_interruptible
-from jobset_core.budget import platform_default_retries
+from jobset_core.policy.budget import platform_default_retries
 from tests.schemas import validate_jobset, validate_kubernetes
 
 K = FailureKind

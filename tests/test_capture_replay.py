@@ -1,5 +1,5 @@
 """The emulated controllers write what the real ones wrote: capture A2 (preempted, restarted, then a bug)
-is replayed from the captured JobSet spec on both backends of `jobset_core.emulation`, the fake cluster
+is replayed from the captured JobSet spec on both backends of `jobset_core.sim`, the fake cluster
 (scripted pods behind the test API server) and the local runtime (pods are processes, faults injected),
 and compared with the capture: JobSet and Job conditions, reasons and messages, Job counters, labels,
 annotations, the failed pod, and the controllers' events."""
@@ -19,7 +19,7 @@ import pytest
 
 from jobset_core import LocalRuntime
 from jobset_core import constants as c
-from jobset_core.local import Crash, Preempt
+from jobset_core.runtimes.local import Crash, Preempt
 from jobset_core.testing import FakeCluster
 
 ROOT = Path(__file__).resolve().parents[1]

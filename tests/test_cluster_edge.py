@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobset_core import GangJobSpec, JobSetSpec, KubernetesRuntime, ReplicatedJob, RetryPolicy, SpecError
-from jobset_core.kube_api import (
+from jobset_core.runtimes.kube.client import (
     ApiRetry,
     KubeApiError,
     NotConfiguredError,

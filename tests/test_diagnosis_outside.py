@@ -19,7 +19,7 @@ import pytest
 
 from jobset_core import FailureKind, constants, diagnose
 from jobset_core.evidence import compact_pod, pod_worth_keeping
-from jobset_core.lifecycle import STUCK_REASONS
+from jobset_core.lifecycle.step import STUCK_REASONS
 
 K = FailureKind
 CORPUS = Path(__file__).parent / "fixtures" / "diagnosis"

@@ -28,7 +28,7 @@ from jobset_core import (
     make_run_key,
 )
 from jobset_core import constants as c
-from jobset_core.lifecycle import diagnose_observation
+from jobset_core.lifecycle.step import diagnose_observation
 from jobset_core.testing import FakeCluster, VirtualClock
 
 K = FailureKind

@@ -13,7 +13,7 @@ import tenacity
 
 from jobset_core import FailureKind, JobSetRun, JobSetSpec, ReplicatedJob, RetryPolicy, make_run_key
 from jobset_core import constants as c
-from jobset_core.run import RunEvent
+from jobset_core.lifecycle.drive import RunEvent
 from jobset_core.testing import ApiError, FakeCluster, LocalApiServer, VirtualClock
 
 NS = "ml-team"

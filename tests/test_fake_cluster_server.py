@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from jobset_core import constants as c
-from jobset_core.emulation.faults import Crash, Preempt, Succeed, from_mapping, parse_faults, to_mapping
 from jobset_core.errors import SpecError
+from jobset_core.sim.faults import Crash, Preempt, Succeed, from_mapping, parse_faults, to_mapping
 from jobset_core.testing import FakeCluster, FakeClusterError, FakeClusterServer, add_fate
 from jobset_core.testing.server import load_fates
 

@@ -17,7 +17,7 @@ from kubernetes.client import V1Container, V1PodSpec
 from flyte_jobset import JobSet, JobSetFunctionTask, jobset_task
 from flyte_jobset.connector import spec_from_template
 from jobset_core import Coscheduling, Kueue, ReplicatedJob, RetryPolicy, SpecError, Volcano
-from jobset_core.gang import WorkloadAPI
+from jobset_core.model.gang import WorkloadAPI
 from tests.schemas import validate_jobset
 
 SETTINGS = SerializationSettings(ImageConfig.auto(img_name="ghcr.io/acme/train:1"))

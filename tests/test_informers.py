@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from jobset_core import constants as c
-from jobset_core.informers import PODS
-from jobset_core.kube import KubernetesRuntime
-from jobset_core.kube_api import ApiRetry
+from jobset_core.runtimes.kube.client import ApiRetry
+from jobset_core.runtimes.kube.runtime import KubernetesRuntime
+from jobset_core.runtimes.kube.streams import PODS
 from jobset_core.testing import LocalApiServer
 
 NS = "runs"

@@ -16,10 +16,10 @@ from kubernetes import client
 
 from jobset_core import FailureKind
 from jobset_core.constants import RUN_KEY_LABEL
-from jobset_core.kept_streams import REAPER_THREAD
-from jobset_core.kube import KubernetesRuntime
-from jobset_core.run import JobSetRun, RunResult, make_run_key
-from jobset_core.runtime import Handle, State
+from jobset_core.lifecycle.contract import Handle, State
+from jobset_core.lifecycle.drive import JobSetRun, RunResult, make_run_key
+from jobset_core.runtimes.kube.kept import REAPER_THREAD
+from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 from jobset_core.testing import LocalApiServer, RequestRecord
 from tests.kube_driver import ClusterDriver
 from tests.test_kube_runtime import (  # noqa: F401

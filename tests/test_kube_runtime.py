@@ -33,9 +33,9 @@ from jobset_core import (
 )
 from jobset_core.constants import RUN_KEY_LABEL, RUN_MEMBER_LABEL
 from jobset_core.evidence import finalizer_removal_patch
-from jobset_core.kube import EVIDENCE_FINALIZER, KubernetesRuntime
-from jobset_core.kube_api import ApiRetry, KubeApiError, NameConflictError
-from jobset_core.run import JobSetRun, RunEvent, RunResult, attempt_name, make_run_key
+from jobset_core.lifecycle.drive import JobSetRun, RunEvent, RunResult, attempt_name, make_run_key
+from jobset_core.runtimes.kube.client import ApiRetry, KubeApiError, NameConflictError
+from jobset_core.runtimes.kube.runtime import EVIDENCE_FINALIZER, KubernetesRuntime
 from jobset_core.testing import LocalApiServer, RequestRecord
 from tests.kube_driver import JOBSET_API, ClusterDriver
 
@@ -333,9 +333,9 @@ def test_gang_job_preemption_is_retried_in_place_and_a_bug_fails_fast(
 CHILD = """
 import sys
 from kubernetes import client
-from jobset_core.kube import KubernetesRuntime
-from jobset_core.kube_api import ApiRetry
-from jobset_core.run import JobSetRun
+from jobset_core.runtimes.kube.runtime import KubernetesRuntime
+from jobset_core.runtimes.kube.client import ApiRetry
+from jobset_core.lifecycle.drive import JobSetRun
 from tests.test_kube_runtime import make_spec
 url, ns, key = sys.argv[1:4]
 configuration = client.Configuration()

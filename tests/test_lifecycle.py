@@ -27,13 +27,8 @@ from jobset_core.constants import (
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
 )
-from jobset_core.ledger import (
-    Ledger,
-    Submission,
-    gang_job_restarts,
-    submission_from_object,
-)
-from jobset_core.lifecycle import (
+from jobset_core.lifecycle.contract import Handle, Observation, State, state_of
+from jobset_core.lifecycle.step import (
     Action,
     AppReport,
     adoptable,
@@ -42,7 +37,12 @@ from jobset_core.lifecycle import (
     next_submission_free,
     outcome_annotation,
 )
-from jobset_core.runtime import Handle, Observation, State, state_of
+from jobset_core.policy.ledger import (
+    Ledger,
+    Submission,
+    gang_job_restarts,
+    submission_from_object,
+)
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 NOW = datetime(2026, 11, 22, 13, 55, tzinfo=UTC)

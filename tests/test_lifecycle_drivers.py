@@ -34,9 +34,9 @@ from jobset_core import (
     make_run_key,
 )
 from jobset_core.constants import FREE_ANNOTATION
-from jobset_core.kube_api import ApiRetry
-from jobset_core.run import attempt_name
-from jobset_core.runtime import Handle, Runtime
+from jobset_core.lifecycle.contract import Handle, Runtime
+from jobset_core.lifecycle.drive import attempt_name
+from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import JOBSET_API, ClusterDriver
 from tests.test_kube_runtime import run_to_end

@@ -22,8 +22,8 @@ from jobset_core import (
     make_run_key,
 )
 from jobset_core.constants import FREE_INTERRUPTIONS_ANNOTATION
-from jobset_core.gang import Kueue
-from jobset_core.run import attempt_name
+from jobset_core.lifecycle.drive import attempt_name
+from jobset_core.model.gang import Kueue
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import JOBSET_API, ClusterDriver
 from tests.test_lifecycle_drivers import NS, PY, KubeCluster, LocalCluster, cluster, policy  # noqa: F401

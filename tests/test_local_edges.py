@@ -13,8 +13,8 @@ import pytest
 import tenacity
 
 from jobset_core import GangJobSpec, JobSetRun, JobSetSpec, ReplicatedJob, RetryPolicy, SpecError
-from jobset_core.local import LocalRuntime, Preempt, parse_faults
-from jobset_core.local.process import container_argv
+from jobset_core.runtimes.local import LocalRuntime, Preempt, parse_faults
+from jobset_core.runtimes.local.process import container_argv
 
 QUICK = [sys.executable, "-c", "pass"]
 
@@ -75,7 +75,7 @@ def test_gang_job_faults_name_completion_indexes(tmp_path) -> None:
 
 
 def test_a_fault_that_never_fired_is_a_warning_when_the_submission_ends(tmp_path, capsys, caplog) -> None:
-    caplog.set_level(logging.WARNING, logger="jobset_core.local.runtime")
+    caplog.set_level(logging.WARNING, logger="jobset_core.runtimes.local.runtime")
     rt = LocalRuntime(workdir=tmp_path, stream_output=True, grace_seconds=0.5, tick_seconds=0.1,
                       faults=[Preempt("workers-1-0", after_seconds=120)])
     with rt:

@@ -20,17 +20,17 @@ import tenacity
 
 from jobset_core import Coordinator, GangJobSpec, JobSetSpec, ReplicatedJob, RetryPolicy
 from jobset_core.errors import SpecError
-from jobset_core.kinds import FailureKind
-from jobset_core.local import Crash, Evict, LocalRuntime, NodeShutdown, Preempt, parse_faults
-from jobset_core.local.process import (
+from jobset_core.lifecycle.contract import Handle, Observation
+from jobset_core.lifecycle.drive import JobSetRun, RunEvent
+from jobset_core.policy.kinds import FailureKind
+from jobset_core.runtimes.local import Crash, Evict, LocalRuntime, NodeShutdown, Preempt, parse_faults
+from jobset_core.runtimes.local.process import (
     container_argv,
     container_environment,
     expand,
     group_has_live_member,
     wait_until_group_gone,
 )
-from jobset_core.run import JobSetRun, RunEvent
-from jobset_core.runtime import Handle, Observation
 
 GRACE = 0.5
 
@@ -710,8 +710,8 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 import tenacity
 from jobset_core import JobSetSpec, ReplicatedJob, RetryPolicy
-from jobset_core.local import LocalRuntime
-from jobset_core.run import JobSetRun
+from jobset_core.runtimes.local import LocalRuntime
+from jobset_core.lifecycle.drive import JobSetRun
 out, mode = Path(sys.argv[1]), sys.argv[2]
 code = Path(sys.argv[3]).read_text()
 spec = JobSetSpec(name="ctrlc", replicated_jobs=[ReplicatedJob(name="w", image="x", command=[sys.executable, "-c", code],

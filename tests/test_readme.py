@@ -24,7 +24,7 @@ import yaml
 
 from jobset_core import KubernetesRuntime
 from jobset_core.cli import main as cli_main
-from jobset_core.kube_api import ApiRetry
+from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.testing import FakeCluster, LocalApiServer
 from tests.kube_driver import ClusterDriver
 

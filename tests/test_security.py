@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 from flyte_jobset import JobSet, JobSetConnector
 from flyte_jobset.constants import DECK_FILE
 from jobset_core import JobSetRun, JobSetSpec, LocalRuntime, ReplicatedJob, RetryPolicy, make_run_key
-from jobset_core.kube import KubernetesRuntime
-from jobset_core.kube_api import ApiRetry
-from jobset_core.run import attempt_name
+from jobset_core.lifecycle.drive import attempt_name
+from jobset_core.model.validation import check_dns1035, check_label_value
+from jobset_core.runtimes.kube.client import ApiRetry
+from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 from jobset_core.testing import LocalApiServer
-from jobset_core.validation import check_dns1035, check_label_value
 from tests.kube_driver import ClusterDriver
 from tests.test_flyte_connector import SETTINGS, local, metadata
 from tests.test_kube_runtime import NS, driver, run_to_end, server  # noqa: F401

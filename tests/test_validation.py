@@ -23,9 +23,9 @@ from jobset_core import (
     SpecError,
     SuccessPolicy,
     Volcano,
-    podschema,
 )
-from jobset_core.spec import Network
+from jobset_core.model import podschema
+from jobset_core.model.spec import Network
 from tests.schemas import validate_any
 
 IMAGE = "ghcr.io/acme/train:1"

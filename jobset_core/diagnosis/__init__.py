@@ -20,6 +20,6 @@ A pure pipeline, one module per step, read top to bottom:
 from jobset_core.diagnosis.model import Diagnosis, Finding, Grace, HistoryEntry
 from jobset_core.diagnosis.pipeline import diagnose
 from jobset_core.diagnosis.pods import classify_pod
-from jobset_core.kinds import FailureKind
+from jobset_core.policy.kinds import FailureKind
 
 __all__ = ["Diagnosis", "FailureKind", "Finding", "Grace", "HistoryEntry", "classify_pod", "diagnose"]

@@ -13,9 +13,9 @@ from datetime import datetime
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core import policy_contract as contract
 from jobset_core.diagnosis.model import SKEW, Finding, HistoryEntry, K, short
 from jobset_core.diagnosis.scope import Scope
+from jobset_core.policy import contract
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core import policy_contract as contract
 from jobset_core.diagnosis.model import Finding, K
 from jobset_core.diagnosis.pods import recorded_disruption
-from jobset_core.kinds import FailureKind
+from jobset_core.policy import contract
+from jobset_core.policy.kinds import FailureKind
 
 NODE_SHUTDOWN = re.compile(r"node shutdown", re.IGNORECASE)
 Pods = Mapping[str, Mapping[str, Any]]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobset_core import evidence as ev
-from jobset_core.kinds import INTERRUPTIONS, FailureKind, is_retryable
+from jobset_core.policy.kinds import INTERRUPTIONS, FailureKind, is_retryable
 
 K = FailureKind
 

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 from jobset_core import constants as c
 from jobset_core import controller_rules as rules
 from jobset_core import evidence as ev
-from jobset_core import policy_contract as contract
 from jobset_core.diagnosis import history as hist
 from jobset_core.diagnosis import jobs as jobs_
 from jobset_core.diagnosis import signals as sig
@@ -26,6 +25,7 @@ from jobset_core.diagnosis.model import Diagnosis, Finding, Grace, HistoryEntry,
 from jobset_core.diagnosis.pods import classify_pod
 from jobset_core.diagnosis.root import Peers, pick_root
 from jobset_core.diagnosis.scope import Scope, build_scope
+from jobset_core.policy import contract
 
 T = TypeVar("T")
 # What reading a malformed object can raise; anything else is a bug and should surface.

@@ -18,7 +18,7 @@ from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis.model import DISRUPTIONS, WEAK, Finding, Grace, K
 from jobset_core.diagnosis.signals import error_tail, runtime_hint
-from jobset_core.kinds import FailureKind
+from jobset_core.policy.kinds import FailureKind
 
 DISRUPTION_KINDS = {
     c.DISRUPTION_PREEMPTION: K.PREEMPTED,

@@ -16,7 +16,7 @@ from typing import Any
 
 from jobset_core import evidence as ev
 from jobset_core.diagnosis.model import DISRUPTIONS, NEVER, SKEW, WEAK, Finding
-from jobset_core.kinds import INTERRUPTIONS
+from jobset_core.policy.kinds import INTERRUPTIONS
 
 
 @dataclass(frozen=True)

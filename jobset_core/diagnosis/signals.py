@@ -19,7 +19,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis.model import SKEW, WEAK, Finding, Grace, K
-from jobset_core.kinds import FailureKind
+from jobset_core.policy.kinds import FailureKind
 
 Obj = Mapping[str, Any]
 

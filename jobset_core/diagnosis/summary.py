@@ -15,7 +15,7 @@ from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis.model import Finding, HistoryEntry, K
 from jobset_core.diagnosis.root import Peers
-from jobset_core.kinds import FailureKind
+from jobset_core.policy.kinds import FailureKind
 
 ACTIONABLE = {
     K.OOM_KILLED: "raise resources.limits.memory or lower the batch size",

@@ -16,8 +16,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "ApiError": "jobset_core.apistore.errors",
-    "ResourceKind": "jobset_core.apistore.kinds",
+    "ApiError": "jobset_core.sim.apistore.errors",
+    "ResourceKind": "jobset_core.sim.apistore.kinds",
     "VirtualClock": "jobset_core.clock",
     "LocalApiServer": "jobset_core.testing.apiserver",
     "FakeCluster": "jobset_core.testing.cluster",

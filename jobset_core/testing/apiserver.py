@@ -15,7 +15,7 @@ from types import TracebackType
 
 import kubernetes.client
 
-from jobset_core.apistore.objects import ObjectStore
+from jobset_core.sim.apistore.objects import ObjectStore
 
 from .faults import DEFAULT_USER, FaultPlan
 from .handler import ApiHTTPServer, RequestRecord, ServerContext

@@ -1,7 +1,7 @@
 """FakeCluster: an offline Kubernetes cluster for tests of code that runs JobSets.
 
 It is a `LocalApiServer` (real HTTP, the official client works against it unchanged) with the emulated
-JobSet and Job controllers of `jobset_core.emulation` and a scripted scheduler and kubelet behind it, so
+JobSet and Job controllers of `jobset_core.sim` and a scripted scheduler and kubelet behind it, so
 a JobSet submitted to it comes alive: child Jobs, pods, restarts, failures with upstream reasons. The test
 scripts what happens to the pods (`exit`, `oom`, `preempt`, `evict`, `node_shutdown`,
 `image_pull_backoff`, `unschedulable`, `succeed`); a pod with no script runs until told otherwise, or
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from jobset_core import clock as clocks
 from jobset_core import constants as c
-from jobset_core.apistore.errors import ApiError
-from jobset_core.emulation import Controllers
-from jobset_core.emulation.events import record_event
-from jobset_core.emulation.faults import (
+from jobset_core.sim import Controllers
+from jobset_core.sim.apistore.errors import ApiError
+from jobset_core.sim.events import record_event
+from jobset_core.sim.faults import (
     Crash,
     Evict,
     Fault,
@@ -46,7 +46,7 @@ from jobset_core.testing.kubelet import UNSCHEDULABLE_MESSAGE, ScriptedKubelet
 if TYPE_CHECKING:
     import kubernetes
 
-    from jobset_core.kube import KubernetesRuntime
+    from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -146,8 +146,8 @@ class FakeCluster:
 
     def runtime(self, namespace: str | None = None, **kwargs: Any) -> KubernetesRuntime:
         """A KubernetesRuntime pointed at this cluster, with short retry and watch timings for tests."""
-        from jobset_core.kube import KubernetesRuntime
-        from jobset_core.kube_api import ApiRetry
+        from jobset_core.runtimes.kube.client import ApiRetry
+        from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
         settings: dict[str, Any] = {
             "retry": ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2),
@@ -226,7 +226,7 @@ class FakeCluster:
 
     def add_fault(self, fault: Fault, *, predicate: Callable[[Obj], bool] | None = None, origin: str = "",
                   namespace: str | None = None) -> PodRule:
-        """Play `fault` (the vocabulary of `jobset_core.emulation.faults`) on the pods it names (in
+        """Play `fault` (the vocabulary of `jobset_core.sim.faults`) on the pods it names (in
         `namespace` only, when given)."""
         rule = PodRule(fault, predicate, added_at=self.clock.monotonic(), origin=origin, namespace=namespace)
         with self._lock:

@@ -20,7 +20,7 @@ import time
 from types import FrameType
 from typing import Any
 
-from jobset_core.emulation.faults import KIND_NAMES
+from jobset_core.sim.faults import KIND_NAMES
 
 EXIT_OK = 0
 EXIT_USAGE = 2

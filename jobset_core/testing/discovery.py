@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core.apistore.kinds import KindRegistry, ResourceKind
+from jobset_core.sim.apistore.kinds import KindRegistry, ResourceKind
 
 VERSION_INFO: dict[str, str] = {
     "major": "1",

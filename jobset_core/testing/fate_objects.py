@@ -2,7 +2,7 @@
 
 A test, a terminal or another engine's process cannot call into the cluster's Python objects, but it can
 talk to its API server: a `Fate` (`fakecluster.jobset-plugins.io/v1`, namespaced) holds one fault in the
-mapping form of `jobset_core.emulation.faults` as its `spec`, e.g.
+mapping form of `jobset_core.sim.faults` as its `spec`, e.g.
 
     apiVersion: fakecluster.jobset-plugins.io/v1
     kind: Fate
@@ -22,10 +22,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jobset_core import constants as c
-from jobset_core.apistore import errors
-from jobset_core.apistore.errors import ApiError
-from jobset_core.emulation.faults import Fault, from_mapping, never_fires
 from jobset_core.errors import SpecError
+from jobset_core.sim.apistore import errors
+from jobset_core.sim.apistore.errors import ApiError
+from jobset_core.sim.faults import Fault, from_mapping, never_fires
 from jobset_core.testing import tables
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Faults bound into the offline cluster's kubelet: which pods a fault may hit, and when it is due.
 
-The vocabulary is `jobset_core.emulation.faults` (the same one the local runtime plays); a `PodRule` adds what
+The vocabulary is `jobset_core.sim.faults` (the same one the local runtime plays); a `PodRule` adds what
 only the offline cluster needs: a predicate instead of a hostname pattern (tests), when the rule was added
 (a fault is never due before that), and how often it has fired.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core.emulation.faults import Fault
+from jobset_core.sim.faults import Fault
 
 Obj = dict[str, Any]
 Selector = str | Callable[[Obj], bool]

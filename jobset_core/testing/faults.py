@@ -13,9 +13,9 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from jobset_core.apistore import errors
-from jobset_core.apistore.errors import ApiError
-from jobset_core.apistore.kinds import ResourceKind
+from jobset_core.sim.apistore import errors
+from jobset_core.sim.apistore.errors import ApiError
+from jobset_core.sim.apistore.kinds import ResourceKind
 
 DEFAULT_USER = "system:serviceaccount:default:default"
 

@@ -21,12 +21,12 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from jobset_core import constants as c
-from jobset_core.apistore import errors
-from jobset_core.apistore.errors import ApiError
-from jobset_core.apistore.kinds import KindRegistry, ResourceKind
-from jobset_core.apistore.patch import APPLY_PATCH
-from jobset_core.apistore.store import Store
-from jobset_core.apistore.watch import Watcher
+from jobset_core.sim.apistore import errors
+from jobset_core.sim.apistore.errors import ApiError
+from jobset_core.sim.apistore.kinds import KindRegistry, ResourceKind
+from jobset_core.sim.apistore.patch import APPLY_PATCH
+from jobset_core.sim.apistore.store import Store
+from jobset_core.sim.apistore.watch import Watcher
 
 from .faults import FaultPlan, RequestInfo, WatchDrop
 from .logs import PodLogs, tail

@@ -6,7 +6,7 @@ What each fate writes mirrors the upstream writer: kube-scheduler preemption
 (`pkg/scheduler/framework/preemption/preemption.go`: DisruptionTarget PreemptionByScheduler, a `Preempted`
 event, then a graceful deletion), the Eviction API (`pkg/registry/core/pod/storage/eviction.go`), the
 kubelet's node-pressure eviction (`pkg/kubelet/eviction`) and graceful node shutdown
-(`pkg/kubelet/nodeshutdown`). The status shapes are `jobset_core.emulation.pod_status`, shared with the
+(`pkg/kubelet/nodeshutdown`). The status shapes are `jobset_core.sim.pod_status`, shared with the
 local runtime's kubelet.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 
 from jobset_core import clock as clocks
 from jobset_core import constants as c
-from jobset_core.emulation import pod_status
-from jobset_core.emulation.events import SCHEDULER, record_event
-from jobset_core.emulation.faults import (
+from jobset_core.sim import pod_status
+from jobset_core.sim.events import SCHEDULER, record_event
+from jobset_core.sim.faults import (
     Crash,
     Evict,
     ImagePullFailure,
@@ -30,9 +30,9 @@ from jobset_core.emulation.faults import (
     Succeed,
     Unschedulable,
 )
-from jobset_core.emulation.node import disrupt, kubelet_end
-from jobset_core.emulation.records import condition, deleting, terminal
-from jobset_core.emulation.store import ClusterStore, patch_object, write_status
+from jobset_core.sim.node import disrupt, kubelet_end
+from jobset_core.sim.records import condition, deleting, terminal
+from jobset_core.sim.store import ClusterStore, patch_object, write_status
 from jobset_core.testing.fates import PodRule
 
 Obj = dict[str, Any]

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from jobset_core.apistore.kinds import KindRegistry, ResourceKind
+from jobset_core.sim.apistore.kinds import KindRegistry, ResourceKind
 
 _QUERY = ("dryRun", "fieldManager", "fieldValidation", "pretty")
 _ITEM_ACTIONS = {"get": "get", "put": "put", "patch": "patch", "delete": "delete"}

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from jobset_core.apistore import errors
-from jobset_core.apistore.errors import ApiError
+from jobset_core.sim.apistore import errors
+from jobset_core.sim.apistore.errors import ApiError
 
 from .faults import DEFAULT_USER, RequestInfo
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobset_core.apistore import errors
-from jobset_core.apistore.kinds import KindRegistry, ResourceKind
+from jobset_core.sim.apistore import errors
+from jobset_core.sim.apistore.kinds import KindRegistry, ResourceKind
 from jobset_core.testing import discovery, openapi
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")

@@ -9,7 +9,7 @@ runs one in the foreground; in Python:
     with FakeClusterServer(fates="fates.yaml") as server:
         subprocess.run(["kubectl", "--kubeconfig", server.kubeconfig, "apply", "-f", "jobset.yaml"])
 
-Faults come from a fates file (a YAML list in the mapping form of `jobset_core.emulation.faults`) and, while
+Faults come from a fates file (a YAML list in the mapping form of `jobset_core.sim.faults`) and, while
 it runs, from `Fate` objects created from outside (see `fate_objects`).
 """
 
@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 
 from jobset_core import constants as c
-from jobset_core.apistore.watch import StoredEvent
-from jobset_core.emulation.faults import Fault, from_mapping
 from jobset_core.errors import SpecError
+from jobset_core.sim.apistore.watch import StoredEvent
+from jobset_core.sim.faults import Fault, from_mapping
 from jobset_core.testing.cluster import FakeCluster
 from jobset_core.testing.fate_objects import why_never
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core.apistore.kinds import ResourceKind
+from jobset_core.sim.apistore.kinds import ResourceKind
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int, Callable[[Obj, float], Any]]  # name, type, priority (1: only with -o wide), cell

@@ -1,7 +1,0 @@
-"""The Kubernetes API server's object semantics in memory: the store behind the local runtime and the
-test API server (``jobset_core.testing.LocalApiServer``)."""
-
-from jobset_core.apistore.errors import ApiError
-from jobset_core.apistore.objects import ObjectStore
-
-__all__ = ["ApiError", "ObjectStore"]

@@ -1,0 +1,385 @@
+"""Shared informers: one list-and-watch per (namespace, resource) for every run a process watches.
+
+An Airflow triggerer or a Flyte connector pod watches hundreds of runs at once. Two watches per run, each
+re-established every `watch_timeout_seconds`, would load the API server in proportion to the runs; and
+listing child Jobs and namespace events on every change would load it in proportion to the namespace. So,
+as client-go's shared informers (and Flyte's propeller) do, a process keeps one stream per resource and
+namespace, selected by the labels this project stamps on what it submits, and caches what the streams
+carry, indexed by the keys the runs look up (a JobSet's name, the `jobset-name` label of its Jobs and pods,
+the `involvedObject.name` of an event). A run subscribes to its keys; its watch wakes on changes under
+them and reads the rest (Jobs, events) from the cache. The last subscriber to leave stops the stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import tenacity
+from kubernetes import watch
+from kubernetes.client.exceptions import ApiException
+
+from jobset_core import constants as c
+from jobset_core import evidence as ev
+from jobset_core.runtimes.kube.client import explain_api_error, is_transient
+
+
+class StreamSource(Protocol):
+    """What the shared streams use of a runtime: its API clients, its retry policy, how long a watch stays
+    open, and how the client's models become the server's JSON."""
+
+    core: Any
+    custom: Any
+    retry: Any
+
+    def watch_timeout(self) -> int: ...
+
+    def sanitize(self, obj: Any) -> dict[str, Any]: ...
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+# What a subscriber receives: (source, type, payload). `type` is a watch event type, "SYNC" with the list of
+# objects under the subscriber's key after a (re)list, or "ERROR" with the exception that ended the stream.
+Message = tuple[str, str, Any]
+Sink = Callable[[Message], None]
+
+
+def _name_key(obj: Mapping[str, Any]) -> list[str]:
+    return [f"name:{ev.name_of(obj)}"]
+
+
+def _job_keys(obj: Mapping[str, Any]) -> list[str]:
+    """A gang Job is looked up by name, a JobSet's child Job by its JobSet (jobset_controller.go labels)."""
+    keys = _name_key(obj)
+    owner = ev.labels_of(obj).get(c.JOBSET_NAME_LABEL)
+    if owner:
+        keys.append(f"jobset:{owner}")
+    return keys
+
+
+def _pod_keys(obj: Mapping[str, Any]) -> list[str]:
+    labels = ev.labels_of(obj)
+    keys = []
+    if labels.get(c.JOBSET_NAME_LABEL):
+        keys.append(f"jobset:{labels[c.JOBSET_NAME_LABEL]}")
+    if labels.get(c.JOB_NAME_LABEL):
+        keys.append(f"job:{labels[c.JOB_NAME_LABEL]}")
+    return keys
+
+
+def _event_keys(obj: Mapping[str, Any]) -> list[str]:
+    involved = obj.get("involvedObject") or obj.get("involved_object") or {}
+    name = involved.get("name")
+    return [f"obj:{name}"] if name else []
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One stream: what to list and watch, how to select it, and the keys a cached object is found under."""
+
+    source: str
+    kind: str
+    api_version: str
+    label_selector: str | None
+    keys: Callable[[Mapping[str, Any]], list[str]]
+
+    @property
+    def core(self) -> bool:
+        return self.api_version == "v1"
+
+
+JOBSETS = Resource(c.JOBSET_PLURAL, "JobSet", c.JOBSET_API_VERSION, c.RUN_KEY_LABEL, _name_key)
+JOBS = Resource("jobs", "Job", c.BATCH_API_VERSION, c.RUN_MEMBER_LABEL, _job_keys)
+PODS = Resource("pods", "Pod", "v1", c.RUN_MEMBER_LABEL, _pod_keys)
+# Events carry no labels of ours: the stream is the namespace's, filtered here by the objects of each run.
+EVENTS = Resource("events", "Event", "v1", None, _event_keys)
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One run's interest in one key of one informer; `sink` is None for a cache-only reader."""
+
+    informer: SharedInformer
+    key: str | None
+    sink: Sink | None = None
+
+    def items(self) -> list[Obj]:
+        return self.informer.items(self.key) if self.key else []
+
+
+@dataclass
+class _Cache:
+    """The objects of one stream by name, and the names under each key (pure bookkeeping, no I/O)."""
+
+    keys: Callable[[Mapping[str, Any]], list[str]]
+    objects: dict[str, Obj] = field(default_factory=dict)
+    index: dict[str, set[str]] = field(default_factory=dict)
+
+    def replace(self, items: Iterable[Obj]) -> None:
+        self.objects, self.index = {}, {}
+        for obj in items:
+            self.put(obj)
+
+    def put(self, obj: Obj) -> list[str]:
+        """Add an object not in the cache (remove its previous version first)."""
+        name = ev.name_of(obj)
+        self.objects[name] = obj
+        keys = self.keys(obj)
+        for key in keys:
+            self.index.setdefault(key, set()).add(name)
+        return keys
+
+    def remove(self, name: str) -> list[str]:
+        old = self.objects.pop(name, None)
+        if old is None:
+            return []
+        keys = self.keys(old)
+        for key in keys:
+            names = self.index.get(key)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del self.index[key]
+        return keys
+
+    def under(self, key: str) -> list[Obj]:
+        return [self.objects[n] for n in sorted(self.index.get(key, ()))]
+
+
+class SharedInformer:
+    """List once, then stream from that resourceVersion; relist on 410 Gone; retry transient errors.
+
+    Anything else ends the stream and is handed to every subscriber, whose watch raises it. `close()`
+    interrupts a read blocked on a quiet stream (urllib3's `HTTPResponse.shutdown`), so stopping is
+    immediate instead of waiting for the server's next write. Subscribers are indexed by key: a change
+    reaches the few runs it concerns without a look at the hundreds of others a process may watch.
+    """
+
+    def __init__(self, runtime: StreamSource, namespace: str, resource: Resource) -> None:
+        self.runtime = runtime
+        self.namespace = namespace
+        self.resource = resource
+        self.synced = False
+        self.failed: BaseException | None = None
+        self._cache = _Cache(resource.keys)
+        self._subscribers: dict[Subscription, None] = {}  # in joining order
+        self._by_key: dict[str, dict[Subscription, None]] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._current: watch.Watch | None = None
+        self._thread = threading.Thread(
+            target=self._run, daemon=True, name=f"jobset-watch-{resource.source}-{namespace}"
+        )
+
+    # ----- subscribers ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, subscription: Subscription) -> None:
+        """Join; a late subscriber gets the cache at once, as if it had listed itself."""
+        with self._lock:
+            self._subscribers[subscription] = None
+            if subscription.key is not None:
+                self._by_key.setdefault(subscription.key, {})[subscription] = None
+            if self.failed is not None:
+                self._tell(subscription, "ERROR", self.failed)
+            elif self.synced:
+                self._tell(subscription, "SYNC", subscription.items())
+
+    def remove(self, subscription: Subscription) -> int:
+        with self._lock:
+            self._subscribers.pop(subscription, None)
+            key = subscription.key
+            if key is not None and key in self._by_key:
+                self._by_key[key].pop(subscription, None)
+                if not self._by_key[key]:
+                    del self._by_key[key]
+            return len(self._subscribers)
+
+    def items(self, key: str) -> list[Obj]:
+        with self._lock:
+            return self._cache.under(key)
+
+    def _tell(self, subscription: Subscription, kind: str, payload: Any) -> None:
+        if subscription.sink is not None:
+            subscription.sink((self.resource.source, kind, payload))
+
+    def _publish_sync(self, items: list[Obj]) -> None:
+        with self._lock:
+            self._cache.replace(items)
+            self.synced = True
+            for sub in self._subscribers:
+                self._tell(sub, "SYNC", sub.items())
+
+    def _publish(self, kind: str, obj: Obj) -> None:
+        with self._lock:
+            keys = set(self._cache.remove(ev.name_of(obj)))
+            if kind != "DELETED":
+                keys.update(self._cache.put(obj))
+            for key in keys:
+                for sub in self._by_key.get(key, ()):
+                    self._tell(sub, kind, obj)
+
+    def _publish_error(self, exc: BaseException) -> None:
+        with self._lock:
+            self.failed = exc
+            for sub in self._subscribers:
+                self._tell(sub, "ERROR", exc)
+
+    # ----- the stream ----------------------------------------------------------------------------------
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        with self._lock:
+            current = self._current
+        if current is not None:
+            current.stop()
+            response = getattr(current, "_resp", None)  # the kubernetes client keeps the open response here
+            if response is not None:
+                with contextlib.suppress(Exception):
+                    shutdown = getattr(response, "shutdown", None)
+                    (shutdown or response.close)()
+        if self._thread is not threading.current_thread() and self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _list_fn(self) -> tuple[Callable[..., Any], dict[str, Any]]:
+        runtime, resource = self.runtime, self.resource
+        kwargs: dict[str, Any] = {"namespace": self.namespace}
+        if resource.label_selector:
+            kwargs["label_selector"] = resource.label_selector
+        if resource.core:
+            fn = {"Pod": runtime.core.list_namespaced_pod, "Event": runtime.core.list_namespaced_event}[resource.kind]
+            return fn, kwargs
+        group, version = resource.api_version.split("/", 1)
+        kwargs.update(group=group, version=version, plural=resource.source)
+        return runtime.custom.list_namespaced_custom_object, kwargs
+
+    def _as_dict(self, obj: Any) -> Obj:
+        out = obj if isinstance(obj, dict) else self.runtime.sanitize(obj)
+        out.setdefault("kind", self.resource.kind)
+        out.setdefault("apiVersion", self.resource.api_version)
+        return out
+
+    def _run(self) -> None:
+        retry = self.runtime.retry
+        reconnect = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(lambda exc: is_transient(exc) and not self._stop.is_set()),
+            wait=retry.wait(),  # a throttled watch honours Retry-After like every call
+            stop=tenacity.stop_after_delay(retry.max_seconds),
+            reraise=True,
+        )
+        list_fn, kwargs = self._list_fn()
+        resource_version: str | None = None
+        while not self._stop.is_set():
+            try:
+                for attempt in reconnect:
+                    with attempt:
+                        if resource_version is None:
+                            resource_version = self._relist(list_fn, kwargs)
+                        resource_version = self._stream(list_fn, kwargs, resource_version)
+                        if self._stop.is_set():
+                            return
+            except ApiException as exc:
+                if exc.status == 410:
+                    log.info("watch of %s in %s expired (410 Gone): relisting", self.resource.source, self.namespace)
+                    resource_version = None
+                    continue
+                self._fail(exc)
+                return
+            except Exception as exc:  # noqa: BLE001 - handed to the subscribers, whose watch raises it
+                self._fail(exc)
+                return
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._stop.is_set():
+            return
+        if isinstance(exc, ApiException):  # a denied or broken watch: the same one line as a call
+            group = self.resource.api_version.rpartition("/")[0]
+            exc = explain_api_error(exc, ("watch", self.resource.source, group))
+        self._publish_error(exc)
+
+    def _relist(self, list_fn: Callable[..., Any], kwargs: dict[str, Any]) -> str | None:
+        """The listing as the server's JSON, like the stream's objects (see `_stream`)."""
+        response = list_fn(**kwargs, _request_timeout=self.runtime.retry.request_timeout, _preload_content=False)
+        try:
+            listing = json.loads(response.data)
+        finally:
+            response.release_conn()
+        self._publish_sync([self._as_dict(item) for item in listing.get("items", [])])
+        return (listing.get("metadata") or {}).get("resourceVersion")
+
+    def _stream(self, list_fn: Callable[..., Any], kwargs: dict[str, Any], resource_version: str | None) -> str | None:
+        runtime = self.runtime
+        # The objects are kept as the server's JSON, as the custom objects' already are: building the
+        # client's models for every pod and event only to turn them back into dicts (and parsing every
+        # timestamp on the way) was most of the CPU a process watching hundreds of runs spent.
+        stream = watch.Watch(return_type="object")
+        with self._lock:
+            self._current = stream
+        # The server ends a watch after timeout_seconds; a stream silent for longer than that (a half-open
+        # connection) is cut by the client and resumed.
+        timeout = runtime.watch_timeout()
+        read_limit = timeout + (runtime.retry.request_timeout or 30.0)
+        try:
+            for event in stream.stream(
+                list_fn, resource_version=resource_version, timeout_seconds=timeout,
+                allow_watch_bookmarks=True, _request_timeout=read_limit, **kwargs,
+            ):
+                obj = self._as_dict(event["object"])
+                resource_version = ev.meta(obj).get("resourceVersion") or resource_version
+                if event["type"] != "BOOKMARK":
+                    self._publish(event["type"], obj)
+                if self._stop.is_set():
+                    break
+        except Exception:
+            if self._stop.is_set():  # our own shutdown of the connection
+                return resource_version
+            raise
+        return resource_version
+
+
+class InformerHub:
+    """The informers of one runtime, started by the first subscriber to a stream and stopped by the last."""
+
+    def __init__(self, runtime: StreamSource) -> None:
+        self.runtime = runtime
+        self._informers: dict[tuple[str, str], SharedInformer] = {}
+        self._lock = threading.Lock()
+
+    def subscribe(self, namespace: str, resource: Resource, key: str | None, sink: Sink | None) -> Subscription:
+        with self._lock:
+            informer = self._informers.get((namespace, resource.source))
+            if informer is None or informer.failed is not None:
+                informer = SharedInformer(self.runtime, namespace, resource)
+                self._informers[(namespace, resource.source)] = informer
+                informer.start()
+            subscription = Subscription(informer, key, sink)
+            informer.add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscriptions: Iterable[Subscription]) -> None:
+        """Leave; streams nobody listens to any more are closed (outside the lock: closing joins a thread)."""
+        idle: list[SharedInformer] = []
+        with self._lock:
+            for sub in subscriptions:
+                informer = sub.informer
+                if informer.remove(sub) == 0:
+                    key = (informer.namespace, informer.resource.source)
+                    if self._informers.get(key) is informer:
+                        del self._informers[key]
+                    idle.append(informer)
+        for informer in idle:
+            informer.close()
+
+    def active(self) -> int:
+        """How many streams are open (for benchmarks and tests: one per resource and namespace)."""
+        with self._lock:
+            return len(self._informers)
+

@@ -1,0 +1,21 @@
+"""The local runtime: every pod of a JobSet or gang Job is a process on this machine.
+
+Same manifests, same failure policies, same `diagnose` as on a cluster; see `runtime.LocalRuntime` and,
+for fault injection (`JOBSET_LOCAL_FAULTS`), `jobset_core.sim.faults`.
+"""
+
+from jobset_core.runtimes.local.runtime import LocalRuntime
+from jobset_core.sim.faults import (
+    FAULTS_ENV,
+    Crash,
+    Evict,
+    Fault,
+    NodeShutdown,
+    OOMKill,
+    Preempt,
+    faults_from_env,
+    parse_faults,
+)
+
+__all__ = ["FAULTS_ENV", "Crash", "Evict", "Fault", "LocalRuntime", "NodeShutdown", "OOMKill", "Preempt",
+           "faults_from_env", "parse_faults"]

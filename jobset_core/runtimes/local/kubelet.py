@@ -1,0 +1,301 @@
+"""The local node: the scheduler and the kubelet for pods that are processes on this machine.
+
+It binds pods the Job controller created (or leaves them Pending, Unschedulable, past `max_processes`),
+starts their processes, reports how they end, injects faults and tears pods down when they are deleted,
+writing pod status through the store with the transitions of `jobset_core.sim.pod_status` (the same
+the fake cluster's scripted kubelet writes). Mirrors kubernetes pkg/kubelet/status (phase and container
+states), pkg/kubelet/kuberuntime (SIGTERM, grace period, SIGKILL; FallbackToLogsOnError),
+pkg/kubelet/nodeshutdown (graceful shutdown), pkg/scheduler/framework/preemption (DisruptionTarget on the
+victim, `Preempted` event) and pkg/registry/core/pod/storage/eviction.go (the Eviction API).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jobset_core import constants as c
+from jobset_core.runtimes.local.process import (
+    LocalProcess,
+    container_argv,
+    container_environment,
+    exit_status,
+    free_port,
+)
+from jobset_core.runtimes.local.state import LocalPod, LocalSubmission
+from jobset_core.sim import pod_status
+from jobset_core.sim.events import KUBELET, SCHEDULER, record_event
+from jobset_core.sim.faults import Crash, Fault, OOMKill
+from jobset_core.sim.node import disrupt
+from jobset_core.sim.records import condition, deleting, labels, terminal
+from jobset_core.sim.store import ClusterStore, patch_object, write_status
+
+Obj = dict[str, Any]
+LOCAL_IP = "127.0.0.1"
+UNSCHEDULABLE_MESSAGE = "0/1 nodes are available: 1 Too many pods (the local runtime's max_processes is reached)."
+# A pod's env may name the coordinator by its cluster DNS name; only 127.0.0.1 reaches it here.
+LOCAL_OVERRIDES = {"COORDINATOR_ADDRESS": LOCAL_IP}
+START_ERROR_EXIT_CODE = 128  # what containerd reports when the command cannot be executed
+
+
+def _completions(job_spec: Mapping[str, Any]) -> int:
+    return int(job_spec.get("completions") or job_spec.get("parallelism") or 1)
+
+
+def pod_rank(main: Mapping[str, Any], rjob: str | None, job_index: int, index: int) -> int:
+    """RANK: pods numbered across replicated jobs in spec order, then Jobs, then completion indexes."""
+    if rjob is None:
+        return index
+    base = 0
+    for rj in (main.get("spec") or {}).get("replicatedJobs") or []:
+        per_job = _completions((rj.get("template") or {}).get("spec") or {})
+        if rj["name"] == rjob:
+            return base + job_index * per_job + index
+        base += int(rj.get("replicas", 1)) * per_job
+    return base + index
+
+
+class Node:
+    """One local node running every pod; `capacity` says how many more processes may start (None: any)."""
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        name: str,
+        *,
+        grace_seconds: float,
+        stream_output: bool,
+        notice: Callable[[str], None],
+        capacity: Callable[[], int | None],
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.grace_seconds = grace_seconds
+        self.stream_output = stream_output
+        self.notice = notice
+        self.capacity = capacity
+        self.pods: dict[str, LocalPod] = {}
+        self._skipped_noticed: set[tuple[str, str]] = set()
+
+    # ----- bookkeeping -----------------------------------------------------------------------------
+
+    def adopt(self, sub: LocalSubmission, record: Obj, main: Mapping[str, Any]) -> LocalPod:
+        """The kubelet's entry for a pod it sees for the first time."""
+        uid = record["metadata"]["uid"]
+        pod = self.pods.get(uid)
+        if pod is not None:
+            return pod
+        tags = labels(record)
+        index = int(tags.get(c.JOB_COMPLETION_INDEX_KEY, "0"))
+        rjob = tags.get(c.REPLICATED_JOB_LABEL)
+        job_index = int(tags.get(c.JOB_INDEX_LABEL, "0"))
+        if sub.is_jobset:
+            restart = int(tags.get(c.RESTART_ATTEMPT_LABEL, "0"))
+        else:  # a gang Job's restart is how many pods this index had before
+            restart = sum(1 for p in self.pods.values() if p.submission is sub and p.index == index)
+        pod = LocalPod(
+            uid=uid,
+            name=record["metadata"]["name"],
+            namespace=record["metadata"].get("namespace") or "default",
+            hostname=(record.get("spec") or {}).get("hostname") or record["metadata"]["name"],
+            index=index,
+            rank=pod_rank(main, rjob, job_index, index),
+            restart=restart,
+            replicated_job=rjob,
+            job_index=job_index,
+            submission=sub,
+        )
+        self.pods[uid] = pod
+        return pod
+
+    def of(self, sub: LocalSubmission) -> list[LocalPod]:
+        return [p for p in self.pods.values() if p.submission is sub]
+
+    def forget(self, sub: LocalSubmission) -> None:
+        """Drop the entries of a submission whose processes are all reaped (their pods are gone)."""
+        for uid in [u for u, p in self.pods.items() if p.submission is sub and p.finished]:
+            del self.pods[uid]
+
+    # ----- one pod ---------------------------------------------------------------------------------
+
+    def sync(self, pod: LocalPod, record: Obj) -> bool:
+        """Start, reap, fault or tear down one pod; True when its status changed."""
+        if pod.finished or terminal(record):
+            pod.finished = True
+            return False
+        if pod.process is None:
+            if deleting(record):  # never started: it ends without ever running
+                return self._finish(pod, record, pod_status.terminated(record, c.SIGTERM_EXIT_CODE, failed=True))
+            if not (record.get("spec") or {}).get("nodeName"):
+                return self._schedule(pod, record)
+            return False
+        if self._reap(pod, record):
+            return True
+        changed = False
+        if deleting(record) and not pod.terminating:
+            self._sigterm(pod, record)
+        elif not deleting(record):
+            changed = self._fire_faults(pod, record)
+        if pod.kill_at is not None and time.monotonic() >= pod.kill_at and pod.alive:
+            assert pod.process is not None
+            pod.process.signal(signal.SIGKILL)
+            pod.kill_at = None
+        return changed
+
+    def _finish(self, pod: LocalPod, record: Obj, status: Obj) -> bool:
+        """Write the final status; a failed pod's record is kept as evidence for after it is gone."""
+        updated = write_status(self.store, record, status)
+        pod.finished = True
+        if updated["status"].get("phase") == c.PHASE_FAILED:
+            pod.submission.evidence[pod.name] = copy.deepcopy(updated)
+        return True
+
+    # ----- starting --------------------------------------------------------------------------------
+
+    def runtime_env(self, pod: LocalPod) -> dict[str, str]:
+        """What the local runtime adds for distributed code: rank, world size, a coordinator on localhost."""
+        sub = pod.submission
+        port = sub.ports.setdefault(pod.restart if sub.is_jobset else 0, free_port())
+        return {
+            "JOB_COMPLETION_INDEX": str(pod.index),
+            "HOSTNAME": pod.hostname,
+            "WORLD_SIZE": str(sub.world_size),
+            "RANK": str(pod.rank),
+            "MASTER_ADDR": LOCAL_IP,
+            "MASTER_PORT": str(port),
+            "JOBSET_COORDINATOR": f"{LOCAL_IP}:{port}",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def _skipped(self, pod: LocalPod) -> Callable[[str, str], None]:
+        def report(name: str, source: str) -> None:
+            key = (f"{pod.replicated_job}-{pod.job_index}", name)
+            if key not in self._skipped_noticed:
+                self._skipped_noticed.add(key)
+                self.notice(f"env {name} ({source}) needs cluster objects; it is not set in local pods")
+
+        return report
+
+    def _schedule(self, pod: LocalPod, record: Obj) -> bool:
+        """Bind the pod to this node and start its process, or leave it Pending when there is no room."""
+        room = self.capacity()
+        if room is not None and room <= 0:
+            if condition(record, c.CONDITION_POD_SCHEDULED, "False"):
+                return False
+            write_status(self.store, record, pod_status.unschedulable(record, UNSCHEDULABLE_MESSAGE))
+            return True
+        record = patch_object(self.store, record, {"spec": {"nodeName": self.name}})
+        ns = pod.namespace
+        record_event(self.store, record, "Normal", c.EVENT_SCHEDULED,
+                     c.SCHEDULED_MESSAGE.format(namespace=ns, name=pod.name, node=self.name),
+                     component=SCHEDULER, action="Binding", instance=f"{SCHEDULER}-local")
+        env = container_environment(record, self.runtime_env(pod), os.environ, LOCAL_OVERRIDES, self._skipped(pod))
+        argv = container_argv(record, env)
+        log_path = pod.submission.log_dir / f"restart-{pod.restart}" / f"{pod.hostname}.log"
+        try:
+            if not argv:
+                raise FileNotFoundError(2, "no command or args to run (the image's entrypoint is not known locally)")
+            pod.process = LocalProcess(argv, env, log_path, pod.hostname, self.stream_output)
+        except OSError as exc:
+            return self._start_error(pod, record, argv, exc)
+        pod.started_at = time.monotonic()
+        write_status(self.store, record, self._running(record, f"local://{pod.process.pid}"))
+        return True
+
+    @staticmethod
+    def _running(record: Obj, container_id: str) -> Obj:
+        return pod_status.running(
+            record, container_id=lambda _name: container_id, host_ip=LOCAL_IP, pod_ip=LOCAL_IP, only_first=True
+        )
+
+    def _start_error(self, pod: LocalPod, record: Obj, argv: list[str], exc: OSError) -> bool:
+        """The command cannot be executed: the container runtime's StartError (exit 128), pod Failed."""
+        message = f'exec: "{argv[0] if argv else ""}": {start_error_text(exc)}'
+        self.notice(f"pod {pod.name} cannot start: {message}")
+        started = {**record, "status": self._running(record, f"local://{uuid.uuid4()}")}
+        status = pod_status.terminated(started, START_ERROR_EXIT_CODE, c.REASON_START_ERROR, message)
+        return self._finish(pod, record, {**started["status"], **status})
+
+    # ----- running ---------------------------------------------------------------------------------
+
+    def _reap(self, pod: LocalPod, record: Obj) -> bool:
+        assert pod.process is not None
+        returncode = pod.process.poll()
+        if returncode is None:
+            return False
+        pod.process.release()
+        pod.kill_at = None
+        exit_code, sig = exit_status(returncode)
+        if pod.crash_exit_code is not None:
+            exit_code, sig = pod.crash_exit_code, None
+        shutdown = (record.get("status") or {}).get("reason") == c.POD_REASON_TERMINATED
+        message = pod.process.output_tail() if exit_code != 0 and _falls_back_to_logs(record) else None
+        status = pod_status.terminated(record, exit_code, pod.crash_reason, message or None, signal=sig, failed=shutdown)
+        return self._finish(pod, record, status)
+
+    # ----- faults ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def targets(pod: LocalPod, fault: Fault) -> bool:
+        """`replica` is `<rjob>-<jobIndex>-<podIndex>` (a gang Job: the completion index) or the hostname."""
+        return fault.targets(pod.hostname)
+
+    def _fire_faults(self, pod: LocalPod, record: Obj) -> bool:
+        sub = pod.submission
+        if pod.started_at is None:
+            return False
+        elapsed = time.monotonic() - pod.started_at
+        for number, fault in enumerate(sub.faults):
+            if number in pod.fired or not fault.applies_to(sub.handle.attempt, pod.restart) or not self.targets(pod, fault):
+                continue
+            if elapsed < fault.after_seconds:
+                continue
+            pod.fired.add(number)
+            sub.fired_faults.add(number)
+            self.notice(f"injecting fault: {fault.describe()} (pod {pod.name})")
+            self._inject(pod, record, fault)
+            return True
+        return False
+
+    def _inject(self, pod: LocalPod, record: Obj, fault: Fault) -> None:
+        assert pod.process is not None
+        if isinstance(fault, Crash | OOMKill):
+            pod.crash_exit_code = fault.exit_code if isinstance(fault, Crash) else c.SIGKILL_EXIT_CODE
+            pod.crash_reason = c.REASON_OOM_KILLED if isinstance(fault, OOMKill) else None
+            pod.process.signal(signal.SIGKILL)
+            return
+        grace = int((record.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+        record = disrupt(self.store, record, fault, instance="local", grace_seconds=grace)
+        self._sigterm(pod, record)
+
+    # ----- teardown --------------------------------------------------------------------------------
+
+    def _sigterm(self, pod: LocalPod, record: Obj) -> None:
+        """Terminate as the kubelet does: SIGTERM to the group now, SIGKILL after the grace period."""
+        pod.terminating = True
+        if not pod.alive:
+            return
+        assert pod.process is not None
+        container = ((record.get("spec") or {}).get("containers") or [{}])[0].get("name", "main")
+        record_event(self.store, record, "Normal", c.EVENT_KILLING, c.KILL_STOPPING_FORMAT.format(container=container),
+                     component=KUBELET, host=self.name)
+        pod.process.signal(signal.SIGTERM)
+        pod.kill_at = time.monotonic() + self.grace_seconds
+
+
+def start_error_text(exc: OSError) -> str:
+    """The container runtime's wording (lower case, as runc prints it), e.g. "no such file or directory"."""
+    text = exc.strerror or str(exc)
+    return text[:1].lower() + text[1:]
+
+
+def _falls_back_to_logs(record: Mapping[str, Any]) -> bool:
+    """Whether the kubelet would put the log tail into a failed container's terminated message."""
+    containers = (record.get("spec") or {}).get("containers") or [{}]
+    return containers[0].get("terminationMessagePolicy") == c.TERMINATION_MESSAGE_FALLBACK_TO_LOGS
+

@@ -1,0 +1,219 @@
+"""The Job controller: Indexed pods, podFailurePolicy, backoffLimit, FailureTarget then Failed,
+podReplacementPolicy, activeDeadlineSeconds, Complete.
+
+Mirrors kubernetes `pkg/controller/job/job_controller.go` (syncJob, manageJob, trackJobStatusAndRemoveFinalizers:
+each terminated pod is counted once, then its job-tracking finalizer is removed; since 1.31 FailureTarget
+and SuccessCriteriaMet come first, the active pods are deleted, then Failed or Complete) and
+`pkg/controller/job/pod_failure_policy.go` (first matching rule; FailJob/Ignore/Count) through the pure
+decisions of `jobset_core.controller_rules`. Simplifications: no pod backoff delay, no per-index backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from jobset_core import clock
+from jobset_core import constants as c
+from jobset_core import controller_rules as rules
+from jobset_core.sim import child_objects
+from jobset_core.sim.events import job_event
+from jobset_core.sim.records import (
+    Obj,
+    by_owner,
+    condition,
+    deleting,
+    finished,
+    format_indexes,
+    labels,
+    meta,
+    now_seconds,
+    parse_indexes,
+    set_condition,
+    terminal,
+)
+from jobset_core.sim.store import (
+    ClusterStore,
+    delete_object,
+    patch_object,
+    remove_finalizer,
+    write_status,
+)
+
+
+def _index(pod: Mapping[str, Any]) -> int:
+    return int(labels(pod).get(c.JOB_COMPLETION_INDEX_KEY, "0"))
+
+
+def _tracked(pod: Mapping[str, Any]) -> bool:
+    return c.JOB_TRACKING_FINALIZER in (meta(pod).get("finalizers") or [])
+
+
+def _past_deadline(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """activeDeadlineSeconds counts from status.startTime (job_controller.go pastActiveDeadline)."""
+    deadline, started = spec.get("activeDeadlineSeconds"), status.get("startTime")
+    if deadline is None or not started:
+        return False
+    start = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return (clock.utcnow() - start).total_seconds() >= float(deadline)
+
+
+class _Sync:
+    """One syncJob: the Job as read, what it counts, what it writes."""
+
+    def __init__(self, store: ClusterStore, job: Obj, pods: list[Obj]) -> None:
+        self.store, self.job, self.pods = store, job, pods
+        self.spec = job.get("spec") or {}
+        self.status = dict(job.get("status") or {})
+        self.conditions = list(self.status.get("conditions") or [])
+        self.failed = int(self.status.get("failed") or 0)
+        self.succeeded = parse_indexes(self.status.get("completedIndexes"))
+        target = condition(job, c.CONDITION_FAILURE_TARGET)
+        self.failure: tuple[str, str] | None = (
+            (target.get("reason", ""), target.get("message", "")) if target else None
+        )
+        self.changed = False
+
+    # ----- counting terminated pods (trackJobStatusAndRemoveFinalizers) ----------------------------
+
+    def account(self, done: bool) -> None:
+        for pod in sorted(self.pods, key=lambda p: meta(p).get("creationTimestamp") or ""):
+            if not terminal(pod) or not _tracked(pod):
+                continue
+            if not done:
+                self._count(pod)
+                self.changed = True
+            remove_finalizer(self.store, pod, c.JOB_TRACKING_FINALIZER)
+
+    def _count(self, pod: Obj) -> None:
+        if pod["status"]["phase"] == c.PHASE_SUCCEEDED:
+            self.succeeded.add(_index(pod))
+        elif self.failure is not None:
+            self.failed += 1  # torn down by the Job itself: counted, no policy
+        else:
+            outcome = rules.pod_failure_outcome(self.spec, pod, self.failed)
+            self.failed += 1 if outcome.counted else 0
+            if outcome.job_failure is not None:
+                self.fail(*outcome.job_failure)
+
+    def fail(self, reason: str, message: str) -> None:
+        """FailureTarget first; Failed (with its Warning event) once no pod is left running."""
+        self.conditions = set_condition(self.conditions, c.CONDITION_FAILURE_TARGET, "True", reason, message, probe=True)
+        self.failure = (reason, message)
+
+    # ----- acting ----------------------------------------------------------------------------------
+
+    def delete_active(self, active: list[Obj]) -> None:
+        for pod in active:
+            delete_object(self.store, pod)
+            job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_DELETE,
+                      c.DELETED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
+
+    def finish_failed(self, live: list[Obj], active: list[Obj]) -> None:
+        self.delete_active(active)
+        if not live:
+            assert self.failure is not None
+            self.conditions = set_condition(self.conditions, c.CONDITION_FAILED, "True", *self.failure, probe=True)
+
+    def finish_complete(self, live: list[Obj], active: list[Obj]) -> None:
+        reached = (c.JOB_REASON_COMPLETIONS_REACHED, c.JOB_MESSAGE_COMPLETIONS_REACHED)
+        self.conditions = set_condition(self.conditions, c.CONDITION_SUCCESS_CRITERIA_MET, "True", *reached, probe=True)
+        for pod in active:
+            delete_object(self.store, pod)
+        if not live:
+            self.conditions = set_condition(self.conditions, c.CONDITION_COMPLETE, "True", *reached, probe=True)
+            self.status["completionTime"] = now_seconds()
+            job_event(self.store, self.job, "Normal", c.JOB_EVENT_COMPLETED, c.JOB_EVENT_COMPLETED_MESSAGE)
+
+    def create_missing(self, live: list[Obj], active: list[Obj], completions: int) -> None:
+        """manageJob: one pod per missing index; with podReplacementPolicy Failed a terminating pod still
+        holds its index until it has fully failed."""
+        policy = self.spec.get("podReplacementPolicy", c.POD_REPLACEMENT_TERMINATING_OR_FAILED)
+        holding = {_index(p) for p in (active if policy == c.POD_REPLACEMENT_TERMINATING_OR_FAILED else live)}
+        slots = int(self.spec.get("parallelism") or 1) - len(active)
+        for index in range(completions):
+            if slots <= 0:
+                break
+            if index in self.succeeded or index in holding:
+                continue
+            pod = self.store.create(child_objects.indexed_pod(self.job, index))
+            job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_CREATE,
+                      c.CREATED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
+            live.append(pod)
+            active.append(pod)
+            slots -= 1
+            self.changed = True
+
+    def new_status(self, live: list[Obj]) -> Obj:
+        """batch/v1 JobStatus: active, succeeded and failed are omitempty (the captures show it)."""
+        active = [p for p in live if not deleting(p)]
+        out: Obj = {
+            "ready": sum(1 for p in active if condition(p, c.CONDITION_READY)),
+            "terminating": sum(1 for p in live if deleting(p)),
+            "startTime": self.status.get("startTime") or now_seconds(),
+            "uncountedTerminatedPods": {},
+            "active": len(active) or None,
+            "succeeded": len(self.succeeded) or None,
+            "failed": self.failed or None,
+            "conditions": self.conditions or None,
+            "completedIndexes": format_indexes(self.succeeded) if self.succeeded else None,
+            "completionTime": self.status.get("completionTime"),
+        }
+        return out
+
+    def write(self, live: list[Obj], force: bool) -> None:
+        new = self.new_status(live)
+        old = self.status
+        if force or self.changed or any(new.get(k) != old.get(k) for k in new):
+            write_status(self.store, self.job, new)  # None values remove the field (merge patch)
+
+
+def sync_job(store: ClusterStore, job: Obj, pods: list[Obj]) -> None:
+    """One syncJob of an Indexed Job over the pods it owns."""
+    sync = _Sync(store, job, pods)
+    # A finished Job, or one being deleted, only releases its pods (syncJob does not manage a Job with a
+    # deletionTimestamp beyond removing tracking finalizers).
+    done = finished(job) or deleting(job)
+    sync.account(done)
+    if done:
+        return
+    live = [p for p in pods if not terminal(p)]
+    active = [p for p in live if not deleting(p)]
+    if sync.failure is None and _past_deadline(sync.spec, sync.status):
+        sync.fail(c.JOB_REASON_DEADLINE_EXCEEDED, c.JOB_MESSAGE_DEADLINE_EXCEEDED)
+    if sync.failure is not None:
+        sync.finish_failed(live, active)
+        if not live:
+            job_event(store, job, "Warning", *sync.failure)
+        sync.write(live, force=True)
+        return
+    completions = int(sync.spec.get("completions") or sync.spec.get("parallelism") or 1)
+    if len(sync.succeeded) >= completions:
+        sync.finish_complete(live, active)
+        sync.write(live, force=True)
+        return
+    if not sync.spec.get("suspend"):
+        sync.create_missing(live, active, completions)
+    sync.write(live, force=False)
+
+
+def admit(store: ClusterStore, job: Obj) -> Obj:
+    """The API server's Job defaulting, applied on first sight (the store does not run Job strategies)."""
+    return patch_object(store, job, child_objects.job_defaults_patch(job))
+
+
+def reconcile_jobs(store: ClusterStore, namespace: str | None) -> None:
+    """Every Job of the namespace (None: all), then release orphaned pods so they can be removed."""
+    pods = store.list("v1", "Pod", namespace, shared=True)
+    jobs = store.list(c.BATCH_API_VERSION, "Job", namespace, shared=True)
+    uids = {j["metadata"]["uid"] for j in jobs}
+    owned = by_owner(pods)
+    for job in jobs:
+        if not (job.get("spec") or {}).get("selector"):
+            job = admit(store, job)
+        sync_job(store, job, owned.get(job["metadata"]["uid"], []))
+    for pod in pods:
+        owners = [r for r in meta(pod).get("ownerReferences") or [] if r.get("kind") == "Job"]
+        if _tracked(pod) and not any(r.get("uid") in uids for r in owners):
+            remove_finalizer(store, pod, c.JOB_TRACKING_FINALIZER)

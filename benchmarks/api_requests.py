@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cluster, report
+from benchmarks import cluster, report, usage
 from jobset_core import make_run_key
 
 WATCH_MODES = {"default": None, "30s": 30}
@@ -124,7 +124,7 @@ def measure_idle(runs: int, seconds: float, watch_mode: str) -> dict[str, Any]:
 # ----- a polled look ---------------------------------------------------------------------------------
 
 
-def _resource(path: str) -> str:
+def resource_of(path: str) -> str:
     """`/api/v1/namespaces/bench/pods/x/log` -> `pods/log`: what kind of request it was, not which object."""
     parts = [p for p in path.split("?")[0].split("/") if p]
     if "namespaces" in parts:
@@ -162,7 +162,7 @@ def measure_look(pods: int, shape: str) -> dict[str, Any]:
             records = server.requests[first:]
             counts["step"].append(middle - first)
             counts["observe"].append(len(records) - (middle - first))
-            kinds.update(f"{r.method} {_resource(r.path)}" for r in records[: middle - first])
+            kinds.update(f"{r.method} {resource_of(r.path)}" for r in records[: middle - first])
     finally:
         cluster.stop(server, fake)
     return {
@@ -176,7 +176,7 @@ def measure_look(pods: int, shape: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = usage.parser(__doc__)
     parser.add_argument("--idle-runs", type=report.positive_int, nargs="*", default=[100])
     parser.add_argument("--idle-seconds", type=report.positive_float, default=600.0)
     parser.add_argument("--watch-timeout", nargs="*", default=["default"], choices=sorted(WATCH_MODES),

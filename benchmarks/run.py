@@ -3,7 +3,17 @@
 Each one is also a command of its own: `python -m benchmarks.<name> --help`.
 """
 
-from benchmarks import api_requests, detection, diagnose_scale, manifests, peer, polling, scale, wasted_time, watchers
+from benchmarks import (
+    api_requests,
+    detection,
+    diagnose_scale,
+    manifests,
+    peer,
+    polling,
+    scale,
+    wasted_time,
+    watchers,
+)
 
 
 def main() -> None:

@@ -338,7 +338,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if compared:
         print("\nours / peer:")
         print(cluster.table(compared, ["scenario", "ours", "peer", "peer_poll_s", *RATIO_COLUMNS]))
-    cluster.save("peer", {"rows": rows, "ratios": compared} if compared else rows)
+    cluster.save("peer", rows)
+    if compared:
+        cluster.save("peer_ratios", compared)
     return rows
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import tenacity
+from kubernetes import client
 
 from jobset_core import GangJobSpec, Handle, JobSetSpec, KubernetesRuntime, LocalRuntime
 
@@ -55,7 +57,13 @@ def container_of(spec: JobSetSpec | GangJobSpec) -> str:
 
 
 class LeaderLog:
-    """Follows the leader pod's log on a cluster in a background thread until `close()`."""
+    """Follows the leader pod's log on a cluster in a background thread until `stop()` or `close()`.
+
+    The stream has a connection of its own (its own client and pool), and stopping shuts that socket down
+    so the blocked read returns at once; the connection is then closed, never handed back to a pool. A
+    connection released while the follower still reads it would be given to the next request of whoever
+    shares the pool, which then waits forever on a log stream's bytes.
+    """
 
     def __init__(
         self, runtime: KubernetesRuntime, handle: Handle, selector: str, container: str, emit: Callable[[str], None],
@@ -66,19 +74,30 @@ class LeaderLog:
         self.retry_seconds = retry_seconds
         self._stop = threading.Event()
         self._stream: Any = None
+        self._stream_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"leader-log-{handle.name}", daemon=True)
 
     def start(self) -> LeaderLog:
         self._thread.start()
         return self
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Ask the follower to end and interrupt its read; returns at once (safe on an event loop)."""
         self._stop.set()
-        stream = self._stream
+        with self._stream_lock:
+            stream = self._stream
         if stream is not None:
-            with contextlib.suppress(Exception):  # a stream that already ended
-                stream.release_conn()
-        self._thread.join(timeout=5)
+            _interrupt(stream)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """`stop()`, then wait for the follower thread to end."""
+        self.stop()
+        if self._thread.is_alive():
+            self._thread.join(timeout=timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     def _leader_pod(self) -> str | None:
         pods = self.runtime.core.list_namespaced_pod(self.handle.namespace, label_selector=self.selector).items
@@ -87,16 +106,22 @@ class LeaderLog:
         return started[-1].metadata.name if started else None
 
     def _run(self) -> None:
-        followed: set[str] = set()
-        while not self._stop.is_set():
-            name = self._next_leader(followed)
-            if name is None:  # closed while waiting
-                return
-            followed.add(name)
-            try:
-                self._follow(name)
-            except Exception as exc:  # noqa: BLE001 - logs are best effort
-                log.debug("leader log of %s not readable: %s", self.handle.name, exc)
+        own = client.ApiClient(configuration=self.runtime.api_client.configuration)
+        try:
+            followed: set[str] = set()
+            while not self._stop.is_set():
+                name = self._next_leader(followed)
+                if name is None:  # stopped while waiting
+                    return
+                followed.add(name)
+                try:
+                    self._follow(client.CoreV1Api(own), name)
+                except Exception as exc:  # noqa: BLE001 - logs are best effort
+                    if not self._stop.is_set():
+                        log.debug("leader log of %s not readable: %s", self.handle.name, exc)
+        finally:
+            with contextlib.suppress(Exception):
+                own.close()
 
     def _next_leader(self, followed: set[str]) -> str | None:
         """The leader pod not followed yet, looked for less and less often: a gang queued for an hour is not
@@ -113,13 +138,17 @@ class LeaderLog:
         )
         return retrying(self._leader_pod)
 
-    def _follow(self, pod: str) -> None:
-        self._stream = self.runtime.core.read_namespaced_pod_log(
+    def _follow(self, core: client.CoreV1Api, pod: str) -> None:
+        stream = core.read_namespaced_pod_log(
             pod, self.handle.namespace, container=self.container, follow=True, _preload_content=False
         )
+        with self._stream_lock:
+            self._stream = stream
         pending = b""
         try:
-            for chunk in self._stream.stream():
+            if self._stop.is_set():  # stopped before the stream was known to `stop()`
+                return
+            for chunk in stream.stream():
                 if self._stop.is_set():
                     return
                 *lines, pending = (pending + chunk).split(b"\n")  # chunks do not end on line breaks
@@ -128,7 +157,23 @@ class LeaderLog:
             if pending:
                 self.emit(f"[{pod}] {pending.decode('utf-8', errors='replace')}")
         finally:
-            self._stream = None
+            with self._stream_lock:
+                self._stream = None
+            with contextlib.suppress(Exception):
+                stream.close()  # closes the connection: it never goes back to a pool half read
+
+
+def _interrupt(stream: Any) -> None:
+    """Shut the stream's socket down for reading, from another thread: the blocked read returns."""
+    try:
+        stream.shutdown()  # urllib3 >= 2.3
+        return
+    except Exception:  # noqa: BLE001 - older urllib3, or the connection already gone
+        pass
+    sock = getattr(getattr(stream, "connection", None), "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RD)
 
 
 def _local_log(runtime: LocalRuntime, handle: Handle, hostname: str) -> str | None:

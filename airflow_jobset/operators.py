@@ -11,7 +11,14 @@ Mapping of Airflow onto the core:
   a worker crash reconnects to the live JobSet; everywhere, `JobSetRun.start()` adopts the run's live
   submission by run key instead of submitting a duplicate. A suspended (Kueue-queued) JobSet is live;
 - deferrable: the worker submits, hands the handle to `JobSetTrigger`, and resumes in `execute_complete`,
-  where it raises: a trigger's own failure event would skip the retry policy.
+  where it raises: a trigger's own failure event would skip the retry policy. `execution_timeout` bounds
+  the deferral too, and a deferral that times out deletes the run's JobSets before the task fails;
+- clear means run again: Airflow raises `max_tries` to `try_number + retries` on a clear, so the first try
+  after one is `max_tries - retries + 1`. That try records every earlier attempt as cleared (history, never
+  spent, never adopted), deletes what is left of them, and starts a fresh run with the whole budget; the
+  engine attempt counts from it;
+- `on_kill` (a clear or mark-failed of a running task, `execution_timeout`) deletes this try's attempts on a
+  thread of its own and waits under the 5 s Airflow gives a SIGTERMed task before SIGKILL.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
+from airflow_jobset import cleanup
 from airflow_jobset._compat import (
     HAS_RETRY_POLICY,
     AirflowException,
@@ -32,6 +41,7 @@ from airflow_jobset.logs import LeaderLog, container_of, culprit_tail, leader_se
 from airflow_jobset.retry import JobSetFailed, JobSetRetryPolicy
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, check_runtime, make_runtime
 from airflow_jobset.specs import load_spec, with_overrides
+from jobset_core import RUN_LOG as CORE_LOG  # where JobSetRun logs every event it emits
 from jobset_core import (
     Diagnosis,
     GangJobSpec,
@@ -47,7 +57,6 @@ from jobset_core import (
     State,
     make_run_key,
 )
-from jobset_core.run import log as CORE_LOG  # where JobSetRun logs every event it emits
 
 HANDLE_KEY = "jobset_handle"  # task state store key; renaming it breaks in-flight retries
 XCOM_NAME = "jobset_name"
@@ -56,6 +65,12 @@ XCOM_DIAGNOSIS = "diagnosis"
 ACTIVE_STATES = frozenset({State.PENDING, State.RUNNING, State.SUSPENDED})
 TRIGGER_METHOD = "execute_complete"
 DEFAULT_NAMESPACE = "default"
+CLEARED_STATUS = "cleared"  # what `get_job_status` says of a handle kept from before a clear
+TRIGGER_FAIL_METHOD = "__fail__"  # airflow.sdk: the next method of a deferred task Airflow failed
+TRIGGER_TIMEOUT = "Trigger timeout"  # airflow TriggerFailureReason.TRIGGER_TIMEOUT
+# The supervisor sends SIGKILL 5 s after the SIGTERM whose handler calls on_kill (supervisor.kill's
+# escalation_delay): wait a little less for the deletion, which goes on in its own thread regardless.
+ON_KILL_WAIT_SECONDS = 4.0
 
 
 def run_key_for(context: Any) -> str:
@@ -65,8 +80,26 @@ def run_key_for(context: Any) -> str:
     return make_run_key(ti.dag_id, ti.task_id, ti.run_id, map_index if map_index is not None and map_index >= 0 else None)
 
 
-def engine_attempt_for(context: Any) -> int:
-    return max(0, int(context["ti"].try_number) - 1)
+def first_try_for(context: Any, retries: int) -> int:
+    """The first try of the task instance's current run: 1, or the try after the last clear (Airflow sets
+    `max_tries = try_number + retries` when it clears, as `get_first_reschedule_date` reads it back)."""
+    max_tries = getattr(context["ti"], "max_tries", None)
+    if not isinstance(max_tries, int) or max_tries < retries:
+        return 1
+    return max_tries - retries + 1
+
+
+def engine_attempt_for(context: Any, retries: int = 0) -> int:
+    """This try's 0-based number within the current run: a clear starts again from 0."""
+    return max(0, int(context["ti"].try_number) - first_try_for(context, retries))
+
+
+def cleared_before(context: Any, retries: int) -> bool:
+    """This try is the first after a clear: everything the task ran before is history."""
+    if context.get("ti") is None:
+        return False
+    first = first_try_for(context, retries)
+    return first > 1 and int(context["ti"].try_number) == first
 
 
 class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
@@ -109,6 +142,8 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         self._runtime_obj: Any = None
         self._spec_obj: JobSetSpec | GangJobSpec | None = None
         self._xcom: dict[str, Any] | None = None
+        self._handle: Handle | None = None  # this try's attempt, for on_kill
+        self._where: tuple[str, str] | None = None  # (run key, namespace) once known, for on_kill
 
     # ----- building blocks ---------------------------------------------------------------------------
 
@@ -149,20 +184,25 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         if not (CORE_LOG.isEnabledFor(logging.INFO) and CORE_LOG.hasHandlers()):
             self.log.info("[%s] %s", event.type, event.message)
 
+    def _engine_attempt(self, context: Any) -> int:
+        return engine_attempt_for(context, int(self.retries or 0))
+
     def _new_run(self, context: Any) -> JobSetRun:
         spec = self._spec(context)
         runtime = self._get_runtime()
         # namespace=, else the workload's own, else the connection's: "default" counts as not set.
         if not self.namespace and spec.namespace == DEFAULT_NAMESPACE and isinstance(runtime, KubernetesRuntime) and runtime.namespace:
             spec = self._spec_obj = dataclasses.replace(spec, namespace=runtime.namespace)
-        return JobSetRun(
+        run = JobSetRun(
             spec,
             runtime,
             run_key=run_key_for(context),
-            engine_attempt=engine_attempt_for(context),
+            engine_attempt=self._engine_attempt(context),
             resubmit=False,
             on_event=self._on_event,
         )
+        self._where = (run.run_key, run.namespace)
+        return run
 
     def _run_for(self, handle: Handle, context: Any) -> JobSetRun:
         if self._run is not None and self._run.handle is not None and self._run.handle.name == handle.name:
@@ -171,7 +211,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             handle,
             self._get_runtime(),
             spec=self._spec(context),
-            engine_attempt=engine_attempt_for(context),
+            engine_attempt=self._engine_attempt(context),
             on_event=self._on_event,
         )
         return self._run
@@ -180,18 +220,33 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
 
     def execute(self, context: Any) -> Any:
         try:
+            if cleared_before(context, int(self.retries or 0)):
+                self._clear_previous(context)
             return self.execute_resumable(context)
         except SpecError as exc:  # a bad workload stays bad: retrying it would only spend the budget
             raise AirflowFailException(f"invalid {self.spec_field}: {exc}") from exc
 
+    def _clear_previous(self, context: Any) -> None:
+        """The user cleared the task: its earlier attempts are history, and this try starts a fresh run."""
+        run = self._new_run(context)
+        stored = self._kept_handle(context)
+        names = cleanup.clear_previous(self._get_runtime(), run.run_key, run.namespace, stored)
+        if names:
+            self.log.info(
+                "cleared by the user: %s not counted and never adopted; a fresh run with all %d attempts",
+                ", ".join(names), run.policy.total_attempts,
+            )
+
     def submit_job(self, context: Any) -> dict[str, Any]:
         """Submit this try's attempt, or adopt the run's live one: never two at once."""
         self._run = self._new_run(context)
-        handle = self._run.start()
+        handle = self._handle = self._run.start()
         self.log.info("%s %s/%s is attempt %d of run %s", handle.kind, handle.namespace, handle.name, handle.attempt, handle.run_key)
         return handle.to_dict()
 
     def get_job_status(self, external_id: Any, context: Any) -> str:
+        if cleared_before(context, int(self.retries or 0)):
+            return CLEARED_STATUS  # kept from before the clear: neither reconnected to nor reported
         handle = Handle.from_dict(external_id)
         return str(self._get_runtime().observe(handle).state)
 
@@ -203,7 +258,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
 
     def poll_until_complete(self, external_id: Any, context: Any) -> Any:
         """Watch to the end and return the XCom value (the mixin's reconnect path returns this)."""
-        handle = Handle.from_dict(external_id)
+        handle = self._handle = Handle.from_dict(external_id)
         run = self._run_for(handle, context)
         if self.deferrable:
             self._defer(handle, context)
@@ -235,19 +290,56 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             handle=handle.to_dict(),
             runtime=self.runtime,
             kubernetes_conn_id=self.kubernetes_conn_id,
-            engine_attempt=engine_attempt_for(context),
+            engine_attempt=self._engine_attempt(context),
             local_faults=self.local_faults,
             leader_selector=leader_selector(spec, handle) if follow else None,
             leader_container=container_of(spec) if follow else None,
         )
-        self.defer(trigger=trigger, method_name=TRIGGER_METHOD)
+        self.defer(trigger=trigger, method_name=TRIGGER_METHOD, timeout=self._time_left(context))
+
+    def _time_left(self, context: Any) -> timedelta | None:
+        """What is left of `execution_timeout`: Airflow applies it to the worker's part only, so the
+        deferral carries the rest (and `resume_execution` deletes the run when it runs out)."""
+        if self.execution_timeout is None:
+            return None
+        started = getattr(context["ti"], "start_date", None)
+        spent = datetime.now(UTC) - started if isinstance(started, datetime) and started.tzinfo else timedelta(0)
+        return max(timedelta(seconds=1), self.execution_timeout - spent)
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        """A deferral that timed out ends the try: delete the run's JobSets (nobody watches them any more,
+        and the next try must start afresh, not adopt them), then fail as Airflow does."""
+        if next_method == TRIGGER_FAIL_METHOD and (next_kwargs or {}).get("error") == TRIGGER_TIMEOUT:
+            run = self._new_run(context)
+            self.log.error("the deferral timed out: deleting the attempts of run %s", run.run_key)
+            cleanup.delete_attempts(self._get_runtime(), run.run_key, run.namespace, None)
+        return super().resume_execution(next_method, next_kwargs, context)
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
-        """Resume after the trigger: decide and raise here, where the retry policy applies."""
+        """Resume after the trigger: decide and raise here, where the retry policy applies.
+
+        An event about another attempt than the one this try keeps is not this try's result: a trigger
+        left over from before a clear can resume the new try (on SQLite, Airflow gives a new trigger the id
+        of a deleted one, and the old trigger task, still running under that id, is never cancelled). The
+        try then defers again on its own attempt."""
+        mine = self._kept_handle(context)
+        reported = _event_handle(event)
+        if mine is not None and reported is not None and reported.name != mine.name:
+            self.log.warning(
+                "the trigger reported %s, not this try's %s (a trigger left from before a clear): watching %s",
+                reported.name, mine.name, mine.name,
+            )
+            self._handle = mine
+            self._defer(mine, context)
         if not event or event.get("status") != "done":
             message = (event or {}).get("message") or "the trigger ended without a result"
             raise AirflowException(f"watching the JobSet failed: {message}")
         return self._finish(context, event["result"])
+
+    def _kept_handle(self, context: Any) -> Handle | None:
+        store = context.get("task_state_store")
+        kept = store.get(self.external_id_key) if store is not None else None
+        return Handle.from_dict(kept) if kept else None
 
     # ----- logs, results, kill -----------------------------------------------------------------------
 
@@ -275,17 +367,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         diagnosis = Diagnosis.from_dict(data["diagnosis"]) if data.get("diagnosis") else None
         decision = RetryDecision.from_dict(data["decision"]) if data.get("decision") else None
         message = f"{what}: {data.get('message') or 'failed'}"
-        self.log.error("%s", message)
-        if diagnosis is not None:
-            for line in diagnosis.evidence:
-                self.log.error("  evidence: %s", line)
-            if diagnosis.history:
-                self.log.error("  history: %s", diagnosis.history_line())
-        self.log.error("  budget: %s", data.get("ledger"))
-        if self.get_logs and diagnosis is not None and diagnosis.pod:
-            tail = culprit_tail(self._get_runtime(), handle, diagnosis.pod, diagnosis.container)
-            if tail:
-                self.log.error("last lines of %s:\n%s", diagnosis.pod, tail)
+        self._log_failure(handle, message, diagnosis, data.get("ledger"))
         if data.get("cancelled"):
             raise AirflowFailException(f"{what} was cancelled")
         if not data.get("done", True):
@@ -295,6 +377,21 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         if self.delete_on_finish:
             self._delete(handle)
         raise AirflowFailException(message)
+
+    def _log_failure(self, handle: Handle, message: str, diagnosis: Diagnosis | None, ledger: Any) -> None:
+        """The failure in the task log: the one-line cause first, then its evidence, history, budget and the
+        culprit's last lines."""
+        self.log.error("%s", message)
+        if diagnosis is not None:
+            for line in diagnosis.evidence:
+                self.log.error("  evidence: %s", line)
+            if diagnosis.history:
+                self.log.error("  history: %s", diagnosis.history_line())
+        self.log.error("  budget: %s", ledger)
+        if self.get_logs and diagnosis is not None and diagnosis.pod:
+            tail = culprit_tail(self._get_runtime(), handle, diagnosis.pod, diagnosis.container)
+            if tail:
+                self.log.error("last lines of %s:\n%s", diagnosis.pod, tail)
 
     def _log_history(self, handle: Handle) -> None:
         """What the in-cluster restarts of a successful run were (a preemption, an eviction), and where."""
@@ -308,14 +405,35 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         JobSetRun.resume(handle, self._get_runtime()).cancel()
 
     def on_kill(self) -> None:
-        """Delete every attempt of this run (foreground); the watch then ends with a cancelled result, so
-        the task fails instead of passing silently."""
-        run = self._run
-        if run is None:
+        """Delete this try's attempts (and those before it); the watch then ends with a cancelled result, so
+        the task fails instead of passing silently.
+
+        Airflow calls this from the task runner's SIGTERM handler, on the main thread, which may be in the
+        middle of a request: the deletion runs on its own thread and this waits for it a bounded time."""
+        if self._where is None:
             self.log.info("on_kill: nothing submitted by this try")
             return
-        self.log.info("on_kill: deleting run %s", run.run_key)
-        run.cancel()
+        run_key, namespace = self._where
+        handle, runtime = self._handle, self._get_runtime()
+        self.log.info("on_kill: deleting %s of run %s", handle.name if handle else "every attempt", run_key)
+
+        def delete() -> list[str]:
+            return cleanup.delete_attempts(runtime, run_key, namespace, handle)
+
+        done = cleanup.in_background(f"{run_key}/{handle.name if handle else '*'}", delete)
+        try:
+            self.log.info("on_kill: deleted %s", ", ".join(done.result(timeout=ON_KILL_WAIT_SECONDS)) or "nothing")
+        except Exception as exc:  # noqa: BLE001 - the thread goes on; the task is being killed anyway
+            self.log.warning("on_kill: the deletion has not finished yet (%s); it goes on in the background", exc)
+
+
+def _event_handle(event: dict[str, Any] | None) -> Handle | None:
+    """The attempt a trigger event is about (a result's handle, or an error's)."""
+    data = ((event or {}).get("result") or {}).get("handle") or (event or {}).get("handle")
+    try:
+        return Handle.from_dict(data) if data else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 class JobSetOperator(BaseJobSetOperator):

@@ -13,8 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from jobset_core import KubernetesRuntime, LocalRuntime, SpecError
-from jobset_core.kube import KEEP_STREAMS_SECONDS
+from jobset_core import KEEP_STREAMS_SECONDS, KubernetesRuntime, LocalRuntime, SpecError
 from jobset_core.local import parse_faults
 
 KUBERNETES = "kubernetes"

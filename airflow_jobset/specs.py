@@ -15,8 +15,17 @@ from typing import Any
 
 import yaml
 
-from jobset_core import GangJobSpec, JobSetSpec, ReplicatedJob, RetryPolicy, SpecError
-from jobset_core.spec import Coordinator, DependsOn, Network, SuccessPolicy
+from jobset_core import (
+    Coordinator,
+    DependsOn,
+    GangJobSpec,
+    JobSetSpec,
+    Network,
+    ReplicatedJob,
+    RetryPolicy,
+    SpecError,
+    SuccessPolicy,
+)
 
 _NESTED: dict[str, type] = {
     "coordinator": Coordinator,

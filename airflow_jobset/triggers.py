@@ -4,7 +4,11 @@ It is built from the JSON handle the worker kept, rebuilds the run from the clus
 policy and the ledger are read back from what was submitted), and awaits the runtime's async watch, stepping
 the core's lifecycle on every change. It yields one plain `TriggerEvent` with the result as a dict; the
 worker resumes and raises there, because a trigger's failure event would skip the task's retry policy.
-Cancelling the trigger (a triggerer hand-over, a timeout) stops its watch and never touches the JobSet.
+
+Cancelling the trigger stops its watch and its log follower and never touches the JobSet: a triggerer
+restart, a hand-over and a deferral timeout all cancel it. Only `on_kill` deletes, which Airflow calls
+when the user acted on the task (mark failed or success, clear); since a hand-over reaches `on_kill` the
+same way, it first asks Airflow whether the task instance is still deferred (`cleanup`).
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_jobset import cleanup
 from airflow_jobset.logs import LeaderLog
-from airflow_jobset.operators import CORE_LOG
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, make_runtime
+from jobset_core import RUN_LOG as CORE_LOG  # where JobSetRun logs every event it emits
 from jobset_core import Handle, JobSetRun, KubernetesRuntime, RunEvent
 
 CLASSPATH = "airflow_jobset.triggers.JobSetTrigger"
+STATE_LOOKUP_SECONDS = 10.0  # how long on_kill waits for Airflow to say what the task instance is now
+CLEANUP_POLL_SECONDS = 0.2
+_pending: set[asyncio.Task] = set()  # decisions in flight: a task nobody references may be collected
 
 
 class JobSetTrigger(BaseTrigger):
@@ -46,6 +54,7 @@ class JobSetTrigger(BaseTrigger):
         self.local_faults = local_faults
         self.leader_selector = leader_selector
         self.leader_container = leader_container
+        self._runtime_obj: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -78,30 +87,74 @@ class JobSetTrigger(BaseTrigger):
         return LeaderLog(runtime, handle, self.leader_selector, self.leader_container or "", self.log.info).start()
 
     async def on_kill(self) -> None:
-        """A user killed the deferred task (mark failed, clear): delete every attempt of the run, as the
-        worker's `on_kill` does. Never on a triggerer restart or hand-over: those only cancel `run()`."""
+        """The user acted on the deferred task (mark failed or success, clear): delete its attempts, as the
+        worker's `on_kill` does; a trigger handed to another triggerer deletes nothing.
+
+        The decision and the deletion run as their own task and thread, started before the first await:
+        the triggerer cancels this coroutine again about once a second, which only ends the wait here."""
+        work = asyncio.ensure_future(self._delete_if_user_ended())
+        _pending.add(work)
+        work.add_done_callback(_pending.discard)
+        await asyncio.shield(work)
+
+    async def _task_state(self) -> str | None:
+        """The task instance's state as Airflow has it now; None when it cannot be asked."""
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return None
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+            from asgiref.sync import sync_to_async
+
+            map_index = getattr(ti, "map_index", -1)
+            states = await asyncio.wait_for(
+                sync_to_async(RuntimeTaskInstance.get_task_states, thread_sensitive=False)(
+                    dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
+                ),
+                STATE_LOOKUP_SECONDS,
+            )
+        except Exception as exc:  # noqa: BLE001 - unknown state: the safe side is deleting
+            self.log.warning("could not read the state of %s: %s", ti.task_id, exc)
+            return None
+        key = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}_{map_index}"
+        state = (states.get(ti.run_id) or {}).get(key)
+        return str(state) if state is not None else None
+
+    async def _delete_if_user_ended(self) -> None:
         handle = Handle.from_dict(self.handle)
-        runtime = await asyncio.to_thread(self._runtime, handle)
-        run = await asyncio.to_thread(JobSetRun.resume, handle, runtime, on_event=self._on_event)
-        await run.acancel()
+        state = await self._task_state()
+        if not cleanup.user_ended(state):
+            self.log.info("%s is still deferred: the trigger moved to another triggerer; %s %s stays", handle.run_key, handle.kind, handle.name)
+            return
+        self.log.info("the task is %s: deleting %s %s and the attempts before it", state or "no longer deferred", handle.kind, handle.name)
+        runtime = self._runtime_obj
+
+        def delete() -> list[str]:
+            return cleanup.delete_attempts(runtime or self._runtime(handle), handle.run_key, handle.namespace, handle)
+
+        done = cleanup.in_background(f"{handle.run_key}/{handle.name}", delete)
+        while not done.done():  # polled, not awaited through the loop: the thread must not need it
+            await asyncio.sleep(CLEANUP_POLL_SECONDS)
+        if done.exception() is None:
+            self.log.info("deleted %s", ", ".join(done.result()))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         handle = Handle.from_dict(self.handle)
+        follower: LeaderLog | None = None
         try:
-            runtime = await asyncio.to_thread(self._runtime, handle)
+            runtime = self._runtime_obj = await asyncio.to_thread(self._runtime, handle)
             run = await asyncio.to_thread(
                 JobSetRun.resume, handle, runtime, engine_attempt=self.engine_attempt, on_event=self._on_event
             )
             follower = self._follow_leader(runtime, handle)
-            try:
-                result = await run.afollow(handle)
-            finally:
-                if follower is not None:
-                    await asyncio.to_thread(follower.close)
+            result = await run.afollow(handle)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises and retries
             self.log.exception("watching %s %s failed", handle.kind, handle.name)
             yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}", "handle": self.handle})
             return
+        finally:
+            if follower is not None:
+                follower.stop()  # no await: a second cancel must not leave the follower reading
         yield TriggerEvent({"status": "done", "result": result.to_dict()})

@@ -41,24 +41,25 @@ from flyte_jobset import constants as c
 from flyte_jobset import local_run
 from flyte_jobset.custom import plain_numbers, read_custom
 from jobset_core import (
+    AppReport,
+    AttemptTimeline,
     Coordinator,
     Diagnosis,
-    FailureKind,
     Handle,
     JobSetRun,
     JobSetSpec,
     ReplicatedJob,
-    RetryPolicy,
     RunEvent,
     RunResult,
+    Runtime,
     SpecError,
     State,
+    handle_of,
     make_run_key,
+    render_timeline,
 )
 from jobset_core import evidence as ev
-from jobset_core.run import handle_of
-from jobset_core.runtime import Runtime
-from jobset_core.timeline import AttemptTimeline, render_timeline
+from jobset_core.constants import REPLICATED_JOB_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
                 faults = parse_faults(local_faults) if local_faults else faults_from_env()
                 _SHARED[key] = LocalRuntime(faults=faults, grace_seconds=2)
             else:
-                from jobset_core.kube import KEEP_STREAMS_SECONDS, KubernetesRuntime
+                from jobset_core import KEEP_STREAMS_SECONDS, KubernetesRuntime
 
                 # The connector lives on and is polled by `get` (~every 30 s per run): polled runs stay
                 # subscribed to the shared streams between polls instead of being read again each time.
@@ -210,32 +211,53 @@ def _name_of(template: TaskTemplate) -> str:
     return name if name[0].isalpha() else f"t-{name}"
 
 
+def _run_identity(template: TaskTemplate, metadata: TaskExecutionMetadata | None) -> tuple[str, int, str, str | None]:
+    """(run key, Flyte attempt, default runtime, default namespace): propeller's task execution id on a
+    cluster; on this machine, the local loop's run and attempt."""
+    if metadata is not None and metadata.task_execution_id is not None:
+        tid = metadata.task_execution_id
+        execution = tid.node_execution_id.execution_id
+        run_key = make_run_key(execution.project, execution.domain, execution.name, tid.node_execution_id.node_id)
+        return run_key, int(tid.retry_attempt or 0), c.RUNTIME_KUBERNETES, metadata.namespace
+    local = local_run.CURRENT.get()
+    run_key = make_run_key(local.run_id if local else uuid.uuid4().hex[:10], template.id.name)
+    return run_key, local.attempt if local else 0, c.RUNTIME_LOCAL, None
+
+
 def _base_template(template: TaskTemplate, output_prefix: str) -> tuple[dict[str, Any], str, list[str]]:
     """The pod template every replica starts from, its main container's name, and the rendered argv."""
     if template.k8s_pod is not None:
-        pod_spec = plain_numbers(copy.deepcopy(template.k8s_pod.pod_spec or {}))  # a Struct: numbers are doubles
-        name = (template.config or {}).get(c.PRIMARY_CONTAINER_KEY) or "primary"
-        metadata = template.k8s_pod.metadata
-        meta = {"labels": dict(metadata.labels or {}), "annotations": dict(metadata.annotations or {})} if metadata else {}
-        meta = {k: v for k, v in meta.items() if v}
-        pod = {"metadata": meta, "spec": pod_spec}
-        container = next((ct for ct in pod_spec.get("containers", []) if ct.get("name") == name), None)
-        if container is None:
-            raise SpecError("k8s_pod", f"has no container named {name!r}", "name the primary container in the PodTemplate")
+        pod, name, container = _from_pod_template(template)
     elif template.container is not None:
-        tc = template.container
-        name = "main"
-        container = {"name": name, "image": tc.image, "args": list(tc.args or []), "command": list(tc.command or [])}
-        if tc.env:
-            container["env"] = [{"name": k, "value": v} for k, v in tc.env.items()]
-        resources = _resources(tc.resources)
-        if resources:
-            container["resources"] = resources
-        pod = {"metadata": {}, "spec": {"containers": [container]}}
+        pod, name, container = _from_container(template.container)
     else:
         raise SpecError("task_template", "has neither a container nor a k8s_pod", "serialize the task with flytekit")
     argv = render_args([*(container.pop("command", None) or []), *(container.pop("args", None) or [])], output_prefix)
     return pod, name, argv
+
+
+def _from_pod_template(template: TaskTemplate) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """A task with a PodTemplate: its pod spec (a Struct: numbers come as doubles) and its primary container."""
+    pod_spec = plain_numbers(copy.deepcopy(template.k8s_pod.pod_spec or {}))
+    name = (template.config or {}).get(c.PRIMARY_CONTAINER_KEY) or "primary"
+    metadata = template.k8s_pod.metadata
+    meta = {"labels": dict(metadata.labels or {}), "annotations": dict(metadata.annotations or {})} if metadata else {}
+    pod = {"metadata": {k: v for k, v in meta.items() if v}, "spec": pod_spec}
+    container = next((ct for ct in pod_spec.get("containers", []) if ct.get("name") == name), None)
+    if container is None:
+        raise SpecError("k8s_pod", f"has no container named {name!r}", "name the primary container in the PodTemplate")
+    return pod, name, container
+
+
+def _from_container(tc: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """A task with a plain container: image, command, env and resources as flytekit serialized them."""
+    container: dict[str, Any] = {"name": "main", "image": tc.image, "args": list(tc.args or []), "command": list(tc.command or [])}
+    if tc.env:
+        container["env"] = [{"name": k, "value": v} for k, v in tc.env.items()]
+    resources = _resources(tc.resources)
+    if resources:
+        container["resources"] = resources
+    return {"metadata": {}, "spec": {"containers": [container]}}, "main", container
 
 
 def spec_from_template(
@@ -315,6 +337,10 @@ class UserError:
         lines = [ln.strip() for ln in self.message.strip().splitlines() if ln.strip()]
         return (lines[-1] if lines else self.code)[:300]
 
+    def report(self) -> AppReport:
+        """The core's input for the step that decides the attempt."""
+        return AppReport(self.worker, self.line, self.code, self.recoverable, source="flytekit error file")
+
 
 def read_user_errors(output_prefix: str) -> list[UserError]:
     """Every replica's `error-<uuid>.pb` under the output prefix (the leader's at the prefix, the others' in
@@ -343,33 +369,6 @@ def read_user_errors(output_prefix: str) -> list[UserError]:
             )
         )
     return sorted(found, key=lambda e: e.timestamp)
-
-
-def with_user_error(result: RunResult, policy: RetryPolicy, errors: Sequence[UserError]) -> RunResult:
-    """An application error becomes the user's exception: quoted, and retryable when it is recoverable.
-
-    The cluster only saw exit 1 (FLYTE_FAIL_ON_ERROR), which is never retryable; flytekit's error file says
-    whether the user raised `FlyteRecoverableException`. The decision stays the core's: the same policy with
-    that exit code made retryable, over the same ledger, so the budget is spent and checked the one way.
-    """
-    d = result.diagnosis
-    if d is None or d.kind is not FailureKind.APPLICATION_ERROR or not errors:
-        return result
-    named = [e for e in errors if d.pod and (e.worker == d.pod or e.worker.startswith(f"{d.pod}-"))]
-    error = (named or errors)[0]
-    kind = "recoverable" if error.recoverable else "non-recoverable"
-    # The log tail the kubelet kept ends with flytekit's framing lines: quote the exception itself instead.
-    summary = _EXCERPT.sub(lambda m: f"{m.group(1)}: {error.line}", d.summary, count=1)
-    if error.line not in summary:
-        summary = f"{summary}; {error.line}"
-    summary = f"{summary} ({kind} user exception)"
-    evidence = [*d.evidence, f"flytekit error file of {error.worker or 'a replica'}: {error.code} ({kind})"]
-    diagnosis = replace(d, summary=summary, retryable=error.recoverable, evidence=evidence)
-    decision = result.decision
-    if error.recoverable and d.exit_code is not None:
-        retrying = replace(policy, retryable_exit_codes=(*policy.retryable_exit_codes, d.exit_code))
-        decision = retrying.decide(diagnosis, result.ledger)
-    return replace(result, diagnosis=diagnosis, decision=decision)
 
 
 # ----- the connector --------------------------------------------------------------------------------------------
@@ -418,17 +417,7 @@ class JobSetConnector(AsyncConnectorBase):
         metadata: TaskExecutionMetadata | None,
     ) -> JobSetMeta:
         custom = read_custom(template.custom)
-        local = local_run.CURRENT.get()
-        if metadata is not None and metadata.task_execution_id is not None:
-            tid = metadata.task_execution_id
-            execution = tid.node_execution_id.execution_id
-            run_key = make_run_key(execution.project, execution.domain, execution.name, tid.node_execution_id.node_id)
-            attempt = int(tid.retry_attempt or 0)
-            default_runtime, default_namespace = c.RUNTIME_KUBERNETES, metadata.namespace
-        else:  # a local run: the task's local loop says which attempt this is
-            run_key = make_run_key(local.run_id if local else uuid.uuid4().hex[:10], template.id.name)
-            attempt = local.attempt if local else 0
-            default_runtime, default_namespace = c.RUNTIME_LOCAL, None
+        run_key, attempt, default_runtime, default_namespace = _run_identity(template, metadata)
         runtime_name = custom.runtime or os.environ.get(c.RUNTIME_ENV) or default_runtime
         namespace = custom.namespace or default_namespace or "default"
         interruptible = bool(template.metadata and template.metadata.interruptible)
@@ -485,9 +474,9 @@ class JobSetConnector(AsyncConnectorBase):
         runtime = self.runtime(meta.runtime, meta.local_faults)
         handle = current_handle(meta, runtime)
         run = JobSetRun.resume(handle, runtime, engine_attempt=meta.engine_attempt)
-        result = run.step()
+        # flytekit's error files say whether the user's exception is recoverable: an input of the decision
+        result = run.step(reports=lambda: [e.report() for e in read_user_errors(meta.output_prefix)])
         if result.done and not result.succeeded and not result.cancelled:
-            result = with_user_error(result, run.policy, read_user_errors(meta.output_prefix))
             self._note_summary(runtime, result)
         message = result.message
         if is_free_retry(result) and meta.template:
@@ -612,7 +601,7 @@ class JobSetConnector(AsyncConnectorBase):
         if observation is None:
             return []
         pods = list(observation.pods)
-        leaders = [p for p in pods if ev.labels_of(p).get(ev.REPLICATED_JOB_LABEL) == meta.leader]
+        leaders = [p for p in pods if ev.labels_of(p).get(REPLICATED_JOB_LABEL) == meta.leader]
         wanted = []
         if leaders:
             wanted.append(("leader", max(leaders, key=lambda p: ev.restart_attempt(p) or 0)))

@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobset_core import RetryPolicy, SpecError
-from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
+from jobset_core import Coscheduling, Kueue, RetryPolicy, SpecError, Volcano, WorkloadAPI
 
 GANGS = {cls.__name__: cls for cls in (Kueue, Coscheduling, Volcano, WorkloadAPI)}
 # The integer fields of the stored policy (`RetryPolicy.to_annotation`); the grace periods are seconds

@@ -23,10 +23,18 @@ from flytekit.extend.backend.base_connector import AsyncConnectorExecutorMixin
 
 from flyte_jobset import local_run
 from flyte_jobset.constants import RUNTIMES, TASK_TYPE
-from jobset_core import Coordinator, JobSetSpec, ReplicatedJob, RetryPolicy, SpecError
-from jobset_core.budget import platform_default_retries
+from jobset_core import (
+    Coordinator,
+    JobSetSpec,
+    ReplicatedJob,
+    RetryPolicy,
+    SpecError,
+    check_bool,
+    check_dns1123,
+    check_positive_int,
+    platform_default_retries,
+)
 from jobset_core.local import parse_faults
-from jobset_core.validation import check_bool, check_dns1123, check_positive_int
 
 LEADER = "leader"
 WORKERS = "workers"

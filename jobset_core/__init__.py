@@ -3,14 +3,21 @@
 Engine-neutral: nothing here imports flytekit or airflow. The names below are the public API contract.
 """
 
-from jobset_core.budget import Interruptible, RetryDecision, RetryPolicy, strip_interruptible
+from jobset_core.budget import (
+    Interruptible,
+    RetryDecision,
+    RetryPolicy,
+    platform_default_retries,
+    strip_interruptible,
+)
 from jobset_core.diagnosis import Diagnosis, Grace, HistoryEntry, diagnose
 from jobset_core.errors import SpecError
 from jobset_core.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
 from jobset_core.kinds import FailureKind
-from jobset_core.ledger import Ledger, Submission
-from jobset_core.lifecycle import Action, Progress, Step, assess
-from jobset_core.run import EventType, JobSetRun, RunEvent, RunResult, make_run_key
+from jobset_core.ledger import Ledger, Submission, submission_from_object
+from jobset_core.lifecycle import Action, AppReport, Progress, Step, assess
+from jobset_core.record import cleared_record
+from jobset_core.run import RUN_LOG, EventType, JobSetRun, RunEvent, RunResult, handle_of, make_run_key
 from jobset_core.runtime import Handle, Observation, Runtime, State, state_of
 from jobset_core.spec import (
     Coordinator,
@@ -21,12 +28,18 @@ from jobset_core.spec import (
     ReplicatedJob,
     SuccessPolicy,
 )
+from jobset_core.timeline import AttemptTimeline, render_timeline
+from jobset_core.validation import check_bool, check_dns1123, check_positive_int
 
 _FAULTS = ("Crash", "Evict", "NodeShutdown", "OOMKill", "Preempt")
 
 
 def __getattr__(name: str):
     """Runtimes import lazily: the kubernetes client is only loaded when a cluster is used."""
+    if name == "KEEP_STREAMS_SECONDS":
+        from jobset_core.kube import KEEP_STREAMS_SECONDS
+
+        return KEEP_STREAMS_SECONDS
     if name == "KubernetesRuntime":
         from jobset_core.kube import KubernetesRuntime
 
@@ -44,6 +57,18 @@ def __getattr__(name: str):
 
 __all__ = [
     "Action",
+    "AppReport",
+    "AttemptTimeline",
+    "KEEP_STREAMS_SECONDS",
+    "RUN_LOG",
+    "cleared_record",
+    "submission_from_object",
+    "check_bool",
+    "check_dns1123",
+    "check_positive_int",
+    "handle_of",
+    "platform_default_retries",
+    "render_timeline",
     "EventType",
     "Progress",
     "State",
@@ -70,6 +95,7 @@ __all__ = [
     "LocalRuntime",
     "Network",
     "NodeShutdown",
+    "OOMKill",
     "Observation",
     "Preempt",
     "ReplicatedJob",

@@ -20,19 +20,13 @@ from typing import Any
 
 import tenacity
 
+from jobset_core import constants as c
 from jobset_core import policy_contract
 from jobset_core.diagnosis.model import Grace
 from jobset_core.errors import SpecError
 from jobset_core.kinds import RETRYABLE_BY_DEFAULT, FailureKind, is_retryable
 from jobset_core.ledger import Ledger
-from jobset_core.policy_contract import (  # noqa: F401  (public names, kept importable from here)
-    DISRUPTION_MESSAGE_PATTERN,
-    MAX_EXIT_CODE_VALUES,
-    RULE_FAIL_FAST_ON_APP_ERROR,
-    RULE_FAIL_ON_DEADLINE,
-    RULE_RESTART_ON_DISRUPTION,
-    SIGTERM_EXIT_CODE,
-)
+from jobset_core.policy_contract import MAX_EXIT_CODE_VALUES
 from jobset_core.validation import INT32_MAX
 
 log = logging.getLogger(__name__)
@@ -43,17 +37,6 @@ RETRIES_ENV = "JOBSET_DEFAULT_RETRIES"
 CONFIG_ENV = "JOBSET_CONFIG"
 CONFIG_SECTION = "retry"
 CONFIG_KEYS = {CONFIG_SECTION: ("default_retries",)}
-
-# Node labels and taint keys that mark interruptible (spot/preemptible) capacity on the common clouds.
-SPOT_KEYS = (
-    "cloud.google.com/gke-spot",
-    "cloud.google.com/gke-preemptible",
-    "cloud.google.com/gke-provisioning",
-    "eks.amazonaws.com/capacityType",
-    "karpenter.sh/capacity-type",
-    "kubernetes.azure.com/scalesetpriority",
-)
-
 
 def default_config_path() -> Path:
     return Path.home() / ".config" / "jobset-plugins" / "config.toml"
@@ -68,49 +51,79 @@ def platform_default_retries(environ: Mapping[str, str] | None = None) -> tuple[
     environ = os.environ if environ is None else environ
     raw = environ.get(RETRIES_ENV)
     if raw not in (None, ""):
-        try:
-            value = int(str(raw).strip())
-        except ValueError as exc:
-            raise SpecError(RETRIES_ENV, f"{raw!r} is not an integer", "set it to a whole number such as 3") from exc
-        if value < 0:
-            raise SpecError(RETRIES_ENV, f"{value} is negative", "set it to 0 or more")
-        return value, f"env {RETRIES_ENV}"
+        return _retries_from_env(raw), f"env {RETRIES_ENV}"
     named = environ.get(CONFIG_ENV)
     path = Path(named) if named else default_config_path()
     if named and not path.is_file():
         raise SpecError(CONFIG_ENV, f"names {str(path)!r}, which is not a file", "fix the path or unset JOBSET_CONFIG")
     if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise SpecError(str(path), f"cannot be read as TOML ({exc})", "fix the file or unset JOBSET_CONFIG") from exc
-        # A misspelt key would otherwise leave the built-in default in force without a word.
-        unknown = sorted(set(data) - set(CONFIG_KEYS))
-        section = data.get(CONFIG_SECTION, {})
-        if not isinstance(section, dict):
-            unknown.append(CONFIG_SECTION)
-        else:
-            unknown += [f"{CONFIG_SECTION}.{k}" for k in sorted(set(section) - set(CONFIG_KEYS[CONFIG_SECTION]))]
-        if unknown:
-            raise SpecError(
-                f"{path}: {unknown[0]}",
-                "is not a setting this project reads",
-                f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}",
-            )
-        if "default_retries" in section:
-            value = section["default_retries"]
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
-                raise SpecError(f"{path}: {CONFIG_SECTION}.default_retries", f"{value!r} is not an integer >= 0", "use e.g. 3")
+        value = _retries_from_config(path)
+        if value is not None:
             return value, f"config {path}"
     return DEFAULT_RETRIES, "built-in default"
+
+
+def _retries_from_env(raw: object) -> int:
+    """The count `JOBSET_DEFAULT_RETRIES` sets, or a SpecError that says how to fix it."""
+    try:
+        value = int(str(raw).strip())
+    except ValueError as exc:
+        raise SpecError(RETRIES_ENV, f"{raw!r} is not an integer", "set it to a whole number such as 3") from exc
+    if value < 0:
+        raise SpecError(RETRIES_ENV, f"{value} is negative", "set it to 0 or more")
+    return value
+
+
+def _unknown_config_keys(data: Mapping[str, Any]) -> list[str]:
+    """Settings of the config file this project does not read: a misspelt key would otherwise leave the
+    built-in default in force without a word."""
+    unknown = sorted(set(data) - set(CONFIG_KEYS))
+    section = data.get(CONFIG_SECTION, {})
+    if not isinstance(section, dict):
+        unknown.append(CONFIG_SECTION)
+    else:
+        unknown += [f"{CONFIG_SECTION}.{k}" for k in sorted(set(section) - set(CONFIG_KEYS[CONFIG_SECTION]))]
+    return unknown
+
+
+def _retries_from_config(path: Path) -> int | None:
+    """The config file's `[retry] default_retries`, or None when the file does not set it."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(str(path), f"cannot be read as TOML ({exc})", "fix the file or unset JOBSET_CONFIG") from exc
+    unknown = _unknown_config_keys(data)
+    if unknown:
+        raise SpecError(
+            f"{path}: {unknown[0]}",
+            "is not a setting this project reads",
+            f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}",
+        )
+    section = data.get(CONFIG_SECTION, {})
+    if "default_retries" not in section:
+        return None
+    value = section["default_retries"]
+    if not _is_count(value):
+        raise SpecError(f"{path}: {CONFIG_SECTION}.default_retries", f"{value!r} is not an integer >= 0", "use e.g. 3")
+    return value
+
+
+def _is_count(value: object) -> bool:
+    """A Kubernetes int32 count: an int (not a bool) in 0..INT32_MAX."""
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= INT32_MAX
+
+
+def _is_seconds(value: object) -> bool:
+    """A finite, non-negative number of seconds (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
 
 
 @dataclass(frozen=True)
 class Interruptible:
     """Where interruptible capacity is selected, so the final attempt can drop it (as Flyte does)."""
 
-    node_selector_keys: tuple[str, ...] = SPOT_KEYS
-    toleration_keys: tuple[str, ...] = SPOT_KEYS
+    node_selector_keys: tuple[str, ...] = c.SPOT_CAPACITY_KEYS
+    toleration_keys: tuple[str, ...] = c.SPOT_CAPACITY_KEYS
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,35 @@ class RetryDecision:
         )
 
 
+def _exit_codes(values: Iterable[Any]) -> tuple[int, ...]:
+    """The retryable exit codes, checked, sorted, without duplicates and without 143 (always retried as
+    SIGTERM), within the Kubernetes limit on one rule's values (143 takes one of them)."""
+    codes: list[int] = []
+    for code in values:
+        if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
+            raise SpecError("retry.retryable_exit_codes", f"{code!r} is not an exit code", "exit codes are integers 1..255")
+        if code != c.SIGTERM_EXIT_CODE and code not in codes:
+            codes.append(code)
+    if len(codes) + 1 > MAX_EXIT_CODE_VALUES:
+        raise SpecError(
+            "retry.retryable_exit_codes",
+            f"{len(codes)} codes plus 143 exceed the Kubernetes limit of {MAX_EXIT_CODE_VALUES} values",
+            "list fewer exit codes",
+        )
+    return tuple(sorted(codes))
+
+
+def _failure_kinds(values: Iterable[FailureKind | str]) -> frozenset[FailureKind]:
+    """`retry_on` parsed into failure kinds; an unknown name is a SpecError."""
+    kinds = []
+    for kind in values:
+        try:
+            kinds.append(FailureKind.parse(kind))
+        except ValueError as exc:
+            raise SpecError("retry.retry_on", str(exc), None) from exc
+    return frozenset(kinds)
+
+
 def _default_backoff() -> tenacity.wait.wait_base:
     return tenacity.wait_random_exponential(multiplier=10, max=300)
 
@@ -178,16 +220,30 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        self._resolve_retries()
+        self._check_shapes()
+        set_(self, "retryable_exit_codes", _exit_codes(self.retryable_exit_codes))
+        set_(self, "retry_on", _failure_kinds(self.retry_on))
+        self._check_numbers()
+        if self.backoff is None:
+            set_(self, "backoff", _default_backoff())
+
+    def _resolve_retries(self) -> None:
+        """`None` takes the platform default (and says where it came from); anything else must be a count."""
         if self.retries is None:
             value, source = platform_default_retries()
-            set_(self, "retries", value)
-            set_(self, "retries_source", source)
-        elif isinstance(self.retries, bool) or not isinstance(self.retries, int) or not 0 <= self.retries <= INT32_MAX:
+            object.__setattr__(self, "retries", value)
+            object.__setattr__(self, "retries_source", source)
+        elif not _is_count(self.retries):
             raise SpecError("retry.retries", f"must be an integer >= 0, got {self.retries!r}", "use e.g. retries=3")
-        for name in ("retryable_exit_codes", "retry_on"):
+
+    def _check_shapes(self) -> None:
+        """Lists are lists, flags are bools, the interruptible keys and the backoff have their types."""
+        for name, example in (("retryable_exit_codes", "use e.g. retryable_exit_codes=[75]"),
+                              ("retry_on", "use e.g. retry_on=['Preempted']")):
             value = getattr(self, name)
             if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-                raise SpecError(f"retry.{name}", f"must be a list, got {value!r}", f"use e.g. {name}=[75]" if name == "retryable_exit_codes" else "use e.g. retry_on=['Preempted']")
+                raise SpecError(f"retry.{name}", f"must be a list, got {value!r}", example)
         for name in ("count_interruptions", "final_attempt_on_demand", "in_cluster_restarts"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"retry.{name}", f"must be True or False, got {getattr(self, name)!r}", None)
@@ -195,51 +251,20 @@ class RetryPolicy:
             raise SpecError("retry.interruptible", f"{self.interruptible!r} is not an Interruptible", None)
         if self.backoff is not None and not callable(self.backoff):
             raise SpecError("retry.backoff", f"{self.backoff!r} is not a tenacity wait strategy", "use e.g. tenacity.wait_fixed(10)")
-        codes = []
-        for code in self.retryable_exit_codes:
-            if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
-                raise SpecError(
-                    "retry.retryable_exit_codes", f"{code!r} is not an exit code", "exit codes are integers 1..255"
-                )
-            if code != SIGTERM_EXIT_CODE and code not in codes:
-                codes.append(code)
-        if len(codes) + 1 > MAX_EXIT_CODE_VALUES:
-            raise SpecError(
-                "retry.retryable_exit_codes",
-                f"{len(codes)} codes plus 143 exceed the Kubernetes limit of {MAX_EXIT_CODE_VALUES} values",
-                "list fewer exit codes",
-            )
-        set_(self, "retryable_exit_codes", tuple(sorted(codes)))
-        kinds = []
-        for kind in self.retry_on:
-            try:
-                kinds.append(FailureKind.parse(kind))
-            except ValueError as exc:
-                raise SpecError("retry.retry_on", str(exc), None) from exc
-        set_(self, "retry_on", frozenset(kinds))
-        if self.max_interruptions is not None and (
-            isinstance(self.max_interruptions, bool)
-            or not isinstance(self.max_interruptions, int)
-            or not 0 <= self.max_interruptions <= INT32_MAX
-        ):
+
+    def _check_numbers(self) -> None:
+        """The interruption cap is a count; the grace periods and the unschedulable timeout are seconds."""
+        if self.max_interruptions is not None and not _is_count(self.max_interruptions):
             raise SpecError(
                 "retry.max_interruptions", f"must be an integer >= 0, got {self.max_interruptions!r}", "use e.g. 10"
             )
-        for name in (
-            "image_pull_grace_seconds",
-            "config_error_grace_seconds",
-            "create_container_grace_seconds",
-        ):
+        for name in ("image_pull_grace_seconds", "config_error_grace_seconds", "create_container_grace_seconds"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            if not _is_seconds(value):
                 raise SpecError(f"retry.{name}", f"must be a number of seconds >= 0, got {value!r}", None)
         timeout = self.unschedulable_timeout_seconds
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout < 0
-        ):
+        if timeout is not None and not _is_seconds(timeout):
             raise SpecError("retry.unschedulable_timeout_seconds", f"must be a number of seconds >= 0 or None, got {timeout!r}", None)
-        if self.backoff is None:
-            set_(self, "backoff", _default_backoff())
 
     # ----- budget arithmetic -------------------------------------------------------------------------
 
@@ -368,7 +393,7 @@ class RetryPolicy:
         """The fields every child Job template needs for the JobSet failurePolicy to see our reasons."""
         return {
             "backoffLimit": 0,
-            "podReplacementPolicy": "Failed",
+            "podReplacementPolicy": c.POD_REPLACEMENT_FAILED,
             "podFailurePolicy": self.pod_failure_policy(),
         }
 
@@ -379,7 +404,7 @@ class RetryPolicy:
             limit = 0
         return {
             "backoffLimit": limit,
-            "podReplacementPolicy": "Failed",
+            "podReplacementPolicy": c.POD_REPLACEMENT_FAILED,
             "podFailurePolicy": self.pod_failure_policy(gang_job=True),
         }
 
@@ -478,30 +503,45 @@ def strip_interruptible(manifest: Mapping[str, Any], settings: Interruptible | N
     result = copy.deepcopy(dict(manifest))
     keys = set(settings.node_selector_keys)
     for pod_spec in _pod_specs(result):
-        selector = pod_spec.get("nodeSelector")
-        if selector:
-            kept = {k: v for k, v in selector.items() if k not in keys}
-            if kept:
-                pod_spec["nodeSelector"] = kept
-            else:
-                pod_spec.pop("nodeSelector")
-        tolerations = pod_spec.get("tolerations")
-        if tolerations:
-            kept_t = [t for t in tolerations if t.get("key") not in settings.toleration_keys]
-            if kept_t:
-                pod_spec["tolerations"] = kept_t
-            else:
-                pod_spec.pop("tolerations")
-        node_affinity = pod_spec.get("affinity", {}).get("nodeAffinity", {})
-        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {})
-        for term in required.get("nodeSelectorTerms", []):
-            if "matchExpressions" in term:
-                term["matchExpressions"] = [e for e in term["matchExpressions"] if e.get("key") not in keys]
-        preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
-        if preferred:
-            node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
-                p
-                for p in preferred
-                if not any(e.get("key") in keys for e in p.get("preference", {}).get("matchExpressions", []))
-            ]
+        _drop_node_selector_keys(pod_spec, keys)
+        _drop_tolerations(pod_spec, settings.toleration_keys)
+        _drop_affinity_terms(pod_spec.get("affinity", {}).get("nodeAffinity", {}), keys)
     return result
+
+
+def _drop_node_selector_keys(pod_spec: dict[str, Any], keys: set[str]) -> None:
+    """Remove the spot keys from `nodeSelector`, and the field itself when nothing is left."""
+    selector = pod_spec.get("nodeSelector")
+    if not selector:
+        return
+    kept = {k: v for k, v in selector.items() if k not in keys}
+    if kept:
+        pod_spec["nodeSelector"] = kept
+    else:
+        pod_spec.pop("nodeSelector")
+
+
+def _drop_tolerations(pod_spec: dict[str, Any], keys: Sequence[str]) -> None:
+    """Remove the tolerations of spot taints, and the field itself when nothing is left."""
+    tolerations = pod_spec.get("tolerations")
+    if not tolerations:
+        return
+    kept = [t for t in tolerations if t.get("key") not in keys]
+    if kept:
+        pod_spec["tolerations"] = kept
+    else:
+        pod_spec.pop("tolerations")
+
+
+def _drop_affinity_terms(node_affinity: dict[str, Any], keys: set[str]) -> None:
+    """Remove required match expressions on spot keys, and preferred terms that name one."""
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    for term in required.get("nodeSelectorTerms", []):
+        if "matchExpressions" in term:
+            term["matchExpressions"] = [e for e in term["matchExpressions"] if e.get("key") not in keys]
+    preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+    if preferred:
+        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            p for p in preferred
+            if not any(e.get("key") in keys for e in p.get("preference", {}).get("matchExpressions", []))
+        ]

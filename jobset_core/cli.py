@@ -1,7 +1,9 @@
 """`jobset` terminal commands: explain a failure, from a live cluster or from a saved dump.
 
-`jobset explain NAME [-n NS] [--json]` reads the JobSet (or Job), its child Jobs, pods and events through the
-official kubernetes client; `--from-file dump.json` reads a `kubectl get -o json` or `-o yaml` List (or the
+`jobset explain NAME [-n NS] [--json]` makes the observation a run makes of the JobSet (or Job): its child
+Jobs, pods and events and the evidence a watcher kept of deleted pods, through the official kubernetes client,
+and diagnoses it with the run's own step and policy; `--from-file dump.json` reads a `kubectl get -o json` or
+`-o yaml` List (`kubectl get jobsets,jobs,pods,events,configmaps`, so that the kept evidence is in it; or the
 {"jobset", "jobs", "pods", "events"} object our tests and captures use; `-` is stdin) for offline use.
 
 Exit codes, for scripts: 0 succeeded, 1 failed (with a diagnosis), 2 usage or access error (no such object,
@@ -15,12 +17,29 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from jobset_core.failures import Diagnosis, diagnose
+from jobset_core.budget import RetryPolicy
+from jobset_core.constants import (
+    ATTEMPT_ANNOTATION,
+    BATCH_API_VERSION,
+    CONDITION_COMPLETE,
+    CONDITION_COMPLETED,
+    EVIDENCE_CONFIGMAP_SUFFIX,
+    JOB_NAME_LABEL,
+    JOBSET_API_VERSION,
+    JOBSET_NAME_LABEL,
+    POLICY_ANNOTATION,
+    RUN_KEY_LABEL,
+)
+from jobset_core.diagnosis import Diagnosis, diagnose
+from jobset_core.evidence import child_job_names, job_names_of_pods, kept_pods, name_of
+from jobset_core.lifecycle import diagnose_observation
+from jobset_core.runtime import Observation
 from jobset_core.testing.command import add_parser as add_fake_cluster_parser
 
 EXIT_SUCCEEDED = 0
@@ -29,58 +48,90 @@ EXIT_USAGE = 2
 EXIT_RUNNING = 3
 # A person is waiting: give a server that does not answer a few seconds, not the runtime's minutes.
 REQUEST_TIMEOUT_SECONDS = 5.0
-MAX_EVENT_QUERIES = 50
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-SUCCESS_CONDITIONS = ("Completed", "Complete")
+SUCCESS_CONDITIONS = (CONDITION_COMPLETED, CONDITION_COMPLETE)
 
 
 class DumpError(ValueError):
     """Input the command cannot use: an unreadable file, garbage, nothing to explain."""
 
 
+# A List item's kind -> where split_dump sorts it; other kinds (Services, PodGroups...) are not evidence.
+_SORTED_KINDS = {"JobSet": "jobsets", "Job": "jobs", "Pod": "pods", "Event": "events", "Workload": "workloads",
+                 "ConfigMap": "configmaps"}
+
+
 def split_dump(data: Any, name: str | None = None) -> dict[str, Any]:
     """Sort a dump's objects into diagnose() arguments; pick the JobSet by name when there are several."""
     if isinstance(data, dict) and any(k in data for k in ("jobset", "jobs", "pods", "events")):
-        found = {k: data.get(k) for k in ("jobset", "jobs", "pods", "events", "workloads") if data.get(k) is not None}
-        main = found.get("jobset") or next(iter(found.get("jobs") or []), {})
-        if name and ((main or {}).get("metadata") or {}).get("name") != name:
-            raise DumpError(f"no JobSet or Job named {name!r} in the file")
-        return found
+        return _captured(data, name)
+    sorted_items = _by_kind(_list_items(data))
+    out = {k: sorted_items[k] for k in ("jobs", "pods", "events", "workloads")}
+    jobset = _pick_jobset(sorted_items["jobsets"], out, name)
+    if jobset is not None:
+        out["jobset"] = jobset
+    out = _with_kept_evidence(out, sorted_items["configmaps"])
+    return _only_of(out, name) if name else out
+
+
+def _captured(data: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """The {"jobset", "jobs", "pods", "events"} object our tests and captures use."""
+    found = {k: data.get(k) for k in ("jobset", "jobs", "pods", "events", "workloads") if data.get(k) is not None}
+    main = found.get("jobset") or next(iter(found.get("jobs") or []), {})
+    if name and ((main or {}).get("metadata") or {}).get("name") != name:
+        raise DumpError(f"no JobSet or Job named {name!r} in the file")
+    return found
+
+
+def _list_items(data: Any) -> list[Any]:
     if isinstance(data, dict) and isinstance(data.get("items"), list):
-        items = data["items"]
-    elif isinstance(data, list):
-        items = data
-    else:
-        raise DumpError("the input is neither a `kubectl get -o json` List nor a {jobset, jobs, pods, events} object")
-    out: dict[str, Any] = {"jobs": [], "pods": [], "events": [], "workloads": []}
-    jobsets = []
-    for item in items:
+        return data["items"]
+    if isinstance(data, list):
+        return data
+    raise DumpError("the input is neither a `kubectl get -o json` List nor a {jobset, jobs, pods, events} object")
+
+
+def _by_kind(items: list[Any]) -> dict[str, list[dict[str, Any]]]:
+    """Items sorted by kind. One without a kind cannot be placed: it is named, not silently dropped (`kubectl
+    get -o json` writes each item's kind; a hand-made List may not)."""
+    out: dict[str, list[dict[str, Any]]] = {key: [] for key in _SORTED_KINDS.values()}
+    for number, item in enumerate(items):
         if not isinstance(item, dict):
-            raise ValueError(f"unexpected item in the List: {type(item).__name__}")
-        kind = item.get("kind")
-        if kind == "JobSet":
-            jobsets.append(item)
-        elif kind == "Job":
-            out["jobs"].append(item)
-        elif kind == "Pod":
-            out["pods"].append(item)
-        elif kind == "Event":
-            out["events"].append(item)
-        elif kind == "Workload":
-            out["workloads"].append(item)
+            raise DumpError(f"items[{number}] is a {type(item).__name__}, not an object")
+        if not item.get("kind"):
+            name = (item.get("metadata") or {}).get("name") or "?"
+            raise DumpError(f"items[{number}] ({name}) has no kind; dump with `kubectl get ... -o json`, which writes it")
+        key = _SORTED_KINDS.get(item["kind"])
+        if key is not None:
+            out[key].append(item)
+    return out
+
+
+def _pick_jobset(jobsets: list[dict[str, Any]], out: dict[str, Any], name: str | None) -> dict[str, Any] | None:
+    """The JobSet to explain: the named one, or the only one; with a name but no such JobSet, the named Job."""
+    def named(obj: dict[str, Any]) -> bool:
+        return (obj.get("metadata") or {}).get("name") == name
+
     if name:
-        jobsets = [j for j in jobsets if (j.get("metadata") or {}).get("name") == name]
-        if not jobsets and not any((j.get("metadata") or {}).get("name") == name for j in out["jobs"]):
-            raise ValueError(f"no JobSet or Job named {name!r} in the file")
+        jobsets = [j for j in jobsets if named(j)]
+        if not jobsets and not any(named(j) for j in out["jobs"]):
+            raise DumpError(f"no JobSet or Job named {name!r} in the file")
         if not jobsets:
-            out["jobs"] = [j for j in out["jobs"] if (j.get("metadata") or {}).get("name") == name]
+            out["jobs"] = [j for j in out["jobs"] if named(j)]
     if len(jobsets) > 1:
         names = ", ".join((j.get("metadata") or {}).get("name", "?") for j in jobsets)
-        raise ValueError(f"the file holds several JobSets ({names}); name one")
-    if jobsets:
-        out["jobset"] = jobsets[0]
-    return _only_of(out, name) if name else out
+        raise DumpError(f"the file holds several JobSets ({names}); name one")
+    return jobsets[0] if jobsets else None
+
+
+def _with_kept_evidence(objects: dict[str, Any], config_maps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pods a restart deleted, as the watcher kept them in the workload's evidence ConfigMap (a dump of
+    `kubectl get jobsets,jobs,pods,events,configmaps` holds it): the same evidence a run and a live look read."""
+    main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None)
+    name = ((main or {}).get("metadata") or {}).get("name")
+    wanted = f"{name}{EVIDENCE_CONFIGMAP_SUFFIX}"
+    kept = [p for cm in config_maps if (cm.get("metadata") or {}).get("name") == wanted for p in kept_pods(cm)]
+    present = {(p.get("metadata") or {}).get("name") for p in objects["pods"]}
+    return {**objects, "pods": [*objects["pods"], *(p for p in kept if (p.get("metadata") or {}).get("name") not in present)]}
 
 
 def _only_of(objects: dict[str, Any], name: str) -> dict[str, Any]:
@@ -94,76 +145,74 @@ def _only_of(objects: dict[str, Any], name: str) -> dict[str, Any]:
 
     jobs = [j for j in objects["jobs"] if mine(j)]
     pods = [p for p in objects["pods"] if mine(p)]
-    owned = {name, *((j.get("metadata") or {}).get("name") for j in jobs), *((p.get("metadata") or {}).get("name") for p in pods)}
+    # as a run's own look: the Jobs a restart deleted are named by the controller's scheme and by their pods
+    owned = {name, *(name_of(j) for j in jobs), *(name_of(p) for p in pods), *job_names_of_pods(pods),
+             *child_job_names(objects.get("jobset") or {})}
     events = [e for e in objects["events"] if (e.get("involvedObject") or {}).get("name") in owned]
     return {**objects, "jobs": jobs, "pods": pods, "events": events}
 
 
 def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, Any]:
-    """Fetch what diagnose needs for one JobSet (or, failing that, one Job) through the kubernetes client.
+    """One observation of a JobSet (or, failing that, a Job) by name, through the runtime's own direct look, as
+    a run or an engine's poll makes it: its Jobs, pods, events, Kueue's Workload and the evidence a watcher
+    kept of pods a restart deleted (read, never written).
 
     Cluster errors come back as one-line KubeApiErrors: a missing object, a missing namespace, no access,
     no kubeconfig, an unreachable server.
     """
-    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from jobset_core.kube_api import (
-        ApiRetry,
-        default_api_client,
-        explain_api_error,
-        without_transport_retries,
-    )
+    from jobset_core.kube import KubernetesRuntime
+    from jobset_core.kube_api import ApiRetry, default_api_client
+    from jobset_core.runtime import Handle
 
     if api_client is None:
         api_client = default_api_client()
-    without_transport_retries(api_client)
     retry = ApiRetry(max_seconds=REQUEST_TIMEOUT_SECONDS, initial=0.2, max_wait=1.0, request_timeout=REQUEST_TIMEOUT_SECONDS)
-    custom = client.CustomObjectsApi(api_client)
-    batch = client.BatchV1Api(api_client)
-    core = client.CoreV1Api(api_client)
-    sanitize = api_client.sanitize_for_serialization
+    runtime = KubernetesRuntime(api_client, namespace, retry=retry, read_only=True)
+    main = None
+    for kind in ("JobSet", "Job"):
+        main = runtime.read(JOBSET_API_VERSION if kind == "JobSet" else BATCH_API_VERSION, kind, name, namespace)
+        if main is not None:
+            break
+    if main is None:
+        raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}")
+    meta = main.get("metadata") or {}
+    attempt = str((meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION) or "0")
+    handle = Handle(kind, name, namespace, (meta.get("labels") or {}).get(RUN_KEY_LABEL, ""),
+                    int(attempt) if attempt.isdigit() else 0)
     try:
-        jobset = retry.call(
-            custom.get_namespaced_custom_object,
-            group="jobset.x-k8s.io", version="v1alpha2", namespace=namespace, plural="jobsets", name=name,
-        )
-        selector = f"{JOBSET_NAME_LABEL}={name}"
-        jobs = sanitize(retry.call(batch.list_namespaced_job, namespace, label_selector=selector).items)
-        pods = sanitize(retry.call(core.list_namespaced_pod, namespace, label_selector=selector).items)
+        observation = runtime.observe(handle)
     except ApiException as exc:
-        if exc.status != 404:
-            raise
-        jobset = None
-        try:
-            jobs = [sanitize(retry.call(batch.read_namespaced_job, name, namespace))]
-        except ApiException as job_exc:
-            if job_exc.status == 404:
-                raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}") from None
-            raise
-        selector = f"{JOB_NAME_LABEL}={name}"
-        pods = sanitize(retry.call(core.list_namespaced_pod, namespace, label_selector=selector).items)
-    for obj, kind in [(j, "Job") for j in jobs] + [(p, "Pod") for p in pods]:
-        obj.setdefault("kind", kind)
-    try:
-        events = read_events(core, retry, namespace, [o for o in (jobset, *jobs, *pods) if o])
-    except ApiException as exc:
+        from jobset_core.kube_api import explain_api_error
+
         raise explain_api_error(exc, ("list", "events", "")) from None
-    return {"jobset": jobset, "jobs": jobs, "pods": pods, "events": sanitize(events)}
+    objects = {"jobset": observation.main if kind == "JobSet" else None, "jobs": observation.jobs,
+               "pods": observation.pods, "events": observation.events, "workloads": observation.workloads}
+    if kind == "Job":
+        objects["jobs"] = [observation.main, *observation.jobs]
+    return objects
 
 
-def read_events(core: Any, retry: Any, namespace: str, objects: list[dict[str, Any]]) -> list[Any]:
-    """Events of the workload's own objects: one field-selected list per object for a small workload (a
-    busy namespace can hold thousands of unrelated events), one namespace list filtered here for a big one."""
-    names = {(o.get("kind"), (o.get("metadata") or {}).get("name")) for o in objects}
-    if len(names) <= MAX_EVENT_QUERIES:
-        events: list[Any] = []
-        for kind, obj_name in sorted(names, key=str):
-            selector = f"involvedObject.kind={kind},involvedObject.name={obj_name}"
-            events.extend(retry.call(core.list_namespaced_event, namespace, field_selector=selector).items)
-        return events
-    listed = retry.call(core.list_namespaced_event, namespace).items
-    return [e for e in listed if (e.involved_object.kind, e.involved_object.name) in names]
+def policy_of(main: dict[str, Any] | None) -> RetryPolicy:
+    """The policy the workload was submitted with (its exit codes and grace periods shape the diagnosis), or
+    the defaults for one no run of ours submitted."""
+    raw = (((main or {}).get("metadata") or {}).get("annotations") or {}).get(POLICY_ANNOTATION)
+    try:
+        return RetryPolicy.from_annotation(json.loads(raw)) if raw else RetryPolicy(retries=0)
+    except (ValueError, TypeError, KeyError):
+        return RetryPolicy(retries=0)
+
+
+def diagnose_objects(objects: dict[str, Any]) -> Diagnosis:
+    """The diagnosis a run makes of the same objects: its own step (`diagnose_observation`) with its policy."""
+    main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None)
+    if main is None:
+        return diagnose(**objects)
+    observation = Observation(main=main, jobs=[j for j in objects.get("jobs") or [] if j is not main],
+                              pods=list(objects.get("pods") or []), events=list(objects.get("events") or []),
+                              workloads=list(objects.get("workloads") or []))
+    return diagnose_observation(observation, policy_of(main), datetime.now(UTC))
 
 
 def render(d: Diagnosis) -> str:
@@ -226,7 +275,7 @@ def explain(args: argparse.Namespace) -> int:
         objects = read_live(args.name, args.namespace or kubeconfig_namespace())
     if not any(objects.get(k) for k in ("jobset", "jobs", "pods", "events")):
         raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
-    result = diagnose(**objects)
+    result = diagnose_objects(objects)
     print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
     if args.html:
         write_timeline(args.html, objects, result)
@@ -240,7 +289,7 @@ def write_timeline(path: str, objects: dict[str, Any], diagnosis: Diagnosis) -> 
     main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None) or {}
     name = (main.get("metadata") or {}).get("name") or "workload"
     state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(outcome(objects, diagnosis), "still running")
-    attempt = AttemptTimeline(name, list(objects.get("pods") or []), diagnosis if diagnosis.failed else None, state)
+    attempt = AttemptTimeline(name, list(objects.get("pods") or []), diagnosis, state)
     page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary)
     try:
         Path(path).write_text(page)
@@ -261,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="JobSet (or Job) name")
     p.add_argument("-n", "--namespace", default=None, help="default: the kubeconfig context's namespace")
     p.add_argument(
-        "--from-file", metavar="FILE", help="`kubectl get jobsets,jobs,pods,events -o json` or `-o yaml` output; - for stdin"
+        "--from-file", metavar="FILE",
+        help="`kubectl get jobsets,jobs,pods,events,configmaps -o json` (or `-o yaml`) output; - for stdin"
     )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--html", metavar="FILE", help="also write the pods' timeline (culprit and cascade marked) as HTML")

@@ -10,13 +10,20 @@ from __future__ import annotations
 # ----------------------------------------------------------------------------------------------------
 # API groups and versions
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"  # kubernetes-sigs/jobset api/jobset/v1alpha2
-BATCH_API_VERSION = "batch/v1"
+JOBSET_API_GROUP, JOBSET_API_VERSION_NAME = "jobset.x-k8s.io", "v1alpha2"  # kubernetes-sigs/jobset api/jobset/v1alpha2
+JOBSET_API_VERSION = f"{JOBSET_API_GROUP}/{JOBSET_API_VERSION_NAME}"
+JOBSET_PLURAL = "jobsets"
+JOBSET_CRD = f"{JOBSET_PLURAL}.{JOBSET_API_GROUP}"  # config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
+BATCH_API_GROUP = "batch"
+BATCH_API_VERSION = BATCH_API_GROUP + "/v1"
 CORE_API_VERSION = "v1"
 KUEUE_API_GROUP = "kueue.x-k8s.io"
-WORKLOAD_API_VERSIONS = ("scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1alpha1")  # 1.36, 1.35
-COSCHEDULING_API_VERSION = "scheduling.x-k8s.io/v1alpha1"  # kubernetes-sigs/scheduler-plugins
-VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
+SCHEDULING_API_GROUP = "scheduling.k8s.io"  # kubernetes pkg/apis/scheduling (Workload, PodGroup)
+WORKLOAD_API_VERSIONS = (SCHEDULING_API_GROUP + "/v1alpha2", SCHEDULING_API_GROUP + "/v1alpha1")  # 1.36, 1.35
+COSCHEDULING_API_GROUP = "scheduling.x-k8s.io"  # kubernetes-sigs/scheduler-plugins
+COSCHEDULING_API_VERSION = COSCHEDULING_API_GROUP + "/v1alpha1"
+VOLCANO_API_GROUP = "scheduling.volcano.sh"  # volcano pkg/apis/scheduling
+VOLCANO_API_VERSION = VOLCANO_API_GROUP + "/v1beta1"
 
 # ----------------------------------------------------------------------------------------------------
 # JobSet labels and annotations (jobset pkg/constants/constants.go, api/jobset/v1alpha2/jobset_types.go)
@@ -35,6 +42,10 @@ GROUP_REPLICAS_LABEL = JOBSET_PREFIX + "group-replicas"
 JOB_GROUP_INDEX_LABEL = JOBSET_PREFIX + "job-group-index"
 RESTART_ATTEMPT_LABEL = JOBSET_PREFIX + "restart-attempt"
 COORDINATOR_KEY = JOBSET_PREFIX + "coordinator"
+POD_PRIORITY_LABEL = JOBSET_PREFIX + "priority"  # set on pods by the JobSet pod webhook (jobset pkg/webhooks)
+# dependsOn statuses (api/jobset/v1alpha2/jobset_types.go DependencyReady, DependencyComplete)
+DEPENDS_ON_READY, DEPENDS_ON_COMPLETE = "Ready", "Complete"
+DEPENDS_ON_STATUSES = (DEPENDS_ON_READY, DEPENDS_ON_COMPLETE)
 
 # ----------------------------------------------------------------------------------------------------
 # Job labels (kubernetes pkg/apis/batch/types.go)
@@ -50,6 +61,8 @@ CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"  # kubernetes pkg/apis/batch/types.go
 FOREGROUND_DELETION_FINALIZER = "foregroundDeletion"  # apimachinery metav1.FinalizerDeleteDependents
+# The annotation on the bookmark that ends a watch's initial events (apimachinery metav1.InitialEventsAnnotationKey)
+INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
 
 # ----------------------------------------------------------------------------------------------------
 # Gang backends
@@ -60,8 +73,26 @@ COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"  # scheduler-plug
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # volcano pkg/apis/scheduling
 
 # ----------------------------------------------------------------------------------------------------
+# Interruptible (spot/preemptible) capacity: node labels and taint keys of the common clouds (GKE Spot VMs,
+# preemptible VMs and provisioning requests; EKS managed node groups; Karpenter; AKS spot scale sets)
+
+SPOT_CAPACITY_KEYS = (
+    "cloud.google.com/gke-spot",
+    "cloud.google.com/gke-preemptible",
+    "cloud.google.com/gke-provisioning",
+    "eks.amazonaws.com/capacityType",
+    "karpenter.sh/capacity-type",
+    "kubernetes.azure.com/scalesetpriority",
+)
+
+# ----------------------------------------------------------------------------------------------------
 # Condition types
 
+# Pod phases (kubernetes pkg/apis/core/types.go PodPhase); a pod in either has ended
+PHASE_PENDING, PHASE_RUNNING, PHASE_SUCCEEDED, PHASE_FAILED = "Pending", "Running", "Succeeded", "Failed"
+POD_ENDED_PHASES = (PHASE_SUCCEEDED, PHASE_FAILED)
+# JobSet status.terminalState (api/jobset/v1alpha2 jobset_types.go)
+TERMINAL_STATE_COMPLETED, TERMINAL_STATE_FAILED = "Completed", "Failed"
 CONDITION_FAILED = "Failed"
 CONDITION_FAILURE_TARGET = "FailureTarget"  # Job, since 1.31 written before Failed
 CONDITION_COMPLETED = "Completed"
@@ -73,9 +104,15 @@ CONDITION_DISRUPTION_TARGET = "DisruptionTarget"  # kubernetes pkg/apis/core/typ
 CONDITION_POD_SCHEDULED = "PodScheduled"
 CONDITION_READY = "Ready"
 CONDITION_CONTAINERS_READY = "ContainersReady"
+CONDITION_INITIALIZED = "Initialized"
+CONDITION_POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"  # 1.29+
 WORKLOAD_EVICTED = "Evicted"  # kueue apis/kueue/v1beta1/workload_types.go
 KUEUE_REASON_DEACTIVATED = "Deactivated"  # workload_types.go WorkloadDeactivated: never admitted again
 WORKLOAD_PREEMPTED = "Preempted"
+KUEUE_REASON_PODS_READY_TIMEOUT = "PodsReadyTimeout"  # WorkloadEvictedByPodsReadyTimeout
+KUEUE_PODS_READY_TIMEOUT_MESSAGE = "Exceeded the PodsReady timeout"  # "Exceeded the PodsReady timeout %s" (ns/name)
+# workload_controller.go triggerDeactivationOrBackoffRequeue: the PodsReady requeues ran out
+KUEUE_REQUEUING_LIMIT_MESSAGE = "exceeding the maximum number of re-queuing retries"
 
 # ----------------------------------------------------------------------------------------------------
 # Job controller (kubernetes pkg/controller/job/job_controller.go, pod_failure_policy.go)
@@ -99,8 +136,14 @@ JOB_FAILURE_REASONS = frozenset(
         JOB_REASON_FAILED_INDEXES,
     }
 )
+JOB_EVENT_COMPLETED, JOB_EVENT_COMPLETED_MESSAGE = "Completed", "Job completed"  # job_controller.go, on success
 # podFailurePolicy actions (kubernetes pkg/apis/batch/types.go)
 FAIL_JOB, FAIL_INDEX, IGNORE, COUNT = "FailJob", "FailIndex", "Ignore", "Count"
+POD_REPLACEMENT_FAILED = "Failed"  # Job spec.podReplacementPolicy (batch/types.go PodReplacementPolicy)
+POD_REPLACEMENT_TERMINATING_OR_FAILED = "TerminatingOrFailed"  # the default podReplacementPolicy
+# The Job controller's pod events (pkg/controller/controller_utils.go SuccessfulCreatePodReason, SuccessfulDeletePodReason)
+EVENT_SUCCESSFUL_CREATE, CREATED_POD_MESSAGE = "SuccessfulCreate", "Created pod: {name}"
+EVENT_SUCCESSFUL_DELETE, DELETED_POD_MESSAGE = "SuccessfulDelete", "Deleted pod: {name}"
 
 # ----------------------------------------------------------------------------------------------------
 # JobSet controller (jobset pkg/constants/constants.go, pkg/controllers/failure_policy.go)
@@ -145,6 +188,10 @@ POD_REASON_OUT_OF_PREFIX = "OutOf"  # OutOfcpu, OutOfmemory...: admission, pkg/k
 POD_REASON_UNSCHEDULABLE = "Unschedulable"  # pkg/apis/core/types.go PodReasonUnschedulable
 NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 NODE_SHUTDOWN_ADMISSION_MESSAGE = "Pod was rejected as the node is shutting down."
+# Ready/ContainersReady reasons (pkg/kubelet/status/generate.go)
+POD_REASON_CONTAINERS_NOT_READY = "ContainersNotReady"
+CONTAINERS_NOT_READY_MESSAGE = "containers with unready status: [{names}]"
+POD_REASON_COMPLETED, POD_REASON_FAILED = "PodCompleted", "PodFailed"
 
 # ----------------------------------------------------------------------------------------------------
 # Containers (kubelet pkg/kubelet/images/types.go, container/sync_result.go, kubelet_pods.go; CRI runtimes)
@@ -164,9 +211,56 @@ REASON_CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 REASON_CREATE_CONTAINER_ERROR = "CreateContainerError"
 REASON_RUN_CONTAINER_ERROR = "RunContainerError"
 REASON_CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
+# terminationMessagePolicy: the log tail becomes the message when none was written (core/types.go)
+TERMINATION_MESSAGE_FALLBACK_TO_LOGS = "FallbackToLogsOnError"
 SIDECAR_RESTART_POLICY = "Always"  # an init container with restartPolicy Always is a sidecar (1.29+)
 SIGTERM_EXIT_CODE = 143
 SIGKILL_EXIT_CODE = 137
+# containerd CRI (internal/cri/server/helpers.go): a container the runtime could not start is recorded as
+# terminated with reason StartError and this exit code ("128 is the same with Docker's behavior").
+START_ERROR_EXIT_CODE = 128
+# What the runtime says when the image's command cannot run (runc libcontainer/standard_init_linux.go wraps
+# the execve error as `exec <path>: <errno>`; Go's os/exec.ErrNotFound; containerd's task creation error).
+EXEC_FORMAT_ERROR = "exec format error"  # ENOEXEC: the binary is for another CPU architecture
+EXECUTABLE_NOT_FOUND = "executable file not found in $PATH"
+# containerd internal/cri/server/container_create.go: `failed to generate container %q spec: %w` (CreateContainerError)
+CREATE_CONTAINER_FAILED_PREFIX = "failed to generate container"
+CRIO_CREATE_FAILED_PREFIX = "container create failed"  # cri-o internal/oci/runtime_oci.go CreateContainer
+RUNTIME_START_PREFIXES = (
+    "failed to create containerd task",  # containerd internal/cri/server/container_start.go (StartError)
+    "OCI runtime create failed",
+    "runc create failed",
+    CREATE_CONTAINER_FAILED_PREFIX,
+)
+
+# ----------------------------------------------------------------------------------------------------
+# Kubelet probes (pkg/kubelet/prober/prober.go, pkg/kubelet/kuberuntime/kuberuntime_manager.go and
+# kuberuntime_container.go, pkg/kubelet/events/event.go)
+
+EVENT_UNHEALTHY = "Unhealthy"  # events.ContainerUnhealthy: "%s probe failed: %s" / "%s probe errored: %v"
+EVENT_KILLING = "Killing"  # events.KillingContainer: the kill reason, or "Stopping container %s"
+PROBE_FAILED_FORMAT = "{probe} probe failed: {output}"  # probeType is "Liveness", "Readiness" or "Startup"
+PROBE_ERRORED_FORMAT = "{probe} probe errored: {output}"
+# "Container %s failed liveness probe" / "Container %s failed startup probe", then ", will be restarted"
+# when the container restarts in place (computePodActions).
+PROBE_KILL_FORMAT = "Container {container} failed {probe} probe"
+PROBE_KILL_RESTART_SUFFIX = ", will be restarted"
+KILL_STOPPING_FORMAT = "Stopping container {container}"
+PROBE_LIVENESS = "liveness"
+PROBE_STARTUP = "startup"
+REASON_LIVENESS_PROBE = "LivenessProbe"  # kuberuntime containerKillReason reasonLivenessProbe
+REASON_STARTUP_PROBE = "StartupProbe"  # reasonStartupProbe
+
+# ----------------------------------------------------------------------------------------------------
+# Kubelet container and image events (pkg/kubelet/events/event.go, images/image_manager.go,
+# kuberuntime/kuberuntime_container.go)
+
+EVENT_FAILED = "Failed"  # FailedToPullImage, FailedToCreateContainer and FailedToStartContainer share it
+EVENT_STARTED = "Started"  # StartedContainer: "Started container %s"
+EVENT_BACK_OFF = "BackOff"  # BackOffPullImage ("Back-off pulling image %q"), BackOffStartContainer
+PULL_FAILED_PREFIX = "Failed to pull image"  # "Failed to pull image %q: %v"
+PULL_BACK_OFF_PREFIX = "Back-off pulling image"  # "Back-off pulling image %q"
+KUBELET_ERROR_PREFIX = "Error: "  # "Error: %v": ErrImagePull, ImagePullBackOff, create and start errors
 
 # ----------------------------------------------------------------------------------------------------
 # Events (reasons on pods, Jobs, JobSets and Kueue Workloads)
@@ -176,7 +270,24 @@ EVENT_TAINT_MANAGER_EVICTION = "TaintManagerEviction"  # tainteviction/taint_evi
 EVENT_EVICTED = "Evicted"  # kubelet eviction manager
 EVENT_NODE_NOT_READY = "NodeNotReady"  # node-controller, controller_utils.go MarkPodsNotReady
 EVENT_NODE_SHUTDOWN = "NodeShutdown"
+EVENT_SCHEDULED = "Scheduled"  # kube-scheduler schedule_one.go
+SCHEDULED_MESSAGE = "Successfully assigned {namespace}/{name} to {node}"
 EVENT_KUEUE_STOPPED = "Stopped"  # kueue pkg/controller/jobframework/reconciler.go
+EVENT_FAILED_SCHEDULING = "FailedScheduling"  # kube-scheduler schedule_one.go
+# kube-scheduler volumebinding plugin (pkg/scheduler/framework/plugins/volumebinding/volume_binding.go)
+UNBOUND_IMMEDIATE_PVC_MESSAGE = "pod has unbound immediate PersistentVolumeClaims"
+# PV controller (pkg/controller/volume/persistentvolume/pv_controller.go), events on the claim
+EVENT_FAILED_BINDING = "FailedBinding"
+EVENT_PROVISIONING_FAILED = "ProvisioningFailed"  # the provisioner's error, e.g. `storageclass.storage.k8s.io "x" not found`
+NO_STORAGE_CLASS_MESSAGE = "no persistent volumes available for this claim and no storage class is set"
+CLAIM_EVENT_REASONS = frozenset({EVENT_FAILED_BINDING, EVENT_PROVISIONING_FAILED})
+# Job controller (pkg/controller/controller_utils.go RealPodControl): a pod it could not create.
+EVENT_FAILED_CREATE = "FailedCreate"  # FailedCreatePodReason, message "Error creating: %v"
+FAILED_CREATE_PREFIX = "Error creating: "
+# The API server's refusals a FailedCreate quotes: ResourceQuota admission
+# (plugin/pkg/admission/resourcequota/controller.go) and webhooks (admission/plugin/webhook/errors/statuserror.go)
+QUOTA_EXCEEDED_MESSAGE = "exceeded quota: "  # "exceeded quota: %s, requested: %s, used: %s, limited: %s"
+WEBHOOK_DENIED_FORMAT = 'admission webhook "{webhook}" denied the request'
 FAILURE_POLICY_ACTION_SUFFIX = "FailurePolicyAction"  # jobset failure_policy.go event reasons
 INVOLVED_OBJECT_NAME_FIELD = "involvedObject.name"  # an Event field the API server selects on (core/v1 conversion)
 
@@ -195,7 +306,15 @@ POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
 OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
 CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
+# An attempt the user threw away to run the task again (Airflow "clear"): kept in the run's history, never
+# counted against the budget, never adopted.
+CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
+# How `kubectl get pods` shows a pod whose deletion the kubelet never confirmed: the diagnosis's reason for
+# a pod stuck that way on a node that stopped reporting.
+REASON_STUCK_TERMINATING = "Terminating"
+EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
+EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
 RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
 # The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
 FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"
@@ -210,6 +329,42 @@ KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")  # Workload versions Kueue serves, n
 # `jobsets.jobset.x-k8s.io "a" is forbidden: User "system:serviceaccount:ns:sa" cannot create resource
 # "jobsets" in API group "jobset.x-k8s.io" in the namespace "default"`
 FORBIDDEN_MESSAGE_PATTERN = r'cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
+# Status reasons (apimachinery pkg/apis/meta/v1/types.go StatusReason*) and the HTTP codes they come with
+STATUS_BAD_REQUEST = "BadRequest"
+STATUS_UNAUTHORIZED = "Unauthorized"
+STATUS_FORBIDDEN = "Forbidden"
+STATUS_NOT_FOUND = "NotFound"
+STATUS_METHOD_NOT_ALLOWED = "MethodNotAllowed"
+STATUS_CONFLICT = "Conflict"
+STATUS_EXPIRED = "Expired"
+STATUS_UNSUPPORTED_MEDIA_TYPE = "UnsupportedMediaType"
+STATUS_INVALID = "Invalid"
+STATUS_TOO_MANY_REQUESTS = "TooManyRequests"
+STATUS_INTERNAL_ERROR = "InternalError"
+STATUS_SERVICE_UNAVAILABLE = "ServiceUnavailable"
+STATUS_TIMEOUT = "Timeout"
+STATUS_ALREADY_EXISTS = "AlreadyExists"
+STATUS_REASONS = {
+    400: STATUS_BAD_REQUEST,
+    401: STATUS_UNAUTHORIZED,
+    403: STATUS_FORBIDDEN,
+    404: STATUS_NOT_FOUND,
+    405: STATUS_METHOD_NOT_ALLOWED,
+    409: STATUS_CONFLICT,  # also STATUS_ALREADY_EXISTS, for a create whose name is taken
+    410: STATUS_EXPIRED,
+    415: STATUS_UNSUPPORTED_MEDIA_TYPE,
+    422: STATUS_INVALID,
+    429: STATUS_TOO_MANY_REQUESTS,
+    500: STATUS_INTERNAL_ERROR,
+    503: STATUS_SERVICE_UNAVAILABLE,
+    504: STATUS_TIMEOUT,
+}
+# A 404 for a path no resource serves (apimachinery pkg/api/errors/errors.go NewGenericServerResponse)
+STATUS_MESSAGE_RESOURCE_NOT_FOUND = "the server could not find the requested resource"
+# Field-error causes of an Invalid status (apimachinery pkg/apis/meta/v1/types.go CauseType*)
+CAUSE_FIELD_VALUE_REQUIRED = "FieldValueRequired"
+CAUSE_FIELD_VALUE_INVALID = "FieldValueInvalid"
+CAUSE_FIELD_VALUE_FORBIDDEN = "FieldValueForbidden"
 # The official client logs every response body at DEBUG (kubernetes/client/rest.py): pod specs with their env.
 CLIENT_REST_LOGGER = "kubernetes.client.rest"
 CLIENT_RESPONSE_BODY_LOG = "response body"

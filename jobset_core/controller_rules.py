@@ -14,24 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core.constants import (  # noqa: F401  (re-exported: the emulation and the test driver read them here)
-    COUNT,
+from jobset_core.constants import (
     FAIL_INDEX,
     FAIL_JOB,
     FAIL_JOBSET,
     IGNORE,
     JOB_MESSAGE_BACKOFF_LIMIT,
-    JOB_MESSAGE_COMPLETIONS_REACHED,
     JOB_MESSAGE_FAILED_INDEXES,
     JOB_REASON_BACKOFF_LIMIT,
-    JOB_REASON_COMPLETIONS_REACHED,
     JOB_REASON_FAILED_INDEXES,
     JOB_REASON_POD_FAILURE_POLICY,
-    JOBSET_MESSAGE_COMPLETED,
     JOBSET_MESSAGE_FAILED,
     JOBSET_MESSAGE_FAILED_JOBS,
     JOBSET_MESSAGE_MAX_RESTARTS,
-    JOBSET_REASON_COMPLETED,
     JOBSET_REASON_DEFAULT_POLICY,
     JOBSET_REASON_FAIL_ACTION,
     JOBSET_REASON_FAILED,
@@ -422,14 +417,14 @@ def replicated_job_may_start(
         p = progress.get(dep)
         if p is None or not p.created:
             return False
-        if status == c.CONDITION_COMPLETE:
+        if status == c.DEPENDS_ON_COMPLETE:
             return p.succeeded >= p.replicas
         return p.ready + p.succeeded >= p.replicas
 
     for dep in rjobs[position].get("dependsOn") or []:
-        if not reached(str(dep.get("name")), str(dep.get("status", "Ready"))):
+        if not reached(str(dep.get("name")), str(dep.get("status", c.DEPENDS_ON_READY))):
             return False
     order = ((jobset_spec.get("startupPolicy") or {}).get("startupPolicyOrder")) or "AnyOrder"
     if order == "InOrder":
-        return all(reached(str(rj.get("name")), "Ready") for rj in rjobs[:position])
+        return all(reached(str(rj.get("name")), c.DEPENDS_ON_READY) for rj in rjobs[:position])
     return True

@@ -8,18 +8,13 @@ failure policies are parsed in `policy_contract.py`, next to the policies that c
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from jobset_core import constants as c
-
-# Re-exported for callers that read them from here.
-JOBSET_NAME_LABEL = c.JOBSET_NAME_LABEL
-RESTART_ATTEMPT_LABEL = c.RESTART_ATTEMPT_LABEL
-REPLICATED_JOB_LABEL = c.REPLICATED_JOB_LABEL
-JOB_NAME_LABELS = c.JOB_NAME_LABELS
 
 # kube-scheduler preemption event: "Preempted by pod <uid> on node <node>" or "Preempted by <ns>/<pod> on node <node>".
 PREEMPTED_BY = re.compile(r"Preempted by (?:pod )?(?P<by>\S+) on node (?P<node>\S+)")
@@ -162,9 +157,37 @@ def event_message(event: Mapping[str, Any]) -> str:
     return as_str(event.get("message")) or as_str(event.get("note"))
 
 
+def claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The PersistentVolumeClaims a pod (or a pod template) mounts."""
+    claims = []
+    for volume in as_list(spec_of(pod).get("volumes")):
+        name = as_str(as_map(as_map(volume).get("persistentVolumeClaim")).get("claimName"))
+        if name:
+            claims.append(name)
+    return claims
+
+
+def pod_templates(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The pod templates of a JobSet (one per replicated Job) or of a Job."""
+    if not obj:
+        return []
+    if obj.get("kind") == "Job":
+        return [as_map(spec_of(obj).get("template"))]
+    return [
+        as_map(spec_of(as_map(as_map(rj).get("template"))).get("template"))
+        for rj in as_list(spec_of(obj).get("replicatedJobs"))
+    ]
+
+
+def template_claims(obj: Mapping[str, Any] | None) -> list[str]:
+    """The PersistentVolumeClaims a JobSet's or Job's pods mount: a claim that never binds says why only in its
+    own events, so they are read with the pods'."""
+    return [claim for template in pod_templates(obj) for claim in claim_names(template)]
+
+
 def pod_job_name(pod: Mapping[str, Any]) -> str | None:
     labels = labels_of(pod)
-    for key in JOB_NAME_LABELS:
+    for key in c.JOB_NAME_LABELS:
         if labels.get(key) and isinstance(labels[key], str):
             return labels[key]
     for ref in as_list(meta(pod).get("ownerReferences")):
@@ -174,7 +197,7 @@ def pod_job_name(pod: Mapping[str, Any]) -> str | None:
 
 
 def restart_attempt(obj: Mapping[str, Any]) -> int | None:
-    return as_int(labels_of(obj).get(RESTART_ATTEMPT_LABEL))
+    return as_int(labels_of(obj).get(c.RESTART_ATTEMPT_LABEL))
 
 
 def ensure_objects(name: str, value: Any) -> list[dict[str, Any]]:
@@ -207,7 +230,7 @@ def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     """What diagnosis needs from a pod, and nothing else: keeps the evidence ConfigMap small."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    keep_meta = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "ownerReferences") if k in meta}
+    keep_meta = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences") if k in meta}
     containers = [
         {"name": c.get("name"), "resources": {"limits": (c.get("resources") or {}).get("limits") or {}}}
         for c in spec.get("containers") or []
@@ -224,7 +247,7 @@ def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
 def pod_has_failed(pod: Mapping[str, Any]) -> bool:
     """Worth keeping: the pod failed, was disrupted, or one of its containers terminated non-zero."""
     status = pod.get("status") or {}
-    if status.get("phase") == "Failed" or condition(pod, "DisruptionTarget"):
+    if status.get("phase") == c.PHASE_FAILED or condition(pod, c.CONDITION_DISRUPTION_TARGET):
         return True
     for key in ("containerStatuses", "initContainerStatuses"):
         for cs in status.get(key) or []:
@@ -233,6 +256,46 @@ def pod_has_failed(pod: Mapping[str, Any]) -> bool:
                 if term and term.get("exitCode"):
                     return True
     return False
+
+
+# Waiting reasons of a container that never started and never will by itself (kubelet images/types.go,
+# kuberuntime): a pod waiting in one is kept like a failed one, since Kueue (PodsReadyTimeout) or a person
+# may delete it before it fails, and its record and events are then the only trace of why.
+STUCK_WAITING_REASONS = frozenset(
+    {
+        c.REASON_ERR_IMAGE_PULL,
+        c.REASON_IMAGE_PULL_BACKOFF,
+        c.REASON_INVALID_IMAGE_NAME,
+        c.REASON_ERR_IMAGE_NEVER_PULL,
+        c.REASON_CREATE_CONTAINER_CONFIG_ERROR,
+        c.REASON_CREATE_CONTAINER_ERROR,
+        c.REASON_RUN_CONTAINER_ERROR,
+    }
+)
+
+
+def pod_started(pod: Mapping[str, Any]) -> bool:
+    """Whether any container of the pod ever ran (a start time in its current or previous state)."""
+    status = pod.get("status") or {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or []:
+            for state_key in ("state", "lastState"):
+                state = cs.get(state_key) or {}
+                if (state.get("running") or {}).get("startedAt") or (state.get("terminated") or {}).get("startedAt"):
+                    return True
+    return False
+
+
+def pod_worth_keeping(pod: Mapping[str, Any]) -> bool:
+    """A failed pod, or one whose container waits in a state that never resolves by itself."""
+    if pod_has_failed(pod):
+        return True
+    status = pod.get("status") or {}
+    return any(
+        ((cs.get("state") or {}).get("waiting") or {}).get("reason") in STUCK_WAITING_REASONS
+        for key in ("containerStatuses", "initContainerStatuses")
+        for cs in status.get(key) or []
+    )
 
 
 def finalizer_removal_patch(obj: Mapping[str, Any], finalizer: str) -> list[dict[str, Any]] | None:
@@ -259,3 +322,29 @@ def owner_reference(obj: Mapping[str, Any], *, controller: bool = False) -> dict
         ref["controller"] = True
     ref["blockOwnerDeletion"] = True
     return ref
+
+
+def kept_pods(config_map: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The pods an evidence ConfigMap (`<attempt>-evidence`) holds; none when it is absent or unreadable."""
+    raw = as_map((config_map or {}).get("data")).get(c.EVIDENCE_PODS_KEY)
+    try:
+        pods = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        return []
+    return [p for p in pods if isinstance(p, dict)] if isinstance(pods, list) else []
+
+
+def child_job_names(main: Mapping[str, Any]) -> list[str]:
+    """A JobSet's child Jobs by the names its controller gives them, `<jobset>-<replicatedJob>-<index>`: a
+    restart deletes and recreates them, and a look in between lists none, though their events (which
+    failure the restart answered) are still there under those names."""
+    if main.get("kind") != "JobSet":
+        return []
+    name = name_of(main)
+    rjobs = as_list(spec_of(main).get("replicatedJobs"))
+    return [f"{name}-{as_map(rj).get('name')}-{i}" for rj in rjobs for i in range(count(as_map(rj).get("replicas")) or 1)]
+
+
+def job_names_of_pods(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The Jobs these pods belong to, from their labels: a Job deleted by a restart is no longer listed."""
+    return [labels_of(pod)[label] for pod in pods for label in c.JOB_NAME_LABELS if labels_of(pod).get(label)]

@@ -77,7 +77,6 @@ class Kueue:
         return []
 
 
-WORKLOAD_API_VERSIONS = c.WORKLOAD_API_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -94,11 +93,11 @@ class WorkloadAPI:
     api_version: str = c.WORKLOAD_API_VERSIONS[0]
 
     def validate(self, total_pods: int, suspend: bool | None) -> None:
-        if self.api_version not in WORKLOAD_API_VERSIONS:
+        if self.api_version not in c.WORKLOAD_API_VERSIONS:
             raise SpecError(
                 "gang.api_version",
                 f"{self.api_version!r} is not a Workload API version this project supports",
-                f"use one of {', '.join(WORKLOAD_API_VERSIONS)}",
+                f"use one of {', '.join(c.WORKLOAD_API_VERSIONS)}",
             )
         if self.min_count is not None:
             check_positive_int("gang.min_count", self.min_count)

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import tenacity
 from kubernetes import watch
@@ -28,8 +28,18 @@ from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.kube_api import explain_api_error, is_transient
 
-if TYPE_CHECKING:
-    from jobset_core.kube import KubernetesRuntime
+
+class StreamSource(Protocol):
+    """What the shared streams use of a runtime: its API clients, its retry policy, how long a watch stays
+    open, and how the client's models become the server's JSON."""
+
+    core: Any
+    custom: Any
+    retry: Any
+
+    def watch_timeout(self) -> int: ...
+
+    def sanitize(self, obj: Any) -> dict[str, Any]: ...
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +161,7 @@ class SharedInformer:
     reaches the few runs it concerns without a look at the hundreds of others a process may watch.
     """
 
-    def __init__(self, runtime: KubernetesRuntime, namespace: str, resource: Resource) -> None:
+    def __init__(self, runtime: StreamSource, namespace: str, resource: Resource) -> None:
         self.runtime = runtime
         self.namespace = namespace
         self.resource = resource
@@ -252,7 +262,7 @@ class SharedInformer:
         return runtime.custom.list_namespaced_custom_object, kwargs
 
     def _as_dict(self, obj: Any) -> Obj:
-        out = obj if isinstance(obj, dict) else self.runtime._sanitize(obj)
+        out = obj if isinstance(obj, dict) else self.runtime.sanitize(obj)
         out.setdefault("kind", self.resource.kind)
         out.setdefault("apiVersion", self.resource.api_version)
         return out
@@ -338,7 +348,7 @@ class SharedInformer:
 class InformerHub:
     """The informers of one runtime, started by the first subscriber to a stream and stopped by the last."""
 
-    def __init__(self, runtime: KubernetesRuntime) -> None:
+    def __init__(self, runtime: StreamSource) -> None:
         self.runtime = runtime
         self._informers: dict[tuple[str, str], SharedInformer] = {}
         self._lock = threading.Lock()

@@ -20,13 +20,40 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobset_core.runtime import Handle, Observation
 
 if TYPE_CHECKING:
     from jobset_core.informers import Subscription
-    from jobset_core.kube import KubernetesRuntime, _Tracker
+
+
+class StreamTracker(Protocol):
+    """What kept streams use of a watch's tracker: fold stream messages in, build the observation, store
+    the evidence kept meanwhile, stop."""
+
+    synced: bool
+
+    def apply(self, batch: list[Any]) -> bool: ...
+
+    def observation(self, changed: bool) -> Observation: ...
+
+    def flush(self, now: bool = False) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TrackingRuntime(Protocol):
+    """What kept streams use of the runtime (the Kubernetes runtime): a tracker subscribed to its shared
+    streams for one attempt, holding the attempt's evidence while it is kept, and letting go of it."""
+
+    informers: Any
+
+    def track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> tuple[StreamTracker, list[Subscription]]: ...
+
+    def hold(self, handle: Handle) -> None: ...
+
+    def release_after_watch(self, handle: Handle) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +76,7 @@ class _Kept:
     """One attempt's subscription between polls: its tracker, and the messages the streams sent since."""
 
     handle: Handle
-    tracker: _Tracker
+    tracker: StreamTracker
     subscriptions: list[Subscription]
     inbox: queue.Queue
     used: float
@@ -69,7 +96,7 @@ def _drain(inbox: queue.Queue) -> list[Any]:
 class KeptStreams:
     """The kept subscriptions of one runtime, and the thread that drops the idle ones."""
 
-    def __init__(self, runtime: KubernetesRuntime, keep_seconds: float, sync_seconds: float = SYNC_SECONDS) -> None:
+    def __init__(self, runtime: TrackingRuntime, keep_seconds: float, sync_seconds: float = SYNC_SECONDS) -> None:
         self.runtime = runtime
         self.keep_seconds = keep_seconds
         self.sync_seconds = sync_seconds
@@ -114,8 +141,8 @@ class KeptStreams:
 
     def _subscribe(self, handle: Handle) -> _Kept:
         inbox: queue.Queue = queue.Queue()
-        tracker, subscriptions = self.runtime._track(handle, inbox.put)
-        self.runtime._hold(handle)
+        tracker, subscriptions = self.runtime.track(handle, inbox.put)
+        self.runtime.hold(handle)
         return _Kept(handle, tracker, subscriptions, inbox, time.monotonic())
 
     def _observe(self, entry: _Kept) -> Observation | None:
@@ -184,7 +211,7 @@ class KeptStreams:
             entry.closed = True
         self.runtime.informers.unsubscribe(entry.subscriptions)
         entry.tracker.close()
-        self.runtime._release_after_watch(entry.handle)
+        self.runtime.release_after_watch(entry.handle)
 
     # ----- the reaper ----------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import queue
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
 EVIDENCE_FINALIZER = c.EVIDENCE_FINALIZER
-EVIDENCE_SUFFIX = "-evidence"
+EVIDENCE_SUFFIX = c.EVIDENCE_CONFIGMAP_SUFFIX
 WATCH_TIMEOUT_RANGE_SECONDS = (300, 600)  # client-go reflector: minWatchTimeout 5 min, times 1 + rand
 EVIDENCE_MAX_BYTES = 512 * 1024  # well under the 1 MiB ConfigMap limit
 EVIDENCE_MAX_PODS = 64
@@ -63,6 +64,8 @@ RUN_RECORD_KEY = "record.json"
 # each): every failed pod, then the ones kept from earlier, then a few waiting ones (a gang's pending pods
 # wait for one reason, so a few of them tell it).
 EVENT_FAILED_PODS_MAX = 8
+# A direct look reads the events of its objects one list each up to this many, else one list of the namespace.
+EVENT_LISTS_PER_LOOK = 2
 EVENT_WAITING_PODS_MAX = 3
 # What a long-lived process (a Flyte connector, an Airflow triggerer) passes as `keep_streams_seconds`:
 # several of the engine's poll intervals (Flyte's is ~30 s), so a polled run stays subscribed between polls.
@@ -102,6 +105,7 @@ class KubernetesRuntime:
         evidence_finalizer: bool = False,
         cancel_timeout_seconds: float = 120.0,
         keep_streams_seconds: float | None = None,
+        read_only: bool = False,
     ) -> None:
         if api_client is None:
             api_client = default_api_client()
@@ -116,6 +120,8 @@ class KubernetesRuntime:
         self.tick_seconds = tick_seconds
         self.evidence_finalizer = evidence_finalizer
         self.cancel_timeout_seconds = cancel_timeout_seconds
+        # A reader (`jobset explain`) observes as a run does, evidence ConfigMap included, but never writes one.
+        self.read_only = read_only
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self._evidence: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -139,7 +145,7 @@ class KubernetesRuntime:
 
     # ----- generic object access ----------------------------------------------------------------------
 
-    def _sanitize(self, obj: Any) -> dict[str, Any]:
+    def sanitize(self, obj: Any) -> dict[str, Any]:
         return self.api_client.sanitize_for_serialization(obj)
 
     def _create(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +156,7 @@ class KubernetesRuntime:
         try:
             if obj["apiVersion"] == "v1":
                 method = {"Service": self.core.create_namespaced_service, "ConfigMap": self.core.create_namespaced_config_map}[kind]
-                return self._sanitize(self.retry.call(method, ns, obj))
+                return self.sanitize(self.retry.call(method, ns, obj))
             return self.retry.call(
                 self.custom.create_namespaced_custom_object, group=group, version=version, namespace=ns, plural=PLURALS[kind], body=obj
             )
@@ -159,11 +165,15 @@ class KubernetesRuntime:
                 raise
             raise explain_api_error(exc, ("create", PLURALS[kind], group)) from None
 
+    def read(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """One object (a JobSet, Job, Pod, Service or ConfigMap) by name, or None when it does not exist."""
+        return self._get(api_version, kind, name, namespace or self.namespace or "default")
+
     def _get(self, api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         try:
             if api_version == "v1":
                 method = {"Service": self.core.read_namespaced_service, "ConfigMap": self.core.read_namespaced_config_map, "Pod": self.core.read_namespaced_pod}[kind]
-                return self._sanitize(self.retry.call(method, name, namespace))
+                return self.sanitize(self.retry.call(method, name, namespace))
             group, version = _group_version(api_version)
             return self.retry.call(
                 self.custom.get_namespaced_custom_object, group=group, version=version, namespace=namespace, plural=PLURALS[kind], name=name
@@ -272,7 +282,7 @@ class KubernetesRuntime:
         """Every JobSet and Job of one run (the ledger), across attempts."""
         selector = f"{RUN_KEY_LABEL}={run_key}"
         out: list[dict[str, Any]] = []
-        for group, version, plural, kind in (("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"), ("batch", "v1", "jobs", "Job")):
+        for group, version, plural, kind in ((c.JOBSET_API_GROUP, c.JOBSET_API_VERSION_NAME, c.JOBSET_PLURAL, "JobSet"), ("batch", "v1", "jobs", "Job")):
             try:
                 listing = self.retry.call(
                     self.custom.list_namespaced_custom_object, group=group, version=version, namespace=namespace,
@@ -291,19 +301,19 @@ class KubernetesRuntime:
     # ----- watch ------------------------------------------------------------------------------------
 
     def _main_ref(self, handle: Handle) -> tuple[str, str, str]:
-        return ("jobset.x-k8s.io", "v1alpha2", "jobsets") if handle.kind == "JobSet" else ("batch", "v1", "jobs")
+        return (c.JOBSET_API_GROUP, c.JOBSET_API_VERSION_NAME, c.JOBSET_PLURAL) if handle.kind == "JobSet" else ("batch", "v1", "jobs")
 
     def _pod_selector(self, handle: Handle) -> str:
         if handle.kind == "JobSet":
-            return f"jobset.sigs.k8s.io/jobset-name={handle.name}"
-        return f"batch.kubernetes.io/job-name={handle.name}"
+            return f"{c.JOBSET_NAME_LABEL}={handle.name}"
+        return f"{c.JOB_NAME_LABEL}={handle.name}"
 
     def watch(self, handle: Handle) -> Iterator[Observation]:
         """Observations of one attempt on every change and at least every tick; close the generator to stop."""
         events: queue.Queue = queue.Queue()
-        tracker, subscriptions = self._track(handle, events.put)
+        tracker, subscriptions = self.track(handle, events.put)
         try:
-            self._hold(handle)
+            self.hold(handle)
             last_yield = 0.0
             while True:
                 try:
@@ -323,7 +333,7 @@ class KubernetesRuntime:
         finally:
             self.informers.unsubscribe(subscriptions)
             tracker.close()
-            self._release_after_watch(handle)
+            self.release_after_watch(handle)
 
     async def awatch(self, handle: Handle) -> AsyncIterator[Observation]:
         """The same observations for async callers (an Airflow trigger, a Flyte connector).
@@ -339,9 +349,9 @@ class KubernetesRuntime:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is listening any more
                 loop.call_soon_threadsafe(events.put_nowait, item)
 
-        tracker, subscriptions = self._track(handle, sink)
+        tracker, subscriptions = self.track(handle, sink)
         try:
-            self._hold(handle)
+            self.hold(handle)
             last_yield = 0.0
             while True:
                 try:
@@ -361,9 +371,9 @@ class KubernetesRuntime:
         finally:
             self.informers.unsubscribe(subscriptions)
             await asyncio.shield(offload(tracker.close))
-            await asyncio.shield(offload(self._release_after_watch, handle))
+            await asyncio.shield(offload(self.release_after_watch, handle))
 
-    def _track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> tuple[_Tracker, list[Subscription]]:
+    def track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> tuple[_Tracker, list[Subscription]]:
         """A tracker of one attempt and its subscriptions to the shared streams (a watch's, or a kept poll's)."""
         tracker = _Tracker(self, handle)
         subscriptions = self._subscribe(handle, sink)
@@ -391,7 +401,7 @@ class KubernetesRuntime:
             raise
         return subscriptions
 
-    def _release_after_watch(self, handle: Handle) -> None:
+    def release_after_watch(self, handle: Handle) -> None:
         self._forget(handle, watched=True)
         if not self.evidence_finalizer:
             return
@@ -418,7 +428,8 @@ class KubernetesRuntime:
         jobs = self._child_jobs(handle) if handle.kind == "JobSet" else []
         kept = self._kept_pod_names(handle)
         worth = _pods_worth_events(pods, kept)
-        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *_child_job_names(main), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
+        names = [ev.name_of(main), *(ev.name_of(j) for j in jobs), *ev.child_job_names(main), *self._jobs_of(handle, pods, [*pods, *kept]), *worth]
+        names += ev.template_claims(main)
         return _Related(jobs, self._events_named(handle.namespace, names), self._kueue_workloads(main), str(ev.meta(main).get("resourceVersion") or ""))
 
     def _jobs_of(self, handle: Handle, pods: Mapping[str, dict[str, Any]], pod_names: Sequence[str]) -> list[str]:
@@ -433,17 +444,30 @@ class KubernetesRuntime:
         return names
 
     def _events_named(self, namespace: str, names: Sequence[str]) -> list[dict[str, Any]]:
-        """The events of these objects, one server-selected list each (as the stream's `obj:` index finds
-        them: by name), in the order a watch gives them."""
+        """The events of these objects, in the order a watch gives them. A few objects: one server-selected
+        list each (as the stream's `obj:` index finds them: by name); more: one list of the namespace's
+        events, kept here for these objects, so that a look costs the same for 3 pods or 3,000 (from the
+        API server's watch cache, `resourceVersion=0`, as a reflector's first list)."""
+        wanted = list(dict.fromkeys(names))
         seen: dict[str, dict[str, Any]] = {}
-        for name in dict.fromkeys(names):
+        if len(wanted) > EVENT_LISTS_PER_LOOK:
+            chosen = set(wanted)
+            for item in self._list_events(namespace, None):
+                if ev.involved(item)[1] in chosen:
+                    seen[ev.name_of(item)] = item
+            return _by_time(seen.values())
+        for name in wanted:
             for item in self._list_events(namespace, f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}"):
                 seen[ev.name_of(item)] = item
         return _by_time(seen.values())
 
-    def _list_events(self, namespace: str | None, field_selector: str) -> list[dict[str, Any]]:
-        """Events selected by the server (never the namespace's, filtered here)."""
-        items = self._sanitize(self.retry.call(self.core.list_namespaced_event, namespace, field_selector=field_selector).items)
+    def _list_events(self, namespace: str | None, field_selector: str | None) -> list[dict[str, Any]]:
+        """Events selected by the server, or (no selector) the namespace's from the watch cache."""
+        if field_selector is None:
+            call = functools.partial(self.core.list_namespaced_event, namespace, resource_version="0")
+        else:
+            call = functools.partial(self.core.list_namespaced_event, namespace, field_selector=field_selector)
+        items = self.sanitize(self.retry.call(call).items)
         for item in items:
             item.setdefault("kind", "Event")
         return items
@@ -472,7 +496,7 @@ class KubernetesRuntime:
     def _child_jobs(self, handle: Handle) -> list[dict[str, Any]]:
         listing = self.retry.call(
             self.custom.list_namespaced_custom_object, group="batch", version="v1", namespace=handle.namespace,
-            plural="jobs", label_selector=f"jobset.sigs.k8s.io/jobset-name={handle.name}",
+            plural="jobs", label_selector=f"{c.JOBSET_NAME_LABEL}={handle.name}",
         )
         items = listing.get("items", [])
         for item in items:
@@ -504,8 +528,8 @@ class KubernetesRuntime:
             if exc.status != 404:
                 raise
         self._load_evidence(handle)
-        pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
-        if [pod for pod in pods if self._on_pod(handle, pod)]:
+        pods = self.sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
+        if [pod for pod in pods if self._on_pod(handle, pod)] and not self.read_only:
             self._store_evidence(handle, main)
         observation = self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
         self._forget(handle)
@@ -535,29 +559,42 @@ class KubernetesRuntime:
         live pods only, and removed (ungated) as soon as the pod is terminal, failed or not. A Succeeded
         pod that kept it would hang forever once its JobSet is deleted, since no watcher is left by then.
         """
-        name = ev.name_of(pod)
         meta = ev.meta(pod)
         ours = EVIDENCE_FINALIZER in (meta.get("finalizers") or [])
         failed = ev.pod_has_failed(pod)
-        terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        terminal = (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
         if self.evidence_finalizer and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self._set_finalizer(handle.namespace, pod, add=True)
-        new = False
-        if failed:
-            self._load_evidence(handle)  # what an earlier process stored is kept too, not overwritten
-            key = (handle.namespace, handle.name)
-            with self._lock:
-                kept = self._evidence.setdefault(key, {})
-                new = name not in kept or kept[name].get("status") != pod.get("status")
-                if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
-                    kept[name] = ev.compact_pod(pod)
+        new = self._keep(handle, pod) if failed or ev.pod_worth_keeping(pod) else self._drop_kept(handle, pod)
         if ours and (failed or terminal):
             self._set_finalizer(handle.namespace, pod, add=False)
         return new
 
+    def _keep(self, handle: Handle, pod: dict[str, Any]) -> bool:
+        """Keep (or refresh) the record of a pod worth keeping; True when it changed."""
+        self._load_evidence(handle)  # what an earlier process stored is kept too, not overwritten
+        name, meta = ev.name_of(pod), ev.meta(pod)
+        with self._lock:
+            kept = self._evidence.setdefault((handle.namespace, handle.name), {})
+            # A deletion is news too: a kept pod that waits for an image is no longer stuck once deleted.
+            deleting = bool(meta.get("deletionTimestamp")) and name in kept and not ev.meta(kept[name]).get("deletionTimestamp")
+            new = name not in kept or kept[name].get("status") != pod.get("status") or deleting
+            if new and (name in kept or len(kept) < EVIDENCE_MAX_PODS):
+                kept[name] = ev.compact_pod(pod)
+        return new
+
+    def _drop_kept(self, handle: Handle, pod: dict[str, Any]) -> bool:
+        """A kept pod that waited for its image and runs now: that wait explains nothing any more."""
+        with self._lock:
+            kept = self._evidence.get((handle.namespace, handle.name))
+            if kept is None or ev.name_of(pod) not in kept:
+                return False
+            del kept[ev.name_of(pod)]
+            return True
+
     def _release_finalizers(self, handle: Handle) -> int:
         """Remove our finalizer from every pod of one submission; returns how many were released."""
-        pods = self._sanitize(
+        pods = self.sanitize(
             self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items
         )
         held = [p for p in pods if EVIDENCE_FINALIZER in (ev.meta(p).get("finalizers") or [])]
@@ -599,7 +636,7 @@ class KubernetesRuntime:
                     listing = self.retry.call(
                         self.core.list_namespaced_pod, namespace, field_selector=f"metadata.name={ev.name_of(pod)}"
                     )
-                    found = self._sanitize(listing.items)
+                    found = self.sanitize(listing.items)
                     if not found:
                         return
                     pod = found[0]
@@ -627,12 +664,13 @@ class KubernetesRuntime:
         key = (handle.namespace, name)
         if key in self._evidence_stored:  # it exists: one patch, not a read of the owner, a 409 and a patch
             try:
-                self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": {"pods.json": data}})
+                self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": {c.EVIDENCE_PODS_KEY: data}})
                 return
             except ApiException as exc:
                 if exc.status != 404:
                     raise
                 self._evidence_stored.discard(key)
+                owner = None  # it was deleted, most likely with its owner: the owner as last seen may be gone
         group, version, plural = self._main_ref(handle)
         main = owner if owner is not None and ev.meta(owner).get("uid") else self._get(f"{group}/{version}", handle.kind, handle.name, handle.namespace)
         if main is None or ev.meta(main).get("deletionTimestamp"):
@@ -646,7 +684,7 @@ class KubernetesRuntime:
                 "labels": {RUN_KEY_LABEL: handle.run_key},
                 "ownerReferences": [ev.owner_reference({**main, "apiVersion": f"{group}/{version}", "kind": handle.kind})],
             },
-            "data": {"pods.json": data},
+            "data": {c.EVIDENCE_PODS_KEY: data},
         }
         try:
             self.retry.call(self.core.create_namespaced_config_map, handle.namespace, body)
@@ -656,7 +694,7 @@ class KubernetesRuntime:
             self.retry.call(self.core.patch_namespaced_config_map, name, handle.namespace, {"data": body["data"]})
         self._evidence_stored.add(key)
 
-    def _hold(self, handle: Handle) -> None:
+    def hold(self, handle: Handle) -> None:
         """One more watch of this attempt here: its kept pods stay in memory until the last one ends."""
         with self._lock:
             key = (handle.namespace, handle.name)
@@ -680,10 +718,7 @@ class KubernetesRuntime:
         if not stored:
             return
         self._evidence_stored.add((handle.namespace, handle.name + EVIDENCE_SUFFIX))
-        try:
-            pods = json.loads((stored.get("data") or {}).get("pods.json") or "[]")
-        except ValueError:
-            return
+        pods = ev.kept_pods(stored)
         with self._lock:
             kept = self._evidence.setdefault((handle.namespace, handle.name), {})
             for pod in pods:
@@ -766,7 +801,7 @@ class KubernetesRuntime:
     def cleanup(self, namespace: str, run_key: str | None = None) -> int:
         """Remove our evidence finalizer from every pod of the namespace that still has it (pods do not
         carry the run key, so `run_key` is accepted for symmetry only); returns how many were freed."""
-        pods = self._sanitize(self.retry.call(self.core.list_namespaced_pod, namespace).items)
+        pods = self.sanitize(self.retry.call(self.core.list_namespaced_pod, namespace).items)
         freed = 0
         for pod in pods:
             if EVIDENCE_FINALIZER in (ev.meta(pod).get("finalizers") or []):
@@ -848,9 +883,15 @@ class _Tracker:
         self.runtime._store_evidence(self.handle, self.main)
 
     def close(self) -> None:
-        """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins)."""
+        """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins).
+
+        The owner is read again rather than taken as last seen: the run may have deleted it since (a stuck
+        attempt is ended before its watch closes), and a ConfigMap owned by a deleted object would be left.
+        """
         try:
-            self.flush(now=True)
+            if self._dirty_since is not None:
+                self._dirty_since = None
+                self.runtime._store_evidence(self.handle)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not store the evidence of %s: %s", self.handle.name, exc)
 
@@ -917,6 +958,7 @@ class _Tracker:
 
     def _events(self, main: Mapping[str, Any], jobs: list[dict[str, Any]], reread: bool) -> list[dict[str, Any]]:
         names = {*self.members, *(ev.name_of(j) for j in jobs), *self.runtime._kept_pod_names(self.handle)}
+        names.update(ev.template_claims(main))
         seen: dict[str, dict[str, Any]] = {}
         if self.events is not None:
             for name in names:
@@ -930,17 +972,6 @@ class _Tracker:
 
 def _by_time(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(events, key=lambda e: (str(e.get("lastTimestamp") or e.get("eventTime") or ""), ev.name_of(e)))
-
-
-def _child_job_names(main: Mapping[str, Any]) -> list[str]:
-    """A JobSet's child Jobs by the names its controller gives them, `<jobset>-<replicatedJob>-<index>`: a
-    restart deletes and recreates them, and a look in between lists none, though their events (which
-    failure the restart answered) are still there under those names."""
-    if main.get("kind") != "JobSet":
-        return []
-    name = ev.name_of(main)
-    rjobs = (main.get("spec") or {}).get("replicatedJobs") or []
-    return [f"{name}-{rj.get('name')}-{i}" for rj in rjobs for i in range(ev.count(rj.get("replicas")) or 1)]
 
 
 def _pods_worth_events(pods: Mapping[str, dict[str, Any]], kept: Sequence[str]) -> list[str]:

@@ -19,6 +19,7 @@ import tenacity
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from . import constants as c
 from .constants import CLIENT_RESPONSE_BODY_LOG, CLIENT_REST_LOGGER, FORBIDDEN_MESSAGE_PATTERN
 from .offload import IO_THREADS
 
@@ -69,9 +70,7 @@ class UnreachableError(KubeApiError):
 
 # Where the identity came from, kept on the client's Configuration so that errors can name it.
 CONTEXT_ATTRIBUTE = "jobset_context"
-JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 JOBSET_CONTROLLER_VERSION = "v0.12"
-RESOURCE_NOT_FOUND_MESSAGE = "the server could not find the requested resource"
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 KUBECONFIG_ENV = "KUBECONFIG"
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -281,7 +280,7 @@ def describe_call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[str, 
         return verb, kwargs.get("plural", "?"), kwargs.get("group", "?")
     resource = name.replace("_namespaced_", "_").split("_", 1)[-1].replace("_status", "")
     plural = resource if resource.endswith("s") else resource + "s"
-    group = "batch" if plural == "jobs" else ""
+    group = c.BATCH_API_GROUP if plural == "jobs" else ""
     return verb, plural, group
 
 
@@ -298,7 +297,7 @@ def explain_api_error(exc: ApiException, call: tuple[str, str, str]) -> KubeApiE
     if exc.status == 401:
         return KubeApiError(f"unauthorized: {message}; check the kubeconfig or service account token", 401)
     if exc.status == 422:
-        return KubeApiError(f"the API server rejected the object: {message}", 422, "Invalid")
+        return KubeApiError(f"the API server rejected the object: {message}", 422, c.STATUS_INVALID)
     if exc.status == 404:
         return explain_not_found(exc, call, message)
     return KubeApiError(f"Kubernetes API {verb} {resource} failed: {exc.status} {message}", exc.status)
@@ -314,7 +313,7 @@ def explain_forbidden(message: str, call: tuple[str, str, str]) -> KubeApiError:
         f"forbidden: {_one_line(message)}. Grant verb {verb!r} on {where} to this identity "
         "(see plugins/kubernetes/rbac.yaml)",
         403,
-        "Forbidden",
+        c.STATUS_FORBIDDEN,
     )
 
 
@@ -328,20 +327,20 @@ def explain_not_found(exc: ApiException, call: tuple[str, str, str], message: st
             f"namespace {namespace!r} does not exist; create it (kubectl create namespace {namespace}) or "
             "submit to another namespace",
             404,
-            "NotFound",
+            c.STATUS_NOT_FOUND,
         )
-    if resource == "jobsets" and (not details or RESOURCE_NOT_FOUND_MESSAGE in message or "page not found" in message):
+    if resource == "jobsets" and (not details or c.STATUS_MESSAGE_RESOURCE_NOT_FOUND in message or "page not found" in message):
         return KubeApiError(
-            f"the JobSet CRD {JOBSET_CRD} is not installed; install the JobSet controller "
+            f"the JobSet CRD {c.JOBSET_CRD} is not installed; install the JobSet controller "
             f"{JOBSET_CONTROLLER_VERSION} or later (https://jobset.sigs.k8s.io/docs/installation/)",
             404,
-            "NotFound",
+            c.STATUS_NOT_FOUND,
         )
     if not details and group:
         return KubeApiError(
-            f"the API server does not serve {resource} in API group {group!r}: is its CRD installed?", 404, "NotFound"
+            f"the API server does not serve {resource} in API group {group!r}: is its CRD installed?", 404, c.STATUS_NOT_FOUND
         )
-    return KubeApiError(f"Kubernetes API {verb} {resource} failed: 404 {message}", 404, "NotFound")
+    return KubeApiError(f"Kubernetes API {verb} {resource} failed: 404 {message}", 404, c.STATUS_NOT_FOUND)
 
 
 def _status_details(exc: ApiException) -> dict[str, Any]:

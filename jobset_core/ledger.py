@@ -7,7 +7,8 @@ free interruption also carries `FREE_ANNOTATION`, so the submission itself is no
 free interruptions leave no trace in its status (its podFailurePolicy `Ignore`s them), so the watcher keeps
 their count in `FREE_INTERRUPTIONS_ANNOTATION`. Attempts the run deletes itself (stuck, over the free cap)
 are kept in the run record (`Submission.to_dict`), because their objects, and so their part of the ledger,
-are gone.
+are gone. An attempt the user cleared to run the task again (`CLEARED_ANNOTATION`, or `cleared` in the run
+record) stays in the history and keeps its attempt number, but spends nothing: the run starts over.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from jobset_core import evidence as ev
 from jobset_core.constants import (  # noqa: F401  (importable from here, as the first release had them)
     ATTEMPT_ANNOTATION,
     CANCELLED_ANNOTATION,
+    CLEARED_ANNOTATION,
     CONDITION_FAILED,
     CONDITION_FAILURE_TARGET,
     FREE_ANNOTATION,
@@ -41,14 +43,19 @@ class Submission:
     free: bool = False
     outcome: str | None = None
 
+    free_in_place: int = 0  # a gang Job's pods replaced for free (podFailurePolicy Ignore)
+    cleared: bool = False  # thrown away by the user to run again: history only
+
     @property
     def counted_attempts(self) -> int:
+        if self.cleared:
+            return 0
         return (0 if self.free else 1) + self.counted_restarts
-
-    free_in_place: int = 0  # a gang Job's pods replaced for free (podFailurePolicy Ignore)
 
     @property
     def free_interruptions(self) -> int:
+        if self.cleared:
+            return 0
         return (1 if self.free else 0) + max(0, self.restarts - self.counted_restarts) + self.free_in_place
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,6 +67,7 @@ class Submission:
             "free": self.free,
             "outcome": self.outcome,
             "freeInPlace": self.free_in_place,
+            "cleared": self.cleared,
         }
 
     @classmethod
@@ -72,6 +80,7 @@ class Submission:
             free=bool(data.get("free", False)),
             outcome=data.get("outcome"),
             free_in_place=int(data.get("freeInPlace", 0)),
+            cleared=bool(data.get("cleared", False)),
         )
 
 
@@ -84,31 +93,41 @@ class Ledger:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def spent(self) -> tuple[Submission, ...]:
+        """The submissions of the run as it stands: every one but those the user cleared."""
+        return tuple(s for s in self.submissions if not s.cleared)
+
+    @property
+    def cleared(self) -> tuple[Submission, ...]:
+        return tuple(s for s in self.submissions if s.cleared)
+
+    @property
     def counted_attempts(self) -> int:
         """Attempts that count against `retries + 1`; the engine's number is a lower bound (objects may be
-        gone after their TTL) but never adds to what the cluster shows."""
+        gone after their TTL) but never adds to what the cluster shows. The engine counts from its own
+        fresh start after a clear, as the cluster does."""
         from_cluster = sum(s.counted_attempts for s in self.submissions)
         if self.engine_attempt is None:
             return from_cluster
-        free_submissions = sum(1 for s in self.submissions if s.free)
+        free_submissions = sum(1 for s in self.spent if s.free)
         return max(from_cluster, self.engine_attempt + 1 - free_submissions)
 
     @property
     def attempts(self) -> int:
         """Every attempt, counted or free: sum over submissions of (1 + restarts)."""
-        return sum(1 + s.restarts for s in self.submissions)
+        return sum(1 + s.restarts for s in self.spent)
 
     @property
     def in_cluster_restarts(self) -> int:
-        return sum(s.restarts for s in self.submissions)
+        return sum(s.restarts for s in self.spent)
 
     @property
     def resubmissions(self) -> int:
-        return max(0, len(self.submissions) - 1)
+        return max(0, len(self.spent) - 1)
 
     @property
     def free_interruptions(self) -> int:
-        return sum(s.free_interruptions for s in self.submissions)
+        return sum(s.free_interruptions for s in self.spent)
 
     @property
     def next_attempt(self) -> int:
@@ -123,7 +142,11 @@ class Ledger:
         ]
         if self.free_interruptions:
             parts.append(f"{self.free_interruptions} free interruption{'s' if self.free_interruptions != 1 else ''}")
-        return " + ".join(parts) + " used"
+        text = " + ".join(parts) + " used"
+        if self.cleared:
+            names = ", ".join(s.name for s in self.cleared)
+            text += f"; {len(self.cleared)} cleared attempt{'s' if len(self.cleared) != 1 else ''} not counted ({names})"
+        return text
 
     def with_submission(self, submission: Submission) -> Ledger:
         kept = tuple(s for s in self.submissions if s.name != submission.name)
@@ -161,6 +184,7 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
     attempt = ev.count(annotations.get(ATTEMPT_ANNOTATION))
     status = obj.get("status") or {}
     free = annotations.get(FREE_ANNOTATION) == "true"
+    cleared = annotations.get(CLEARED_ANNOTATION) == "true"
     outcome = annotations.get(OUTCOME_ANNOTATION)
     free_in_place = 0
     if obj.get("kind") == "JobSet":
@@ -179,6 +203,7 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
         free=free,
         outcome=outcome,
         free_in_place=free_in_place,
+        cleared=cleared,
     )
 
 

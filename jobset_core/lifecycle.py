@@ -14,7 +14,8 @@ itself. Nothing is remembered between two calls.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -23,7 +24,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.budget import RetryDecision, RetryPolicy
-from jobset_core.failures import Diagnosis, diagnose
+from jobset_core.diagnosis import Diagnosis, diagnose
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import (
     CANCELLED_ANNOTATION,
@@ -33,7 +34,7 @@ from jobset_core.ledger import (
     Submission,
     submission_from_object,
 )
-from jobset_core.runtime import Handle, Observation, State
+from jobset_core.runtime import Handle, Observation, State, state_of
 
 # Waiting reasons (kubelet, scheduler, Kueue) the cluster never ends by itself: a Job whose pods wait in
 # them stays active forever, so the watcher ends the attempt after the policy's grace period.
@@ -48,6 +49,11 @@ STUCK_REASONS = frozenset(
         c.REASON_RUN_CONTAINER_ERROR,
         c.POD_REASON_UNSCHEDULABLE,
         c.KUEUE_REASON_DEACTIVATED,  # a deactivated Workload is never admitted again
+        c.EVENT_FAILED_CREATE,  # the API server refuses the Job's pods (quota, a webhook, PodSecurity)
+        c.EVENT_FAILED_BINDING,  # a claim the PV controller cannot bind keeps the pods Pending
+        c.EVENT_PROVISIONING_FAILED,
+        c.REASON_START_ERROR,  # an image that cannot run (another CPU architecture, a command not in it)
+        c.REASON_STUCK_TERMINATING,  # a pod on a node that stopped reporting blocks its replacement
     }
 )
 # The JobSet controller writes status.restarts about 50 ms before the event that names the failed Job: a
@@ -125,6 +131,42 @@ class Step:
 # The step
 
 
+@dataclass(frozen=True)
+class AppReport:
+    """What the application itself reported about its failure, beside its exit code (an engine's error file:
+    flytekit writes one per worker): the exception line, and whether the user marked it recoverable."""
+
+    worker: str
+    line: str
+    code: str
+    recoverable: bool
+    source: str = "the application's error report"
+
+
+# The summary's quote of a failed container's log tail: "exited 1 at 12:00:00Z: <tail>".
+_LOG_EXCERPT = re.compile(r"(exited \d+[^:;]* at \S+?): [^;]*")
+
+
+def refine(diagnosis: Diagnosis | None, reports: Sequence[AppReport], policy: RetryPolicy) -> tuple[Diagnosis | None, RetryPolicy]:
+    """An application error as the application reported it: its exception quoted, and retryable when the user
+    marked it recoverable. The decision stays this step's: the same policy with that exit code retryable, over
+    the same ledger, so the budget is spent and checked the one way (and recorded on the object as decided)."""
+    if diagnosis is None or diagnosis.kind is not FailureKind.APPLICATION_ERROR or not reports:
+        return diagnosis, policy
+    named = [r for r in reports if diagnosis.pod and (r.worker == diagnosis.pod or r.worker.startswith(f"{diagnosis.pod}-"))]
+    report = (named or list(reports))[0]
+    kind = "recoverable" if report.recoverable else "non-recoverable"
+    # A log tail ends with the engine's framing lines: quote the exception itself instead.
+    summary = _LOG_EXCERPT.sub(lambda m: f"{m.group(1)}: {report.line}", diagnosis.summary, count=1)
+    if report.line not in summary:
+        summary = f"{summary}; {report.line}"
+    evidence = [*diagnosis.evidence, f"{report.source} of {report.worker or 'a replica'}: {report.code} ({kind})"]
+    refined = replace(diagnosis, summary=f"{summary} ({kind} user exception)", retryable=report.recoverable, evidence=evidence)
+    if report.recoverable and diagnosis.exit_code is not None:
+        policy = replace(policy, retryable_exit_codes=(*policy.retryable_exit_codes, diagnosis.exit_code))
+    return refined, policy
+
+
 def assess(
     handle: Handle,
     observation: Observation,
@@ -133,18 +175,20 @@ def assess(
     now: datetime,
     *,
     cancelled: bool = False,
+    reports: Sequence[AppReport] = (),
 ) -> Step:
     """Decide what the run does after this observation of its attempt `handle`.
 
     `ledger` is what the run spent, from the cluster and the run record; the live attempt's entry is
     refreshed here from the observation, which is newer than any listing. The step carries the ledger it
-    decided with.
+    decided with. `reports` are what the application reported of its failure (see `refine`): an input of the
+    decision, never a second decision after it.
     """
     current = _current_submission(handle, observation, policy)
     recorded = next((s for s in ledger.submissions if s.name == handle.name and s.outcome), None)
     if current is not None and recorded is None:
         ledger = ledger.with_submission(current)
-    step = _assess(handle, observation, ledger, policy, now, current, recorded, cancelled)
+    step = _assess(handle, observation, ledger, policy, now, current, recorded, cancelled, reports)
     return replace(step, ledger=ledger)
 
 
@@ -157,9 +201,10 @@ def _assess(
     current: Submission | None,
     recorded: Submission | None,
     cancelled: bool,
+    reports: Sequence[AppReport] = (),
 ) -> Step:
     main = observation.main
-    diagnosis = diagnose_observation(observation, policy, now) if main is not None else None
+    diagnosis, policy = refine(diagnose_observation(observation, policy, now) if main is not None else None, reports, policy)
     progress = progress_of(observation, diagnosis, now, current)
 
     if cancelled or (main is not None and ev.meta(main).get("annotations", {}).get(CANCELLED_ANNOTATION)):
@@ -226,7 +271,7 @@ def free_pod_disruptions(observation: Observation, policy: RetryPolicy) -> int:
         return 0
     if FailureKind.PREEMPTED not in policy.retry_on:
         return 0
-    return len({ev.name_of(p) for p in observation.pods if ev.condition(p, "DisruptionTarget")})
+    return len({ev.name_of(p) for p in observation.pods if ev.condition(p, c.CONDITION_DISRUPTION_TARGET)})
 
 
 def _current_submission(handle: Handle, observation: Observation, policy: RetryPolicy) -> Submission | None:
@@ -288,6 +333,61 @@ def next_is_free(obj: Mapping[str, Any]) -> bool | None:
     if not isinstance(data, dict) or "counted" not in data:
         return None
     return bool(data.get("retry")) and not data["counted"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Starting: take over what runs, or submit the next attempt, free or counted
+
+
+def adoptable(objects: Sequence[Mapping[str, Any]], cleared: set[str]) -> Mapping[str, Any] | None:
+    """The attempt a (re)started run takes over instead of submitting (never submit twice): the newest live
+    one, else the newest that succeeded. One being deleted or cancelled is not taken over, nor one a clear
+    made history (`cleared`: from the run record; the object may say so too)."""
+    current = [o for o in sorted(objects, key=_attempt_number)
+               if not _is_cleared(o) and ev.name_of(o) not in cleared]
+    live = [o for o in current if _is_live(o)]
+    done = [o for o in current if state_of(o) is State.SUCCEEDED]
+    return (live or done or [None])[-1]
+
+
+def is_live(obj: Mapping[str, Any]) -> bool:
+    """Active and not being deleted: an object being deleted (a cancel, an ended attempt) is never adopted."""
+    return _is_live(obj)
+
+
+def _is_live(obj: Mapping[str, Any]) -> bool:
+    annotations = ev.meta(obj).get("annotations") or {}
+    return not state_of(obj).terminal and not ev.meta(obj).get("deletionTimestamp") and not annotations.get(CANCELLED_ANNOTATION)
+
+
+def _is_cleared(obj: Mapping[str, Any]) -> bool:
+    sub = submission_from_object(obj)
+    return sub is not None and sub.cleared
+
+
+def _attempt_number(obj: Mapping[str, Any]) -> int:
+    sub = submission_from_object(obj)
+    return sub.attempt if sub else 0
+
+
+def next_submission_free(ledger: Ledger, objects: Sequence[Mapping[str, Any]]) -> tuple[bool | None, Mapping[str, Any] | None]:
+    """Whether the engine's resubmission after the run's newest attempt is free, from what was recorded: its
+    outcome in the run record (an attempt the run ended itself, stuck or over the cap, never makes the next one
+    free), else the outcome written on its object. (None, obj) when nothing says: the caller looks at `obj`
+    once and asks `free_after(step)`."""
+    newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
+    if newest is None or newest.cleared or recorded_outcome(newest)[0] is not None:
+        return False, None
+    obj = next((o for o in objects if ev.name_of(o) == newest.name), None)
+    if obj is None:
+        return False, None
+    known = next_is_free(obj)
+    return (known, None) if known is not None else (None, obj)
+
+
+def free_after(step: Step) -> bool:
+    """Whether the step decided a free retry: the next submission spends nothing."""
+    return step.action is Action.RESUBMIT and step.decision is not None and not step.decision.counted
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -376,12 +476,7 @@ def progress_of(
     spec = main.get("spec") or {}
     kueue = _kueue_note(diagnosis)
     if main.get("kind") != "JobSet":
-        total = ev.count(spec.get("parallelism")) or 1
-        ready = min(total, ev.count(status.get("ready")) + ev.count(status.get("succeeded")))
-        return Progress(
-            state, ready, total, "pods", current.restarts, current.counted_restarts,
-            ev.count(spec.get("backoffLimit")), (), kueue, current.free_in_place,
-        )
+        return _gang_job_progress(main, state, current, kueue)
     wanted = {rj.get("name"): ev.count(rj.get("replicas")) or 1 for rj in spec.get("replicatedJobs") or []}
     ready = sum(
         1
@@ -392,6 +487,17 @@ def progress_of(
     causes = _restart_causes(diagnosis, current.restarts, observation.jobs if not state.terminal else None, now)
     return Progress(
         state, ready, len(wanted), "replicated jobs", current.restarts, current.counted_restarts, max_restarts, causes, kueue
+    )
+
+
+def _gang_job_progress(main: Mapping[str, Any], state: State, current: Submission, kueue: str | None) -> Progress:
+    """A gang Job's progress: its pods ready or done out of its parallelism, its pod replacements."""
+    status, spec = main.get("status") or {}, main.get("spec") or {}
+    total = ev.count(spec.get("parallelism")) or 1
+    ready = min(total, ev.count(status.get("ready")) + ev.count(status.get("succeeded")))
+    return Progress(
+        state, ready, total, "pods", current.restarts, current.counted_restarts,
+        ev.count(spec.get("backoffLimit")), (), kueue, current.free_in_place,
     )
 
 

@@ -100,22 +100,25 @@ class _Inliner:
         for key, value in node.items():
             if key == "$ref" or (doc == "root" and key in ("$schema", "$id")):
                 continue  # the inlined schema has no reference left to resolve against its $id
-            if key == _SUBSCHEMA_MAP and isinstance(value, dict):
-                out[key] = {name: self.schema(sub, doc) for name, sub in value.items()}
-            elif key in _SUBSCHEMA:
-                out[key] = self.schema(value, doc)
-            elif key in _SUBSCHEMA_LIST and isinstance(value, list):
-                out[key] = [self.schema(sub, doc) for sub in value]
-            elif key in _DATA or key.startswith("x-"):
-                out[key] = value
-            else:
-                raise _CannotInline(f"keyword {key!r}")
+            out[key] = self.keyword(key, value, doc)
         if "$ref" not in node:
             return out
         target = self.definition(node["$ref"], doc)
         if not isinstance(target, dict) or not set(out) <= _ANNOTATIONS:
             raise _CannotInline(f"$ref {node['$ref']!r} beside {sorted(out)}")
         return {**target, **out}
+
+    def keyword(self, key: str, value: Any, doc: str) -> Any:
+        """One keyword's value, inlined: subschemas resolved, plain data copied, anything else refused."""
+        if key == _SUBSCHEMA_MAP and isinstance(value, dict):
+            return {name: self.schema(sub, doc) for name, sub in value.items()}
+        if key in _SUBSCHEMA:
+            return self.schema(value, doc)
+        if key in _SUBSCHEMA_LIST and isinstance(value, list):
+            return [self.schema(sub, doc) for sub in value]
+        if key in _DATA or key.startswith("x-"):
+            return value
+        raise _CannotInline(f"keyword {key!r}")
 
     def definition(self, ref: Any, doc: str) -> Any:
         url, _, pointer = ref.partition("#") if isinstance(ref, str) else ("", "", "")

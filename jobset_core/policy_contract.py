@@ -17,7 +17,6 @@ from jobset_core import constants as c
 from jobset_core.evidence import as_list, as_map
 from jobset_core.kinds import FailureKind
 
-SIGTERM_EXIT_CODE = c.SIGTERM_EXIT_CODE
 # batch/v1 PodFailurePolicyOnExitCodesRequirement.values allows at most 255 entries; we always add 143.
 MAX_EXIT_CODE_VALUES = 255
 # JobSet failurePolicy rule names, as used in the captures from the real controller.
@@ -35,7 +34,7 @@ EXIT_CODE_RULE_INDEX = 1
 
 def exit_codes_counted(retryable_exit_codes: Iterable[int]) -> list[int]:
     """Exit codes the Job counts (instead of failing at once): SIGTERM and the policy's retryable codes."""
-    return sorted({SIGTERM_EXIT_CODE, *retryable_exit_codes})
+    return sorted({c.SIGTERM_EXIT_CODE, *retryable_exit_codes})
 
 
 def pod_failure_policy(
@@ -135,7 +134,7 @@ def policy_exit_codes(jobset: Mapping[str, Any] | None, jobs: Iterable[Mapping[s
             on = as_map(rule.get("onExitCodes"))
             if rule.get("action") == c.FAIL_JOB and on.get("operator") == "NotIn":
                 values = [v for v in as_list(on.get("values")) if isinstance(v, int) and not isinstance(v, bool)]
-                return frozenset(v for v in values if v != SIGTERM_EXIT_CODE)
+                return frozenset(v for v in values if v != c.SIGTERM_EXIT_CODE)
     return None
 
 

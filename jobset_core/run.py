@@ -18,16 +18,17 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from jobset_core import evidence as ev
+from jobset_core import record as records
 from jobset_core.budget import RetryDecision, RetryPolicy
+from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
-from jobset_core.failures import Diagnosis
 from jobset_core.kinds import FailureKind
 from jobset_core.ledger import (
     ATTEMPT_ANNOTATION,
@@ -36,25 +37,28 @@ from jobset_core.ledger import (
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
     Ledger,
-    Submission,
     submission_from_object,
 )
 from jobset_core.lifecycle import (
     Action,
+    AppReport,
     Progress,
     Step,
+    adoptable,
     assess,
     diagnose_observation,
-    next_is_free,
+    free_after,
+    is_live,
+    next_submission_free,
     notes_for,
-    recorded_outcome,
 )
 from jobset_core.offload import offload
-from jobset_core.runtime import Handle, Observation, Runtime, State, marked_cancelled, state_of
+from jobset_core.runtime import Handle, Observation, Runtime, State, marked_cancelled
 from jobset_core.spec import GangJobSpec, JobSetSpec
 from jobset_core.validation import MAX_LABEL_LENGTH
 
 log = logging.getLogger(__name__)
+RUN_LOG = log  # the logger every run's events go to: engines that show them elsewhere check it is heard
 
 # Kept for callers of the first release: the states are `State` members now.
 SUCCEEDED, FAILED, RUNNING, PENDING, SUSPENDED, GONE = (
@@ -65,9 +69,6 @@ SUCCEEDED, FAILED, RUNNING, PENDING, SUSPENDED, GONE = (
     State.SUSPENDED,
     State.GONE,
 )
-RECORD_ENDED = "ended"
-RECORD_POLICY = "policy"
-RECORD_NOT_BEFORE = "nextAttemptAfter"
 # How long what `resume` read (the run's objects and record) stands in for the first `step`'s own read: a
 # poller calls them back to back; a step much later reads the cluster again.
 RESUMED_READ_SECONDS = 5.0
@@ -188,14 +189,18 @@ def _attempt_of(obj: Mapping[str, Any]) -> int:
     return sub.attempt if sub else 0
 
 
-def _live(obj: Mapping[str, Any]) -> bool:
-    """Active and not being deleted: an object being deleted (a cancel, an ended attempt) is never adopted."""
-    annotations = ev.meta(obj).get("annotations") or {}
-    return (
-        not state_of(obj).terminal
-        and not ev.meta(obj).get("deletionTimestamp")
-        and not annotations.get(CANCELLED_ANNOTATION)
-    )
+def _check_run_arguments(spec: Any, run_key: Any, engine_attempt: Any, resubmit: bool) -> None:
+    """Bad input is one SpecError naming the argument, before anything is read or submitted."""
+    if spec is not None:
+        if not isinstance(spec, (JobSetSpec, GangJobSpec)):
+            raise SpecError("spec", f"{spec!r} is not a JobSetSpec or GangJobSpec", None)
+        spec.validate()
+    elif resubmit:
+        raise SpecError("spec", "is needed to resubmit", "pass the spec, or resubmit=False to let the engine resubmit")
+    if not isinstance(run_key, str) or not run_key:
+        raise SpecError("run_key", f"{run_key!r} is not a run key", "use make_run_key(execution_id, task_name)")
+    if engine_attempt is not None and (isinstance(engine_attempt, bool) or not isinstance(engine_attempt, int) or engine_attempt < 0):
+        raise SpecError("engine_attempt", f"must be an integer >= 0, got {engine_attempt!r}", None)
 
 
 @dataclass
@@ -229,16 +234,7 @@ class JobSetRun:
         sleep: Callable[[float], None] = time.sleep,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        if spec is not None:
-            if not isinstance(spec, (JobSetSpec, GangJobSpec)):
-                raise SpecError("spec", f"{spec!r} is not a JobSetSpec or GangJobSpec", None)
-            spec.validate()
-        elif resubmit:
-            raise SpecError("spec", "is needed to resubmit", "pass the spec, or resubmit=False to let the engine resubmit")
-        if not isinstance(run_key, str) or not run_key:
-            raise SpecError("run_key", f"{run_key!r} is not a run key", "use make_run_key(execution_id, task_name)")
-        if engine_attempt is not None and (isinstance(engine_attempt, bool) or not isinstance(engine_attempt, int) or engine_attempt < 0):
-            raise SpecError("engine_attempt", f"must be an integer >= 0, got {engine_attempt!r}", None)
+        _check_run_arguments(spec, run_key, engine_attempt, resubmit)
         self._base_retry = spec.retry if spec is not None else None
         self.policy: RetryPolicy = spec.policy if spec is not None else RetryPolicy(retries=0)
         # The resolved policy travels with the spec: building manifests never re-reads the platform default.
@@ -359,7 +355,7 @@ class JobSetRun:
         engine = self.engine_attempt
         if before_current and engine is not None:
             engine = engine - 1 if engine > 0 else None
-        ended = [Submission.from_dict(s) for s in record.get(RECORD_ENDED, [])]
+        ended = records.ended_submissions(record)
         return Ledger.from_objects(objects, self.run_key, engine).with_ended(ended)
 
     def _fix_policy(self, objects: list[dict[str, Any]], record: Mapping[str, Any] | None) -> None:
@@ -374,7 +370,7 @@ class JobSetRun:
                     continue
                 break
         if stored is None and record:
-            stored = record.get(RECORD_POLICY)
+            stored = record.get(records.POLICY)
         if isinstance(stored, Mapping):
             self.policy = RetryPolicy.from_annotation(stored, base=self._base_retry)
             if self.spec is not None:
@@ -423,14 +419,12 @@ class JobSetRun:
         record = record or {}
         self._fix_policy(objects, record)
         mine = sorted(objects, key=_attempt_of)
-        live = [o for o in mine if _live(o)]
-        done = [o for o in mine if state_of(o) is State.SUCCEEDED]
-        if live or done:
-            obj = (live or done)[-1]
+        obj = adoptable(mine, records.cleared_names(record))
+        if obj is not None:
             self.handle = handle_of(obj, self.run_key, self.namespace)
             self._base = self._ledger(objects, record)
             self.attempts = [handle_of(o, self.run_key, self.namespace) for o in mine]
-            if live:
+            if is_live(obj):
                 self._emit(EventType.ADOPTED, f"adopted {self.handle.kind} {self.handle.name} (attempt {self.handle.attempt}) instead of submitting again")
             return self.handle
         if self.spec is None:
@@ -438,23 +432,11 @@ class JobSetRun:
         if not objects:
             self._emit(EventType.POLICY, f"retry budget: {self.policy.describe()}")
         ledger = self._ledger(objects, record, before_current=True)
-        return self._submit(ledger, free=self._previous_was_free(ledger, mine))
-
-    def _previous_was_free(self, ledger: Ledger, objects: list[dict[str, Any]]) -> bool:
-        """Whether the engine's resubmission after the newest attempt is free: its recorded outcome, else one
-        look at it. An attempt the run ended itself (stuck, over the cap) never makes the next one free."""
-        newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
-        if newest is None or recorded_outcome(newest)[0] is not None:
-            return False
-        obj = next((o for o in objects if ev.name_of(o) == newest.name), None)
-        if obj is None:
-            return False
-        known = next_is_free(obj)
-        if known is not None:
-            return known
-        handle = handle_of(obj, self.run_key, self.namespace)
-        step = assess(handle, self.runtime.observe(handle), self._ledger(), self.policy, self._now())
-        return step.action is Action.RESUBMIT and step.decision is not None and not step.decision.counted
+        free, look_at = next_submission_free(ledger, mine)
+        if free is None and look_at is not None:  # nothing recorded how it ended: one look, decided by the step
+            handle = handle_of(look_at, self.run_key, self.namespace)
+            free = free_after(assess(handle, self.runtime.observe(handle), self._ledger(), self.policy, self._now()))
+        return self._submit(ledger, free=bool(free))
 
     def _submit(self, ledger: Ledger, *, free: bool) -> Handle:
         remaining = self.policy.remaining(ledger)
@@ -479,12 +461,14 @@ class JobSetRun:
 
     # ----- one step ---------------------------------------------------------------------------------
 
-    def _step_on(self, handle: Handle, observation: Observation) -> Step:
+    def _step_on(self, handle: Handle, observation: Observation,
+                 reports: Callable[[], Sequence[AppReport]] | None = None) -> Step:
         """Assess one observation and do the I/O it asks for; an ended attempt is decided at once."""
         if observation.cancelled or marked_cancelled(observation.main):
             self._seen_cancelled.add(handle.name)  # once gone, it was cancelled, not deleted by someone else
         cancelled = self._cancel.is_set() or handle.name in self._seen_cancelled
-        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled)
+        found = tuple(reports()) if reports is not None and observation.state is State.FAILED else ()
+        step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled, reports=found)
         self._report(handle, step)
         notes = notes_for(step, handle, observation)
         if notes:
@@ -503,8 +487,7 @@ class JobSetRun:
         """Record what the attempt spent where it outlives the attempt, then delete it, then decide."""
         assert step.ended is not None
         record = self._record()
-        ended = [s for s in record.get(RECORD_ENDED, []) if s.get("name") != handle.name]
-        record.update({RECORD_ENDED: [*ended, step.ended.to_dict()], RECORD_POLICY: self.policy.to_annotation()})
+        record = records.with_ended(record, step.ended, self.policy.to_annotation())
         self._write_record(record)
         what = "cannot make progress" if step.ended and '"stuck"' in (step.ended.outcome or "") else "is stopped"
         self._emit(EventType.STUCK, f"{handle.name} {what}: {step.diagnosis.summary if step.diagnosis else ''}; ending it", handle)
@@ -641,15 +624,17 @@ class JobSetRun:
                 return await offload(self._conclude_now, handle)
             handle = await offload(self._resubmit, step)
 
-    def step(self, handle: Handle | None = None) -> RunResult:
+    def step(self, handle: Handle | None = None, reports: Callable[[], Sequence[AppReport]] | None = None) -> RunResult:
         """One observation and what it calls for, for engines that poll; `done=False` means ask again.
 
         With `resubmit=True` a retry is submitted here (not before its backoff delay, kept in the run
-        record), and the result carries the new handle to keep.
+        record), and the result carries the new handle to keep. `reports` reads what the application itself
+        reported (an engine's error files); it is called only when the attempt failed, and the step decides
+        with it.
         """
         handle = self._known(handle)
         self._base = self._step_ledger()
-        step = self._step_on(handle, self.runtime.observe(handle))
+        step = self._step_on(handle, self.runtime.observe(handle), reports)
         if step.action is Action.WAIT:
             return self._result(handle, step, done=False)
         if step.action is Action.RESUBMIT and self.resubmit and not self._cancel.is_set():
@@ -662,15 +647,15 @@ class JobSetRun:
         assert step.decision is not None
         record = self._record()
         now = self._now()
-        due = ev.parse_time(record.get(RECORD_NOT_BEFORE))
+        due = ev.parse_time(record.get(records.NOT_BEFORE))
         if due is None and step.decision.delay_seconds:
             due = datetime.fromtimestamp(now.timestamp() + step.decision.delay_seconds, UTC)
-            record.update({RECORD_NOT_BEFORE: due.isoformat(), RECORD_POLICY: self.policy.to_annotation()})
+            record.update({records.NOT_BEFORE: due.isoformat(), records.POLICY: self.policy.to_annotation()})
             self._write_record(record)
             self._emit(EventType.RETRY, f"waiting {step.decision.delay_seconds:.0f}s before attempt {step.decision.attempt}", handle)
         if due is not None and now < due:
             return self._result(handle, step, done=False)
-        if record.pop(RECORD_NOT_BEFORE, None) is not None:
+        if record.pop(records.NOT_BEFORE, None) is not None:
             self._write_record(record)
         new = self._submit(self._ledger(), free=not step.decision.counted)
         return RunResult(False, new, step.diagnosis, step.decision, step.ledger, list(self.attempts), done=False, progress=step.progress)
@@ -685,7 +670,7 @@ class JobSetRun:
         for obj in objects:
             handle = handle_of(obj, self.run_key, self.namespace)
             handles[handle.name] = handle
-            if _live(obj):
+            if is_live(obj):
                 self._annotate(handle, {CANCELLED_ANNOTATION: "true"})
         for handle in handles.values():
             self.runtime.cancel(handle)
@@ -702,6 +687,3 @@ class JobSetRun:
     async def astep(self, handle: Handle | None = None) -> RunResult:
         return await offload(self.step, handle)
 
-    def poll(self, handle: Handle | None = None) -> RunResult:
-        """One look for polling engines: the same as `step`."""
-        return self.step(handle)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.constants import CANCELLED_ANNOTATION
 
@@ -40,11 +41,11 @@ def state_of(obj: Mapping[str, Any] | None) -> State:
     """Top-level state of a JobSet (jobset_controller.go) or Job (job_controller.go) from its status."""
     if obj is None:
         return State.GONE
-    if ev.condition(obj, "Completed") or ev.condition(obj, "Complete"):
+    if ev.condition(obj, c.CONDITION_COMPLETED) or ev.condition(obj, c.CONDITION_COMPLETE):
         return State.SUCCEEDED
-    if ev.condition(obj, "Failed"):
+    if ev.condition(obj, c.CONDITION_FAILED):
         return State.FAILED
-    if (obj.get("spec") or {}).get("suspend") or ev.condition(obj, "Suspended"):
+    if (obj.get("spec") or {}).get("suspend") or ev.condition(obj, c.CONDITION_SUSPENDED):
         return State.SUSPENDED
     status = obj.get("status") or {}
     if obj.get("kind") == "Job":

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.budget import RetryPolicy
 from jobset_core.errors import SpecError
 from jobset_core.gang import GangBackend, PodGroupPlan, WorkloadAPI, check_gang
@@ -33,20 +34,34 @@ from jobset_core.validation import (
     check_tolerations,
 )
 
-JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 DEFAULT_CONTAINER = "main"
-JOBSET_PREFIX = "jobset.sigs.k8s.io/"
 
 # Env every pod sees, on a cluster (through the downward API) and on the local runtime alike, so code can
 # find its place in the gang the same way everywhere.
 DOWNWARD_ENV = {
-    "JOBSET_NAME": "metadata.labels['jobset.sigs.k8s.io/jobset-name']",
-    "REPLICATED_JOB_NAME": "metadata.labels['jobset.sigs.k8s.io/replicatedjob-name']",
-    "JOB_INDEX": "metadata.labels['jobset.sigs.k8s.io/job-index']",
-    "JOB_GLOBAL_INDEX": "metadata.labels['jobset.sigs.k8s.io/job-global-index']",
-    "RESTART_ATTEMPT": "metadata.labels['jobset.sigs.k8s.io/restart-attempt']",
+    "JOBSET_NAME": f"metadata.labels['{c.JOBSET_NAME_LABEL}']",
+    "REPLICATED_JOB_NAME": f"metadata.labels['{c.REPLICATED_JOB_LABEL}']",
+    "JOB_INDEX": f"metadata.labels['{c.JOB_INDEX_LABEL}']",
+    "JOB_GLOBAL_INDEX": f"metadata.labels['{c.JOB_GLOBAL_INDEX_LABEL}']",
+    "RESTART_ATTEMPT": f"metadata.labels['{c.RESTART_ATTEMPT_LABEL}']",
 }
-COORDINATOR_ENV = ("COORDINATOR_ADDRESS", "metadata.annotations['jobset.sigs.k8s.io/coordinator']")
+COORDINATOR_ENV = ("COORDINATOR_ADDRESS", f"metadata.annotations['{c.COORDINATOR_KEY}']")
+
+
+def _check_dependencies(path: str, index: int, rj: ReplicatedJob, deps: Sequence[DependsOn], earlier: list[str]) -> None:
+    """JobSet's dependsOn rules: not on the first replicated job, one entry, naming a job listed before."""
+    if deps and index == 0:
+        raise SpecError(f"{path}.depends_on", "the first replicated job cannot depend on another", "reorder the replicated jobs")
+    if len(deps) > 1:
+        raise SpecError(f"{path}.depends_on", "JobSet supports a single dependency", "keep one entry")
+    for dep in deps:
+        if dep.name not in earlier:
+            known = earlier or ["(none)"]
+            raise SpecError(
+                f"{path}.depends_on",
+                f"{dep.name!r} is not a replicated job listed before {rj.name!r}",
+                f"use one of {', '.join(known)}",
+            )
 
 
 def _to_plain(field_name: str, value: Any) -> Any:
@@ -133,7 +148,7 @@ class DependsOn:
     """Start a replicated job only once another is Ready (or Complete)."""
 
     name: str
-    status: str = "Ready"
+    status: str = c.DEPENDS_ON_READY
 
 
 @dataclass(frozen=True)
@@ -222,10 +237,10 @@ class ReplicatedJob:
             if isinstance(dep, str):
                 dep = DependsOn(dep)
             elif isinstance(dep, Mapping):
-                dep = DependsOn(dep.get("name", ""), dep.get("status", "Ready"))
+                dep = DependsOn(dep.get("name", ""), dep.get("status", c.DEPENDS_ON_READY))
             if not isinstance(dep, DependsOn):
                 raise SpecError(f"{path}.depends_on[{i}]", f"{dep!r} is not a replicated job name", None)
-            if dep.status not in ("Ready", "Complete"):
+            if dep.status not in c.DEPENDS_ON_STATUSES:
                 raise SpecError(f"{path}.depends_on[{i}].status", f"{dep.status!r} is not Ready or Complete", None)
             out.append(dep)
         return out
@@ -295,7 +310,7 @@ class ReplicatedJob:
         container["env"] = _merge_env(_merge_env(downward, container.get("env", [])), _env_list("env", self.env))
         # The kubelet then keeps the tail of a failing container's log in its terminated state, so the
         # diagnosis can quote the error even after a restart has deleted the pod and its logs.
-        container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
+        container.setdefault("terminationMessagePolicy", c.TERMINATION_MESSAGE_FALLBACK_TO_LOGS)
         resources = _resources("resources", self.resources)
         if resources:
             merged = container.setdefault("resources", {})
@@ -402,13 +417,31 @@ class JobSetSpec:
             check_dns1123("namespace", self.namespace)
         check_labels("labels", self.labels)
         check_annotations("annotations", self.annotations)
+        self._check_replicated_jobs_list()
+        self._check_fields()
+        names, pod_specs = self._check_replicated_jobs()
+        self._check_startup_policy()
+        self._check_success_policy(names)
+        self._check_coordinator(names)
+        if self.ttl_seconds_after_finished is not None:
+            check_positive_int("ttl_seconds_after_finished", self.ttl_seconds_after_finished, allow_zero=True)
+        if self.network is not None and self.network.subdomain is not None:
+            check_dns1123("network.subdomain", self.network.subdomain)
+        self._check_gang(pod_specs)
+        self.policy  # noqa: B018 - constructing the default policy validates the platform default
+
+    def _check_replicated_jobs_list(self) -> None:
+        """`replicated_jobs` is a non-empty list (a string or a mapping is a common slip)."""
         if isinstance(self.replicated_jobs, (str, bytes, Mapping)) or not isinstance(self.replicated_jobs, (list, tuple)):
             raise SpecError(
                 "replicated_jobs", f"must be a list of ReplicatedJob, got {self.replicated_jobs!r}", "use replicated_jobs=[ReplicatedJob(...)]"
             )
         if not self.replicated_jobs:
             raise SpecError("replicated_jobs", "is empty", "give at least one ReplicatedJob(...)")
-        self._check_fields()
+
+    def _check_replicated_jobs(self) -> tuple[list[str], list[dict[str, Any]]]:
+        """Each replicated job in order: its template, a unique name, hostnames that fit, and dependencies on
+        jobs listed before it. Returns the names and the checked pod specs."""
         names: list[str] = []
         pod_specs: list[dict[str, Any]] = []
         for i, rj in enumerate(self.replicated_jobs):
@@ -419,50 +452,48 @@ class JobSetSpec:
             if rj.name in names:
                 raise SpecError(f"{path}.name", f"{rj.name!r} is used twice", "give each replicated job a unique name")
             self._check_hostname_length(path, rj)
-            deps = rj.dependencies(path)
-            if deps and i == 0:
-                raise SpecError(f"{path}.depends_on", "the first replicated job cannot depend on another", "reorder the replicated jobs")
-            if len(deps) > 1:
-                raise SpecError(f"{path}.depends_on", "JobSet supports a single dependency", "keep one entry")
-            for dep in deps:
-                if dep.name not in names:
-                    known = names or ["(none)"]
-                    raise SpecError(
-                        f"{path}.depends_on",
-                        f"{dep.name!r} is not a replicated job listed before {rj.name!r}",
-                        f"use one of {', '.join(known)}",
-                    )
+            _check_dependencies(path, i, rj, rj.dependencies(path), names)
             names.append(rj.name)
+        return names, pod_specs
+
+    def _check_startup_policy(self) -> None:
         if not isinstance(self.startup_policy, (str, type(None))) or self.startup_policy not in (None, "AnyOrder", "InOrder"):
             raise SpecError("startup_policy", f"{self.startup_policy!r} is not AnyOrder or InOrder", None)
         if self.startup_policy == "InOrder" and any(rj.depends_on for rj in self.replicated_jobs):
             raise SpecError("startup_policy", "InOrder and depends_on cannot be combined (JobSet rejects it)", "use depends_on only")
-        if self.success_policy is not None:
-            if self.success_policy.operator not in ("All", "Any"):
-                raise SpecError("success_policy.operator", f"{self.success_policy.operator!r} is not All or Any", None)
-            if isinstance(self.success_policy.target_replicated_jobs, (str, bytes)) or not isinstance(
-                self.success_policy.target_replicated_jobs, (list, tuple)
-            ):
-                raise SpecError("success_policy.target_replicated_jobs", "must be a list of replicated job names", None)
-            for target in self.success_policy.target_replicated_jobs:
-                if target not in names:
-                    raise SpecError("success_policy.target_replicated_jobs", f"{target!r} is unknown", f"use one of {', '.join(names)}")
-        if self.coordinator is not None:
-            check_positive_int("coordinator.job_index", self.coordinator.job_index, allow_zero=True)
-            check_positive_int("coordinator.pod_index", self.coordinator.pod_index, allow_zero=True)
-            rj_by_name = {rj.name: rj for rj in self.replicated_jobs}
-            chosen = self.coordinator.replicated_job
-            target = rj_by_name.get(chosen) if isinstance(chosen, str) else None
-            if target is None:
-                raise SpecError("coordinator.replicated_job", f"{self.coordinator.replicated_job!r} is unknown", f"use one of {', '.join(names)}")
-            if not 0 <= self.coordinator.job_index < target.replicas:
-                raise SpecError("coordinator.job_index", f"{self.coordinator.job_index} is out of range", f"use 0..{target.replicas - 1}")
-            if not 0 <= self.coordinator.pod_index < target.pods_per_job:
-                raise SpecError("coordinator.pod_index", f"{self.coordinator.pod_index} is out of range", f"use 0..{target.pods_per_job - 1}")
-        if self.ttl_seconds_after_finished is not None:
-            check_positive_int("ttl_seconds_after_finished", self.ttl_seconds_after_finished, allow_zero=True)
-        if self.network is not None and self.network.subdomain is not None:
-            check_dns1123("network.subdomain", self.network.subdomain)
+
+    def _check_success_policy(self, names: list[str]) -> None:
+        """The operator is All or Any and every target names a replicated job."""
+        policy = self.success_policy
+        if policy is None:
+            return
+        if policy.operator not in ("All", "Any"):
+            raise SpecError("success_policy.operator", f"{policy.operator!r} is not All or Any", None)
+        targets = policy.target_replicated_jobs
+        if isinstance(targets, (str, bytes)) or not isinstance(targets, (list, tuple)):
+            raise SpecError("success_policy.target_replicated_jobs", "must be a list of replicated job names", None)
+        for target in targets:
+            if target not in names:
+                raise SpecError("success_policy.target_replicated_jobs", f"{target!r} is unknown", f"use one of {', '.join(names)}")
+
+    def _check_coordinator(self, names: list[str]) -> None:
+        """The coordinator names a replicated job, and a job and pod index that exist in it."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        check_positive_int("coordinator.job_index", coordinator.job_index, allow_zero=True)
+        check_positive_int("coordinator.pod_index", coordinator.pod_index, allow_zero=True)
+        rj_by_name = {rj.name: rj for rj in self.replicated_jobs}
+        chosen = coordinator.replicated_job
+        target = rj_by_name.get(chosen) if isinstance(chosen, str) else None
+        if target is None:
+            raise SpecError("coordinator.replicated_job", f"{coordinator.replicated_job!r} is unknown", f"use one of {', '.join(names)}")
+        if not 0 <= coordinator.job_index < target.replicas:
+            raise SpecError("coordinator.job_index", f"{coordinator.job_index} is out of range", f"use 0..{target.replicas - 1}")
+        if not 0 <= coordinator.pod_index < target.pods_per_job:
+            raise SpecError("coordinator.pod_index", f"{coordinator.pod_index} is out of range", f"use 0..{target.pods_per_job - 1}")
+
+    def _check_gang(self, pod_specs: list[dict[str, Any]]) -> None:
         check_gang(self.gang, pod_specs)
         if isinstance(self.gang, WorkloadAPI):
             # The JobSet v0.12 CRD embeds a pod spec without workloadRef/schedulingGroup: the API server
@@ -475,7 +506,6 @@ class JobSetSpec:
             )
         if self.gang is not None:
             self.gang.validate(self.total_pods, self.suspend)
-        self.policy  # noqa: B018 - constructing the default policy validates the platform default
 
     def _check_fields(self) -> None:
         """Types of the optional parts, so that a wrong one is a SpecError and not an AttributeError later."""
@@ -571,7 +601,7 @@ class JobSetSpec:
             spec["ttlSecondsAfterFinished"] = self.ttl_seconds_after_finished
         if self.suspend is not None:
             spec["suspend"] = self.suspend
-        manifest = {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "metadata": self._metadata(), "spec": spec}
+        manifest = {"apiVersion": c.JOBSET_API_VERSION, "kind": "JobSet", "metadata": self._metadata(), "spec": spec}
         extras: list[dict[str, Any]] = []
         if self.gang is not None:
             groups = self._groups(replicated)
@@ -692,7 +722,7 @@ class GangJobSpec:
         if self.suspend is not None:
             spec["suspend"] = self.suspend
         metadata = _object_metadata(self.name, self.namespace, self.labels, self.annotations)
-        manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+        manifest = {"apiVersion": c.BATCH_API_VERSION, "kind": "Job", "metadata": metadata, "spec": spec}
         group = PodGroupPlan(self.name, self.pods, template["spec"], template["metadata"])
         extras: list[dict[str, Any]] = []
         if self.gang is not None:
@@ -707,7 +737,7 @@ class GangJobSpec:
                     "spec": {
                         "clusterIP": "None",
                         "publishNotReadyAddresses": True,
-                        "selector": {"batch.kubernetes.io/job-name": self.name},
+                        "selector": {c.JOB_NAME_LABEL: self.name},
                     },
                 }
             )

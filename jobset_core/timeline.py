@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.failures import Diagnosis
+from jobset_core.diagnosis import Diagnosis
 
 # CSS classes a reader (and a test) can rely on.
 CULPRIT = "culprit"
@@ -71,18 +72,18 @@ def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _outcome(pod: Mapping[str, Any]) -> tuple[str, int | None, str | None]:
     status = pod.get("status") or {}
     term = _terminated(pod)
-    disruption = ev.condition(pod, "DisruptionTarget")
+    disruption = ev.condition(pod, c.CONDITION_DISRUPTION_TARGET)
     code = term.get("exitCode") if term else None
     if disruption is not None:
-        return "disrupted", code, str(disruption.get("reason") or "DisruptionTarget")
+        return "disrupted", code, str(disruption.get("reason") or c.CONDITION_DISRUPTION_TARGET)
     phase = status.get("phase")
-    if phase == "Succeeded" or (term is not None and code == 0):
+    if phase == c.PHASE_SUCCEEDED or (term is not None and code == 0):
         return "succeeded", code, None
-    if phase == "Failed" or term is not None:
+    if phase == c.PHASE_FAILED or term is not None:
         return "failed", code, (term or {}).get("reason") or status.get("reason")
     if ev.meta(pod).get("deletionTimestamp"):  # being deleted while it ran: torn down with its gang
         return TORN_DOWN, None, "deleted"
-    if phase == "Running":
+    if phase == c.PHASE_RUNNING:
         return "running", None, None
     return "pending", None, None
 
@@ -95,7 +96,7 @@ def _span(pod: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
     start = start or ev.parse_time(meta.get("creationTimestamp"))
     end = ev.parse_time(term.get("finishedAt"))
     if end is None:
-        disruption = ev.condition(pod, "DisruptionTarget")
+        disruption = ev.condition(pod, c.CONDITION_DISRUPTION_TARGET)
         end = ev.parse_time((disruption or {}).get("lastTransitionTime")) or ev.parse_time(meta.get("deletionTimestamp"))
     return start, end
 
@@ -123,25 +124,36 @@ def bars(attempts: Iterable[AttemptTimeline]) -> list[Bar]:
     """Every pod of every attempt as a bar, with the culprit and the cascade after it marked."""
     out: list[Bar] = []
     for attempt in attempts:
-        culprits = _culprits(attempt)
-        rows: list[Bar] = []
-        for pod in attempt.pods:
-            start, end = _span(pod)
-            if start is None:
-                continue
-            outcome, code, reason = _outcome(pod)
-            name = ev.name_of(pod)
-            marks = tuple(sorted({mark for named, mark in culprits.items() if _same_pod(name, named)}))
-            rows.append(Bar(attempt.name, ev.restart_attempt(pod) or 0, name, start, end, outcome, code, reason, marks))
-        causes = [b for b in rows if b.marks]
-        for i, bar in enumerate(rows):
-            if bar.marks or bar.outcome not in ("failed", "disrupted", TORN_DOWN) or bar.end is None:
-                continue
-            before = [c for c in causes if c.restart == bar.restart and c.end is not None and c.end <= bar.end]
-            if before:
-                rows[i] = Bar(**{**bar.__dict__, "marks": (CASCADE,)})
+        rows = _mark_cascade(_attempt_bars(attempt))
         out.extend(sorted(rows, key=lambda b: (b.restart, b.start, b.pod)))
     return out
+
+
+def _attempt_bars(attempt: AttemptTimeline) -> list[Bar]:
+    """The attempt's pods that have started, as bars, the ones its diagnosis names as a cause marked."""
+    culprits = _culprits(attempt)
+    rows: list[Bar] = []
+    for pod in attempt.pods:
+        start, end = _span(pod)
+        if start is None:
+            continue
+        outcome, code, reason = _outcome(pod)
+        name = ev.name_of(pod)
+        marks = tuple(sorted({mark for named, mark in culprits.items() if _same_pod(name, named)}))
+        rows.append(Bar(attempt.name, ev.restart_attempt(pod) or 0, name, start, end, outcome, code, reason, marks))
+    return rows
+
+
+def _mark_cascade(rows: list[Bar]) -> list[Bar]:
+    """A pod that ended badly, unmarked, after a cause of the same restart had ended, is its cascade."""
+    causes = [b for b in rows if b.marks]
+    marked = list(rows)
+    for i, bar in enumerate(rows):
+        if bar.marks or bar.outcome not in ("failed", "disrupted", TORN_DOWN) or bar.end is None:
+            continue
+        if any(cause.restart == bar.restart and cause.end is not None and cause.end <= bar.end for cause in causes):
+            marked[i] = Bar(**{**bar.__dict__, "marks": (CASCADE,)})
+    return marked
 
 
 _STYLE = """
@@ -162,6 +174,17 @@ def _pct(t: datetime, t0: datetime, span: float) -> float:
     return max(0.0, min(100.0, (t - t0).total_seconds() / span * 100.0))
 
 
+_LEGEND = (
+    (CULPRIT, "culprit"),
+    (CASCADE, "cascade"),
+    ("disrupted", "disrupted"),
+    ("failed", "failed"),
+    (TORN_DOWN, "torn down"),
+    ("succeeded", "succeeded"),
+    ("running", "running"),
+)
+
+
 def render_timeline(
     attempts: Sequence[AttemptTimeline],
     *,
@@ -177,33 +200,52 @@ def render_timeline(
     t1 = max([*(b.end or now for b in rows), t0])
     span = max((t1 - t0).total_seconds(), 1e-3)
     esc = html.escape
+    facts = _facts(attempts, summary, budget)
+    legend = "".join(f"<span class='{cls}'>{label}</span>" for cls, label in _LEGEND)
+    lanes = _lanes(rows, t0, span, now)
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h2>{esc(title)}</h2><ul class='facts'>{''.join(facts)}</ul>"
+        f"<div class='legend'>{legend}</div>"
+        f"<div class='axis'><span>{esc(ev.format_time(t0))}</span><span>{span:.1f}s</span>"
+        f"<span>{esc(ev.format_time(t1))}</span></div>"
+        f"{''.join(lanes)}</body></html>"
+    )
+
+
+def _facts(attempts: Sequence[AttemptTimeline], summary: str | None, budget: str | None) -> list[str]:
+    """The header's list items: the summary, each attempt's outcome and causes, the budget."""
+    esc = html.escape
     facts: list[str] = []
     if summary:
         facts.append(f"<li class='summary'><b>{esc(summary)}</b></li>")
     for attempt in attempts:
         line = f"{attempt.name}: {attempt.outcome or 'no outcome yet'}"
         facts.append(f"<li class='attempt'>{esc(line)}</li>")
-        d = attempt.diagnosis
-        if d is not None:
-            for entry in d.history:
-                label = f"restart {entry.restart}" if entry.restart is not None else "final"
-                facts.append(f"<li class='cause'>{esc(f'{label}: {entry.kind} - {entry.summary}')}</li>")
-            if not d.history and d.failed:
-                facts.append(f"<li class='cause'>{esc(f'cause: {d.summary}')}</li>")
+        facts.extend(_cause_items(attempt.diagnosis))
     if budget:
         facts.append(f"<li class='budget'>budget: {esc(budget)}</li>")
-    legend = "".join(
-        f"<span class='{cls}'>{label}</span>"
-        for cls, label in (
-            (CULPRIT, "culprit"),
-            (CASCADE, "cascade"),
-            ("disrupted", "disrupted"),
-            ("failed", "failed"),
-            (TORN_DOWN, "torn down"),
-            ("succeeded", "succeeded"),
-            ("running", "running"),
-        )
-    )
+    return facts
+
+
+def _cause_items(d: Diagnosis | None) -> list[str]:
+    """One item per restart and the final failure, or one cause line when there is no history."""
+    if d is None:
+        return []
+    esc = html.escape
+    items = []
+    for entry in d.history:
+        label = f"restart {entry.restart}" if entry.restart is not None else "final"
+        items.append(f"<li class='cause'>{esc(f'{label}: {entry.kind} - {entry.summary}')}</li>")
+    if not d.history and d.failed:
+        items.append(f"<li class='cause'>{esc(f'cause: {d.summary}')}</li>")
+    return items
+
+
+def _lanes(rows: Sequence[Bar], t0: datetime, span: float, now: datetime) -> list[str]:
+    """One group heading per attempt and restart, one lane per bar (or a note that no pod started)."""
+    esc = html.escape
     lanes: list[str] = []
     group = None
     for bar in rows:
@@ -220,12 +262,4 @@ def render_timeline(
         )
     if not rows:
         lanes.append("<p class='empty'>no pod has started yet</p>")
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h2>{esc(title)}</h2><ul class='facts'>{''.join(facts)}</ul>"
-        f"<div class='legend'>{legend}</div>"
-        f"<div class='axis'><span>{esc(ev.format_time(t0))}</span><span>{span:.1f}s</span>"
-        f"<span>{esc(ev.format_time(t1))}</span></div>"
-        f"{''.join(lanes)}</body></html>"
-    )
+    return lanes

@@ -74,6 +74,7 @@ class TaskInstance:
     run_id: str
     try_number: int = 1
     map_index: int = -1
+    max_tries: int | None = None  # Airflow raises it to try_number + retries on a clear
     stats_tags: dict[str, str] = field(default_factory=dict)
     xcoms: dict[str, Any] = field(default_factory=dict)
 

@@ -35,7 +35,15 @@ from airflow.sdk.exceptions import AirflowFailException, TaskDeferred  # noqa: E
 from airflow_jobset import GangJobOperator, JobSetFailed, JobSetOperator, JobSetRetryPolicy, JobSetTrigger  # noqa: E402
 from airflow_jobset.logs import LeaderLog, leader_selector  # noqa: E402
 from airflow_jobset.operators import HANDLE_KEY, run_key_for  # noqa: E402
-from jobset_core import FailureKind, GangJobSpec, JobSetSpec, KubernetesRuntime, ReplicatedJob, RetryPolicy  # noqa: E402
+from jobset_core import (  # noqa: E402
+    FailureKind,
+    GangJobSpec,
+    JobSetSpec,
+    KubernetesRuntime,
+    ReplicatedJob,
+    RetryPolicy,
+    cleared_record,
+)
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
 from tests.kube_driver import JOBSET_API, ClusterDriver  # noqa: E402
@@ -431,6 +439,7 @@ def test_cancelling_the_trigger_stops_its_watch_and_leaves_the_jobset(server: Lo
 
     in_thread(lambda: asyncio.run(trigger.on_kill()))  # a user killed the deferred task: delete it
     driver.run_until(lambda: not jobsets(server), 20, "the JobSet to be deleted")
+    driver.run_until(lambda: not cleanups_running(), 20, "the deletion to finish")
 
 
 
@@ -492,6 +501,7 @@ def test_on_kill_deletes_the_jobset_and_the_task_fails(server: LocalApiServer, d
     assert isinstance(box.get("error"), AirflowFailException), box
     assert "cancelled" in str(box["error"])
     driver.run_until(lambda: not jobsets(server) and not server.list("v1", "Pod", NS), 20, "the JobSet to be gone")
+    driver.run_until(lambda: not cleanups_running(), 20, "the deletion to finish")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -585,3 +595,172 @@ def test_a_deferred_run_survives_api_faults_and_a_new_triggerer(server: LocalApi
     assert value["succeeded"] and "1 in-cluster restart + 0 resubmissions" in value["ledger"]
     assert len(jobsets(server)) == 1
     assert [r for r in server.requests if r.status in (500, 503, 429)], "the storm did not happen"
+
+
+# ----------------------------------------------------------------------------------------------------
+# cleanup under Airflow's way of cancelling, and clear
+
+
+USER_ACTION = "__airflow_user_action__"  # the triggerer's cancel message when a user acted on the task
+
+
+def follower_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"leader-log-{name}" and t.is_alive()]
+
+
+def cleanups_running() -> list[threading.Thread]:
+    """Deletions still going on in the background (they outlive the call that started them)."""
+    return [t for t in threading.enumerate() if t.name.startswith("jobset-cleanup-") and t.is_alive()]
+
+
+def test_the_triggers_on_kill_deletes_through_repeated_cancellation_and_a_closed_loop(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """As the triggerer does on a mark-failed: cancel the watch, await on_kill, cancel again while it
+    runs; then the event loop closes. The deletion goes on, and no follower is left reading."""
+    trigger = deferred(operator(deferrable=True), ti_for("repeat-cancel"))
+    [js] = jobsets(server)
+    name = js["metadata"]["name"]
+
+    async def as_the_triggerer() -> None:
+        watching = asyncio.ensure_future(trigger.run().__anext__())
+        await asyncio.sleep(1.0)
+        assert follower_threads(name), "the leader's log was not being followed"
+        watching.cancel(USER_ACTION)
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+        killing = asyncio.ensure_future(trigger.on_kill())
+        await asyncio.sleep(0)  # on_kill started ...
+        killing.cancel(USER_ACTION)  # ... and is cancelled again at once, as the supervisor re-sends it
+        with contextlib.suppress(asyncio.CancelledError):
+            await killing
+
+    in_thread(lambda: asyncio.run(as_the_triggerer()))  # the loop is closed when this returns
+
+    driver.run_until(lambda: not jobsets(server) and not server.list("v1", "Pod", NS), 20, "the JobSet to be deleted")
+    driver.run_until(lambda: not follower_threads(name), 10, "the log follower to end")
+    driver.run_until(lambda: not cleanups_running(), 20, "the deletion to finish")
+
+
+def test_stopping_the_log_follower_leaves_no_reader_and_the_runtime_usable(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """The follower's connection is its own and shut down on stop: the runtime's next requests answer
+    (a connection handed back to the shared pool while still being read made the next lookup hang)."""
+    spec = make_spec()
+    runtime = KubernetesRuntime(server.api_client(), NS)
+    handle = runtime.submit(dataclasses.replace(spec, namespace=NS).manifests(), run_key="follow-stop", attempt=0)
+    lines: list[str] = []
+    follower = LeaderLog(runtime, handle, leader_selector(spec, handle), "trainer", lines.append, retry_seconds=0.05).start()
+    driver.run_until(lambda: running_pod(server, "leader-0-0", 0) is not None, 20, "the leader to run")
+    leader = running_pod(server, "leader-0-0", 0)
+    server.append_log(NS, leader, "step 1\n")
+    driver.run_until(lambda: f"[{leader}] step 1" in lines, 20, "the leader's line")
+
+    follower.stop()  # returns at once: safe on an event loop
+    driver.run_until(lambda: not follower.alive, 10, "the follower thread to end")
+    for _ in range(5):  # the shared pool hands out healthy connections only
+        assert [o["metadata"]["name"] for o in in_thread(lambda: runtime.find("follow-stop", NS), 10)] == [handle.name]
+    server.append_log(NS, leader, "step 2\n")
+    time.sleep(0.3)
+    assert f"[{leader}] step 2" not in lines
+
+
+def test_a_cleared_task_runs_again_with_the_whole_budget_and_never_adopts_the_cleared_jobset(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """Try 1 runs; the user clears it and its worker dies before any cleanup (its JobSet is still live).
+    Airflow then runs try 2 with max_tries = 1 + retries: that try records attempt 0 as cleared, deletes it,
+    and submits attempt 1 with every attempt of the budget."""
+    ti, store = ti_for("clear"), StateStore()
+    op = operator(retries=2)
+    handle = op.submit_job({"ti": ti, "task_state_store": store})
+    store.set(HANDLE_KEY, handle)
+    driver.run_until(lambda: len(server.list("v1", "Pod", NS)) == 5, 20, "try 1 to run")
+    [old] = jobsets(server)
+    driver.succeed("*", jobset="train-*-1", times=None, after=0.3)
+    ti.try_number, ti.max_tries = 2, 1 + 2
+
+    value = in_thread(lambda: operator(retries=2).execute({"ti": ti, "task_state_store": store}))
+
+    assert value["succeeded"] and value["handle"]["name"].endswith("-1") and value["handle"]["attempt"] == 1
+    assert f"1 cleared attempt not counted ({old['metadata']['name']})" in value["ledger"]
+    [fresh] = jobsets(server)  # the cleared one is gone, never adopted
+    assert fresh["metadata"]["name"] == value["handle"]["name"]
+    assert fresh["spec"]["failurePolicy"]["maxRestarts"] == old["spec"]["failurePolicy"]["maxRestarts"] == 2
+
+
+def test_a_deferral_that_times_out_deletes_the_run_before_the_task_fails(server: LocalApiServer, driver: ClusterDriver) -> None:
+    from datetime import timedelta
+
+    from airflow.sdk.exceptions import TaskDeferralTimeout
+
+    ti = ti_for("deferral-timeout")
+    op = operator(deferrable=True, execution_timeout=timedelta(minutes=5))
+    with pytest.raises(TaskDeferred) as deferral:
+        op.execute({"ti": ti, "task_state_store": StateStore()})
+    assert deferral.value.timeout is not None and deferral.value.timeout <= timedelta(minutes=5)
+    assert len(jobsets(server)) == 1
+
+    with pytest.raises(TaskDeferralTimeout):
+        in_thread(lambda: operator(deferrable=True).resume_execution("__fail__", {"error": "Trigger timeout"}, {"ti": ti}))
+
+    driver.run_until(lambda: not jobsets(server), 20, "the timed-out run's JobSet to be deleted")
+
+
+def test_the_first_try_after_a_clear_is_read_from_airflows_numbers() -> None:
+    from airflow_jobset.operators import cleared_before, engine_attempt_for, first_try_for
+
+    def context(try_number: int, max_tries: int | None) -> dict[str, Any]:
+        return {"ti": TaskInstance(dag_id="d", task_id="t", run_id="r", try_number=try_number, max_tries=max_tries)}
+
+    assert first_try_for(context(1, 3), 3) == 1 and not cleared_before(context(1, 3), 3)
+    assert engine_attempt_for(context(3, 3), 3) == 2  # a plain retry
+    assert first_try_for(context(5, 7), 3) == 5 and cleared_before(context(5, 7), 3)  # cleared at try 4
+    assert engine_attempt_for(context(5, 7), 3) == 0 and engine_attempt_for(context(6, 7), 3) == 1
+    assert not cleared_before(context(6, 7), 3)  # a retry within the new run reconnects as usual
+    assert first_try_for(context(2, None), 3) == 1 and engine_attempt_for(context(2, None), 3) == 1
+
+
+def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
+    """Pure rules of `airflow_jobset.cleanup`: only a task no longer deferred lost its JobSet; a try deletes
+    its attempts and those before it, never a newer try's; a record a newer try took over stays."""
+    from airflow_jobset import cleanup
+    from jobset_core import Handle
+    from jobset_core.constants import ATTEMPT_ANNOTATION, RUN_KEY_LABEL
+
+    assert not cleanup.user_ended("deferred")  # a hand-over
+    assert all(cleanup.user_ended(state) for state in ("failed", "success", None, "scheduled", "running"))
+
+    def obj(attempt: int) -> dict[str, Any]:
+        return {"kind": "JobSet", "metadata": {"name": f"t-{attempt}", "namespace": NS, "labels": {RUN_KEY_LABEL: "k"},
+                                               "annotations": {ATTEMPT_ANNOTATION: str(attempt)}}}
+
+    objects = [obj(2), obj(0), obj(1)]
+    assert [h.name for h in cleanup.attempts_up_to(objects, "k", NS, 1)] == ["t-0", "t-1"]
+    assert [h.name for h in cleanup.attempts_up_to(objects, "k", NS, None)] == ["t-0", "t-1", "t-2"]
+
+    stored = Handle("JobSet", "t-1", NS, "k", 1)
+    record = cleared_record({"ended": [{"name": "t-0", "attempt": 0, "countedRestarts": 1}]}, [obj(1)], stored.name, stored.attempt)
+    assert [(e["name"], e["attempt"], e["cleared"]) for e in record["ended"]] == [("t-0", 0, True), ("t-1", 1, True)]
+    assert cleanup.taken_over(record, stored) and not cleanup.taken_over(record, Handle("JobSet", "t-2", NS, "k", 2))
+    assert not cleanup.taken_over(None, stored)
+
+
+def test_an_event_about_another_attempt_than_the_trys_own_defers_again_on_its_own(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """After a clear, a trigger left from the old try can resume the new one (Airflow on SQLite reuses a
+    deleted trigger's id); its event names the old attempt, so the try watches its own instead of failing."""
+    ti, store = ti_for("stale-event"), StateStore()
+    with pytest.raises(TaskDeferred) as first:
+        operator(deferrable=True).execute({"ti": ti, "task_state_store": store})
+    mine = first.value.trigger.handle
+    stale = {**mine, "name": mine["name"][:-1] + "0-old", "attempt": 0}
+    event = {"status": "done", "result": {"handle": stale, "succeeded": False, "cancelled": True, "done": True}}
+
+    with pytest.raises(TaskDeferred) as again:
+        operator(deferrable=True).execute_complete({"ti": ti, "task_state_store": store}, event)
+
+    assert again.value.trigger.handle == mine and again.value.method_name == "execute_complete"
+    assert len(jobsets(server)) == 1

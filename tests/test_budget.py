@@ -268,3 +268,20 @@ def test_a_misspelt_config_key_is_an_error_naming_file_and_key(tmp_path, text, k
         platform_default_retries({"JOBSET_CONFIG": str(config)})
     assert err.value.field == f"{config}: {key}"
     assert "[retry] with: default_retries" in str(err.value)
+
+
+def test_a_cleared_attempt_is_history_that_spends_nothing() -> None:
+    """A user cleared the task: its attempts keep their numbers (so new names never collide with theirs) and
+    are named in the ledger, but the run that follows has the whole budget."""
+    policy = RetryPolicy(retries=2)
+    cleared = Submission("train-0", 0, restarts=1, counted_restarts=1, cleared=True)
+    fresh = Submission("train-1", 1)
+    ledger = Ledger((cleared, fresh), engine_attempt=0)
+
+    assert ledger.counted_attempts == 1 and policy.remaining(ledger) == 2
+    assert ledger.in_cluster_restarts == 0 and ledger.resubmissions == 0 and ledger.free_interruptions == 0
+    assert ledger.next_attempt == 2
+    assert ledger.describe() == "0 in-cluster restarts + 0 resubmissions used; 1 cleared attempt not counted (train-0)"
+    assert Submission.from_dict(cleared.to_dict()) == cleared
+    before_clear = Ledger((Submission("train-0", 0, restarts=1, counted_restarts=1),), engine_attempt=0)
+    assert policy.remaining(before_clear) == 1  # the same attempt, not cleared, spent two

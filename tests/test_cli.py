@@ -45,6 +45,9 @@ def running_dump() -> dict[str, Any]:
     dump["jobs"] = []
     for pod in dump["pods"]:
         pod["status"] = {"phase": "Running"}
+        # Running and not being deleted: a pod left Terminating long past its deletion is stuck, not running.
+        pod["metadata"].pop("deletionTimestamp", None)
+        pod["metadata"].pop("deletionGracePeriodSeconds", None)
     dump["events"] = []
     return dump
 
@@ -165,7 +168,9 @@ def test_live_explain_uses_the_context_namespace_and_the_workloads_events(cluste
     assert out.splitlines()[0] == offline.splitlines()[0]
     event_calls = [r for r in cluster.requests if r.path.endswith("/events")]
     assert event_calls and all(f"/namespaces/{NS}/" in r.path for r in event_calls)
-    assert all("involvedObject.name" in str(r.query) for r in event_calls), "events must be read per object"
+    # one list of the namespace's events (or one per object for a tiny workload), never one per pod: the noise
+    # of other workloads there is left out, as the first line equal to the offline one shows
+    assert len(event_calls) <= 2, event_calls
 
 
 def test_live_missing_object_is_exit_2(cluster, capsys) -> None:

@@ -2,7 +2,7 @@
 the log links, every poll), with and without `keep_streams_seconds`: the real `kubernetes` client over real
 HTTP against LocalApiServer, requests counted at the server. With kept streams a poll of a running run reads
 only the ledger and the run record; a failure is diagnosed as a blocking run diagnoses it; the subscription
-ends after the keep time, at the end of the attempt and on cancel. Without them, events are read per object.
+ends after the keep time, at the end of the attempt and on cancel. Without them, a poll reads each kind once.
 """
 
 from __future__ import annotations
@@ -173,23 +173,34 @@ def test_the_subscription_ends_after_the_keep_time_at_the_end_and_on_cancel(
     assert runtime.kept.active() == 0 and runtime.informers.active() == 0
 
 
-def test_direct_polls_read_events_per_object_never_the_namespace(
+def sized_spec(name: str, workers: int) -> Any:
+    """A leader and `workers` worker Jobs of 2 pods each: 1 + 2 x workers pods."""
+    spec = make_spec(name, retries=3)
+    leader, rjob = spec.replicated_jobs
+    return type(spec)(**{**spec.__dict__, "replicated_jobs": [leader, type(rjob)(**{**rjob.__dict__, "replicas": workers})]})
+
+
+def test_a_direct_poll_costs_the_same_requests_for_5_pods_or_41(
     server: LocalApiServer, driver: ClusterDriver  # noqa: F811
 ) -> None:
-    handle = running(server, driver, make_run_key("direct", "events"))
-    runtime = make_runtime(server)
-    before = len(server.requests)
-    for _ in range(3):
-        assert not poll(runtime, handle).done
-    driver.exit("workers-0-1", 1)
-    result = poll_until_done(runtime, handle, Recorder())
-
-    requests = server.requests[before:]
-    events = [r for r in requests if r.path.endswith("/events")]
-    assert events and not unfiltered_event_lists(requests), describe(events)
-    assert all(r.query["fieldSelector"].startswith("involvedObject.name=") for r in events), describe(events)
-    assert result.diagnosis.kind is FailureKind.APPLICATION_ERROR
-    assert result.diagnosis.pod == pod_named(server, "workers-0-1")
+    """Without kept streams each poll reads directly: one list per kind, never one per pod or Job (events of
+    many objects come from one list of the namespace's, filtered here)."""
+    costs, results = {}, {}
+    for workers in (2, 20):
+        handle = JobSetRun(sized_spec(f"size{workers}", workers), make_runtime(server), run_key=make_run_key("direct", workers)).start()
+        pods = 1 + 2 * workers
+        driver.run_until(lambda h=handle, n=pods: len([p for p in driver.pods(f"jobset.sigs.k8s.io/jobset-name={h.name}")
+                                                      if (p.get("status") or {}).get("phase") == "Running"]) == n,
+                         20, f"{pods} running pods")
+        driver.exit(f"{handle.name}-workers-0-1", 1)
+        runtime = make_runtime(server)
+        result = poll_until_done(runtime, handle, Recorder())
+        before = len(server.requests)
+        again = poll(runtime, handle)
+        costs[workers] = [r for r in server.requests[before:] if not is_watch(r)]
+        results[workers] = (result.diagnosis.kind, again.diagnosis.kind)
+    assert len(costs[2]) == len(costs[20]), (describe(costs[2]), describe(costs[20]))
+    assert results[2] == results[20] == (FailureKind.APPLICATION_ERROR, FailureKind.APPLICATION_ERROR)
 
 
 @pytest.mark.parametrize("keep", [None, 30.0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 import tenacity
 
 from jobset_core import Diagnosis, FailureKind, RetryDecision, RetryPolicy, diagnose
+from jobset_core.constants import ATTEMPT_ANNOTATION
 from jobset_core.ledger import (
     CANCELLED_ANNOTATION,
     FREE_INTERRUPTIONS_ANNOTATION,
@@ -29,7 +31,15 @@ from jobset_core.ledger import (
     gang_job_restarts,
     submission_from_object,
 )
-from jobset_core.lifecycle import Action, assess, next_is_free, outcome_annotation
+from jobset_core.lifecycle import (
+    Action,
+    AppReport,
+    adoptable,
+    assess,
+    next_is_free,
+    next_submission_free,
+    outcome_annotation,
+)
 from jobset_core.runtime import Handle, Observation, State, state_of
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
@@ -179,6 +189,22 @@ def test_an_application_error_fails_without_retry() -> None:
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.APPLICATION_ERROR
     assert step.decision is not None and not step.decision.retry
     assert json.loads(outcome_annotation(step)[OUTCOME_ANNOTATION]) == {"kind": "ApplicationError", "retry": False, "counted": True}
+
+
+def test_the_applications_own_report_is_an_input_of_the_decision_and_of_what_is_recorded() -> None:
+    """A recoverable user exception (an engine's error file) makes the same failure retryable inside the step,
+    so the outcome written on the object says what the engine is told: no second decision after the step."""
+    data = capture("A2-app-error-after-restart")
+    report = AppReport("a-workers-0-0-tfbrv", "ConnectionError: parameter server went away", "USER:Recoverable", True,
+                       source="flytekit error file")
+    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW, reports=[report])
+    assert step.action is Action.RESUBMIT and step.decision is not None and step.decision.retry
+    assert step.diagnosis is not None and step.diagnosis.retryable
+    assert "ConnectionError: parameter server went away (recoverable user exception)" in step.diagnosis.summary
+    assert json.loads(outcome_annotation(step)[OUTCOME_ANNOTATION])["retry"] is True
+    fatal = replace(report, recoverable=False, line="ValueError: bad config")
+    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW, reports=[fatal])
+    assert step.action is Action.FAILED and "(non-recoverable user exception)" in step.diagnosis.summary
 
 
 def test_an_exhausted_jobset_is_decided_with_the_ledger_it_shows() -> None:
@@ -360,3 +386,28 @@ def test_a_polling_run_resubmits_only_after_the_backoff_delay(tmp_path: Path) ->
         assert result.handle is not None and result.handle.attempt == 1 and not result.done
     finally:
         cluster.close()
+
+
+def test_starting_takes_over_the_newest_live_attempt_else_the_newest_success_never_a_cleared_one() -> None:
+    def attempt(n: int, *, done: bool = False, deleting: bool = False, cleared: bool = False) -> dict:
+        annotations = {ATTEMPT_ANNOTATION: str(n), **({"jobset-plugins.io/cleared": "true"} if cleared else {})}
+        meta = {"name": f"t-{n}", "labels": {RUN_KEY_LABEL: "k"}, "annotations": annotations,
+                **({"deletionTimestamp": "2026-11-22T13:00:00Z"} if deleting else {})}
+        conditions = [{"type": "Completed", "status": "True"}] if done else []
+        return {"kind": "JobSet", "metadata": meta, "status": {"conditions": conditions}}
+
+    assert adoptable([attempt(0, done=True), attempt(1)], set())["metadata"]["name"] == "t-1"
+    assert adoptable([attempt(0, done=True), attempt(1, deleting=True)], set())["metadata"]["name"] == "t-0"
+    assert adoptable([attempt(0), attempt(1, cleared=True)], set())["metadata"]["name"] == "t-0"
+    assert adoptable([attempt(0)], {"t-0"}) is None
+
+
+def test_the_next_submission_is_free_only_when_the_newest_attempt_was_decided_a_free_retry() -> None:
+    data = capture("A1-preempted-restarted")
+    obj = data["jobset"]
+    ledger = Ledger((Submission(obj["metadata"]["name"], 0),))
+    assert next_submission_free(ledger, [obj]) == (None, obj), "nothing recorded: look once"
+    noted = copy.deepcopy(obj)
+    noted["metadata"].setdefault("annotations", {})[OUTCOME_ANNOTATION] = json.dumps({"kind": "Preempted", "retry": True, "counted": False})
+    assert next_submission_free(ledger, [noted]) == (True, None)
+    assert next_submission_free(Ledger(), []) == (False, None)

@@ -240,7 +240,10 @@ def test_preemption_restarts_in_the_cluster_then_succeeds(
         2,
     )
     starts = [line.split() for line in lines(tmp_path / "starts")]
-    assert sorted(r for _, r in starts) == ["0"] * 5 + ["1"] * 5
+    # every pod of the gang ran again after the restart; before it, the preempted one surely started (a peer
+    # may be torn down before its interpreter wrote its line on a loaded machine)
+    assert sorted(h for h, r in starts if r == "1") == sorted({h for h, _ in starts}) and len({h for h, _ in starts}) == 5
+    assert any(r == "0" and h.endswith("workers-0-1") for h, r in starts)
     status = runtime.observe(result.handle).main["status"]
     assert (status["restarts"], status["restartsCountTowardsMax"]) == (1, 1)
     diagnosis = run.diagnose(runtime.observe(result.handle))

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from jobset_core import constants as c
+
 from . import errors
 from .kinds import ResourceKind
 
@@ -76,7 +78,7 @@ def generate_name(
             kind,
             "",
             "metadata.name",
-            "FieldValueRequired",
+            c.CAUSE_FIELD_VALUE_REQUIRED,
             "Required value: name or generateName is required",
         )
     for _ in range(16):
@@ -94,7 +96,7 @@ def validate_name(kind: ResourceKind, name: str) -> None:
         kind,
         name,
         "metadata.name",
-        "FieldValueInvalid",
+        c.CAUSE_FIELD_VALUE_INVALID,
         f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
         "characters, '-' or '.', and must start and end with an alphanumeric character",
     )
@@ -104,4 +106,4 @@ def apply_create_defaults(kind: ResourceKind, obj: Obj) -> None:
     """The few defaults clients commonly rely on right after create."""
     if kind.group == "" and kind.kind in ("Pod", "Namespace"):
         status = obj.setdefault("status", {})
-        status.setdefault("phase", "Pending" if kind.kind == "Pod" else "Active")
+        status.setdefault("phase", c.PHASE_PENDING if kind.kind == "Pod" else "Active")

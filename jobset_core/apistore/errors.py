@@ -8,23 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .kinds import ResourceKind
+from jobset_core import constants as c
 
-REASONS: dict[int, str] = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    409: "Conflict",
-    410: "Expired",
-    415: "UnsupportedMediaType",
-    422: "Invalid",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
+from .kinds import ResourceKind
 
 
 class ApiError(Exception):
@@ -71,13 +57,13 @@ def _details(kind: ResourceKind, name: str, *, use_kind: bool = False) -> dict[s
 
 def not_found(kind: ResourceKind, name: str) -> ApiError:
     """404 for a missing object: ``pods "x" not found``."""
-    return ApiError(404, "NotFound", f'{kind.qualified_resource} "{name}" not found', _details(kind, name))
+    return ApiError(404, c.STATUS_NOT_FOUND, f'{kind.qualified_resource} "{name}" not found', _details(kind, name))
 
 
 def already_exists(kind: ResourceKind, name: str) -> ApiError:
     """409 for a create whose name is taken."""
     return ApiError(
-        409, "AlreadyExists", f'{kind.qualified_resource} "{name}" already exists', _details(kind, name)
+        409, c.STATUS_ALREADY_EXISTS, f'{kind.qualified_resource} "{name}" already exists', _details(kind, name)
     )
 
 
@@ -86,7 +72,7 @@ def conflict(kind: ResourceKind, name: str, why: str | None = None) -> ApiError:
     why = why or "the object has been modified; please apply your changes to the latest version and try again"
     return ApiError(
         409,
-        "Conflict",
+        c.STATUS_CONFLICT,
         f'Operation cannot be fulfilled on {kind.qualified_resource} "{name}": {why}',
         _details(kind, name),
     )
@@ -96,37 +82,37 @@ def invalid(kind: ResourceKind, name: str, field: str, cause_reason: str, detail
     """422 with one field cause, worded like apimachinery's field errors."""
     details = _details(kind, name, use_kind=True)
     details["causes"] = [{"reason": cause_reason, "message": detail, "field": field}]
-    return ApiError(422, "Invalid", f'{kind.qualified_kind} "{name}" is invalid: {field}: {detail}', details)
+    return ApiError(422, c.STATUS_INVALID, f'{kind.qualified_kind} "{name}" is invalid: {field}: {detail}', details)
 
 
 def bad_request(message: str) -> ApiError:
     """400 for malformed requests (bad selectors, bodies, names)."""
-    return ApiError(400, "BadRequest", message)
+    return ApiError(400, c.STATUS_BAD_REQUEST, message)
 
 
 def expired(requested: int | str, oldest: int) -> ApiError:
     """410 sent as a watch ERROR event when a resourceVersion is compacted."""
-    return ApiError(410, "Expired", f"too old resource version: {requested} ({oldest})")
+    return ApiError(410, c.STATUS_EXPIRED, f"too old resource version: {requested} ({oldest})")
 
 
 def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
     """415 for patch types this resource (or this server) does not accept."""
     return ApiError(
         415,
-        "UnsupportedMediaType",
+        c.STATUS_UNSUPPORTED_MEDIA_TYPE,
         f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}",
     )
 
 
 def route_not_found() -> ApiError:
     """404 for paths that name no served resource."""
-    return ApiError(404, "NotFound", "the server could not find the requested resource")
+    return ApiError(404, c.STATUS_NOT_FOUND, c.STATUS_MESSAGE_RESOURCE_NOT_FOUND)
 
 
 def method_not_allowed(method: str) -> ApiError:
     """405 for verbs not served on a path."""
     return ApiError(
-        405, "MethodNotAllowed", f"the server does not allow this method on the requested resource ({method})"
+        405, c.STATUS_METHOD_NOT_ALLOWED, f"the server does not allow this method on the requested resource ({method})"
     )
 
 
@@ -141,7 +127,7 @@ def forbidden(
         f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" '
         f'in API group "{kind.group}"{scope}'
     )
-    return ApiError(403, "Forbidden", message, _details(kind, name or ""))
+    return ApiError(403, c.STATUS_FORBIDDEN, message, _details(kind, name or ""))
 
 
 def injected(status: int, retry_after: float | None = None) -> ApiError:
@@ -152,7 +138,7 @@ def injected(status: int, retry_after: float | None = None) -> ApiError:
         503: "the server is currently unable to handle the request",
         504: "the server was unable to return a response in the time allotted, but may still be processing the request",
     }
-    reason = REASONS.get(status, "InternalError")
+    reason = c.STATUS_REASONS.get(status, c.STATUS_INTERNAL_ERROR)
     headers: dict[str, str] = {}
     details: dict[str, Any] | None = None
     if retry_after is not None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from jobset_core import constants as c
+
 PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 
 
@@ -76,16 +78,16 @@ DEFAULT_KINDS: tuple[ResourceKind, ...] = (
     ResourceKind("", "v1", "Node", "nodes", namespaced=False),
     # Jobs orphan their pods when deleted over REST without a policy: a legacy
     # default the real server keeps for batch/v1.
-    ResourceKind("batch", "v1", "Job", "jobs", default_propagation="Orphan"),
-    _crd("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
-    ResourceKind("scheduling.k8s.io", "v1alpha1", "Workload", "workloads", has_status=False),
-    ResourceKind("scheduling.k8s.io", "v1alpha2", "Workload", "workloads"),
-    ResourceKind("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
-    _crd("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"),
-    _crd("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
-    _crd("kueue.x-k8s.io", "v1beta1", "Workload", "workloads"),
-    _crd("kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
-    _crd("kueue.x-k8s.io", "v1beta1", "Workload", "workloads"),
+    ResourceKind(c.BATCH_API_GROUP, "v1", "Job", "jobs", default_propagation="Orphan"),
+    _crd(c.JOBSET_API_GROUP, "v1alpha2", "JobSet", "jobsets"),
+    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha1", "Workload", "workloads", has_status=False),
+    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha2", "Workload", "workloads"),
+    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha2", "PodGroup", "podgroups"),
+    _crd(c.COSCHEDULING_API_GROUP, "v1alpha1", "PodGroup", "podgroups"),
+    _crd(c.VOLCANO_API_GROUP, "v1beta1", "PodGroup", "podgroups"),
+    _crd(c.KUEUE_API_GROUP, "v1beta1", "Workload", "workloads"),
+    _crd(c.KUEUE_API_GROUP, "v1beta2", "Workload", "workloads"),
+    _crd(c.KUEUE_API_GROUP, "v1beta1", "Workload", "workloads"),
 )
 
 

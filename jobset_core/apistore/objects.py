@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.apistore.errors import ApiError
 from jobset_core.apistore.kinds import KindRegistry, ResourceKind
 from jobset_core.apistore.patch import PATCH_TYPE_ALIASES
@@ -92,8 +93,8 @@ class ObjectStore:
         if resource is None:
             raise ApiError(
                 404,
-                "NotFound",
-                f'the server could not find the requested resource (kind "{kind}" in "{api_version}")',
+                c.STATUS_NOT_FOUND,
+                f'{c.STATUS_MESSAGE_RESOURCE_NOT_FOUND} (kind "{kind}" in "{api_version}")',
             )
         return resource
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobset_core import constants as c
+
 from .clone import clone
 from .errors import ApiError, bad_request, unsupported_media_type
 
@@ -33,7 +35,7 @@ _DELETE_PRIMITIVE_PREFIX = "$deleteFromPrimitiveList/"
 
 
 def _unprocessable(message: str) -> ApiError:
-    return ApiError(422, "Invalid", message)
+    return ApiError(422, c.STATUS_INVALID, message)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -65,25 +67,32 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     result = clone(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if key.startswith(_DELETE_PRIMITIVE_PREFIX):
-            field = key[len(_DELETE_PRIMITIVE_PREFIX) :]
-            if isinstance(result.get(field), list) and isinstance(value, list):
-                result[field] = [item for item in result[field] if item not in value]
-            continue
-        if key.startswith("$"):
-            continue
-        if value is None:
-            result.pop(key, None)
-        elif isinstance(value, list):
-            result[key] = _strategic_list(key, result.get(key), value)
-        elif isinstance(value, dict):
-            merged = strategic_merge_patch(result.get(key), value)
-            if merged is None:
-                result.pop(key, None)
-            else:
-                result[key] = merged
-        else:
-            result[key] = clone(value)
+            _delete_from_primitive_list(result, key[len(_DELETE_PRIMITIVE_PREFIX) :], value)
+        elif not key.startswith("$"):
+            _strategic_field(result, key, value)
     return result
+
+
+def _delete_from_primitive_list(result: dict[str, Any], field: str, values: Any) -> None:
+    """``$deleteFromPrimitiveList/<field>``: drop the listed values from a primitive list."""
+    if isinstance(result.get(field), list) and isinstance(values, list):
+        result[field] = [item for item in result[field] if item not in values]
+
+
+def _strategic_field(result: dict[str, Any], key: str, value: Any) -> None:
+    """One field of a strategic merge: null deletes, lists merge by strategy, objects recurse."""
+    if value is None:
+        result.pop(key, None)
+    elif isinstance(value, list):
+        result[key] = _strategic_list(key, result.get(key), value)
+    elif isinstance(value, dict):
+        merged = strategic_merge_patch(result.get(key), value)
+        if merged is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged
+    else:
+        result[key] = clone(value)
 
 
 def _merge_key(items: list[Any]) -> str | None:
@@ -103,21 +112,26 @@ def _strategic_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
         return merged
     key = _merge_key(patch)
     if key is None or not isinstance(current, list):
-        return [
-            clone({k: v for k, v in item.items() if k != "$patch"})
-            if isinstance(item, dict)
-            else item
-            for item in patch
-            if not (isinstance(item, dict) and item.get("$patch") == "delete")
-        ]
+        return _replacement_list(patch)
+    return _merge_keyed_list(current, patch, key)
+
+
+def _replacement_list(patch: list[Any]) -> list[Any]:
+    """A list the patch replaces: its items without directives, and without the items it deletes."""
+    return [
+        clone({k: v for k, v in item.items() if k != "$patch"}) if isinstance(item, dict) else item
+        for item in patch
+        if not (isinstance(item, dict) and item.get("$patch") == "delete")
+    ]
+
+
+def _merge_keyed_list(current: list[Any], patch: list[dict[str, Any]], key: str) -> list[Any]:
+    """A keyed object list: each patch item merges into the item with the same key, is appended when
+    none has it, or deletes it with ``$patch: delete``."""
     merged = clone(current)
     for item in patch:
         index = next(
-            (
-                i
-                for i, existing in enumerate(merged)
-                if isinstance(existing, dict) and existing.get(key) == item[key]
-            ),
+            (i for i, existing in enumerate(merged) if isinstance(existing, dict) and existing.get(key) == item[key]),
             None,
         )
         if item.get("$patch") == "delete":
@@ -207,6 +221,49 @@ def _remove(doc: Any, path: str) -> tuple[Any, Any]:
     raise _unprocessable(f"doc is missing path: {path!r}")
 
 
+def _op_add(doc: Any, op: dict[str, Any]) -> Any:
+    return _add(doc, op["path"], clone(op["value"]))
+
+
+def _op_remove(doc: Any, op: dict[str, Any]) -> Any:
+    doc, _ = _remove(doc, op["path"])
+    return doc
+
+
+def _op_replace(doc: Any, op: dict[str, Any]) -> Any:
+    if _pointer(op["path"]):
+        doc, _ = _remove(doc, op["path"])
+    return _add(doc, op["path"], clone(op["value"]))
+
+
+def _op_test(doc: Any, op: dict[str, Any]) -> Any:
+    if _get(doc, op["path"]) != op["value"]:
+        raise _unprocessable(f"testing value {op['path']} failed: test failed")
+    return doc
+
+
+def _op_move_or_copy(doc: Any, op: dict[str, Any]) -> Any:
+    kind, source = op["op"], op.get("from")
+    if source is None:
+        raise bad_request(f"json patch operation {kind} needs 'from'")
+    if kind == "move":
+        doc, value = _remove(doc, source)
+    else:
+        value = clone(_get(doc, source))
+    return _add(doc, op["path"], value)
+
+
+# RFC 6902 operations, each applied to the working copy and returning it.
+_JSON_PATCH_OPS = {
+    "add": _op_add,
+    "remove": _op_remove,
+    "replace": _op_replace,
+    "test": _op_test,
+    "move": _op_move_or_copy,
+    "copy": _op_move_or_copy,
+}
+
+
 def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902 operations applied atomically to a copy of ``target``."""
     if not isinstance(operations, list):
@@ -218,28 +275,10 @@ def json_patch(target: Any, operations: Any) -> Any:
         kind, path = op["op"], op["path"]
         if kind in ("add", "replace", "test") and "value" not in op:
             raise bad_request(f"json patch operation {kind} at {path} needs a value")
-        if kind == "add":
-            doc = _add(doc, path, clone(op["value"]))
-        elif kind == "remove":
-            doc, _ = _remove(doc, path)
-        elif kind == "replace":
-            if _pointer(path):
-                doc, _ = _remove(doc, path)
-            doc = _add(doc, path, clone(op["value"]))
-        elif kind == "test":
-            if _get(doc, path) != op["value"]:
-                raise _unprocessable(f"testing value {path} failed: test failed")
-        elif kind in ("move", "copy"):
-            source = op.get("from")
-            if source is None:
-                raise bad_request(f"json patch operation {kind} needs 'from'")
-            if kind == "move":
-                doc, value = _remove(doc, source)
-            else:
-                value = clone(_get(doc, source))
-            doc = _add(doc, path, value)
-        else:
+        apply = _JSON_PATCH_OPS.get(kind) if isinstance(kind, str) else None
+        if apply is None:
             raise bad_request(f"unexpected json patch operation {kind!r}")
+        doc = apply(doc, op)
     return doc
 
 

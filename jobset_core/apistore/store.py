@@ -19,6 +19,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from jobset_core import constants as c
+
 from . import errors
 from .admission import (
     apply_create_defaults,
@@ -40,8 +42,6 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 Observer = Callable[[StoredEvent], None]
 
-FOREGROUND_FINALIZER = "foregroundDeletion"
-INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 # Server-owned metadata a client cannot change through update or patch.
 _SYSTEM_META = (
     "name",
@@ -52,6 +52,15 @@ _SYSTEM_META = (
     "deletionGracePeriodSeconds",
     "generation",
 )
+
+
+def _set_status_from(target: Obj, source: Obj) -> None:
+    """Give ``target`` a copy of ``source``'s status (none when ``source`` has none): the status
+    subresource changes only the status, the main resource never does."""
+    if "status" in source:
+        target["status"] = clone(source["status"])
+    else:
+        target.pop("status", None)
 
 
 def _content(obj: Obj) -> Obj:
@@ -112,7 +121,7 @@ class Store:
         if not self.require_namespaces or not kind.namespaced or namespace in BUILTIN_NAMESPACES:
             return
         if ("", namespace) not in self._objects.get(NAMESPACES_KEY, {}):
-            raise errors.ApiError(404, "NotFound", f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"})
+            raise errors.ApiError(404, c.STATUS_NOT_FOUND, f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"})
 
     # ------------------------------------------------------------------ reads
 
@@ -233,7 +242,7 @@ class Store:
         name = name or body_name
         if not name:
             raise errors.invalid(
-                kind, "", "metadata.name", "FieldValueRequired", "Required value: name is required"
+                kind, "", "metadata.name", c.CAUSE_FIELD_VALUE_REQUIRED, "Required value: name is required"
             )
         with self._lock:
             current = self._require(kind, namespace, name)
@@ -255,7 +264,7 @@ class Store:
             # apply_patch works on a copy of its own: the stored object is never touched
             patched = apply_patch(current, patch, content_type, strategic_allowed=kind.strategic_merge)
             if not isinstance(patched, dict):
-                raise ApiError(422, "Invalid", "the patched document is not an object")
+                raise ApiError(422, c.STATUS_INVALID, "the patched document is not an object")
             meta = object_meta(patched)
             self._check_preconditions(kind, current, meta.get("uid"), meta.get("resourceVersion"))
             return clone(self._apply_update(kind, current, patched, subresource))
@@ -333,7 +342,7 @@ class Store:
                         watcher.put(("ADDED", obj))
                 if send_initial_events:
                     bookmark = self._bookmark_object(kind)
-                    bookmark["metadata"]["annotations"] = {INITIAL_EVENTS_END: "true"}
+                    bookmark["metadata"]["annotations"] = {c.INITIAL_EVENTS_END_ANNOTATION: "true"}
                     watcher.put(("BOOKMARK", bookmark))
             else:
                 try:
@@ -439,37 +448,9 @@ class Store:
         old_meta = current["metadata"]
         if subresource == "status":
             result = clone(current)
-            if "status" in desired:
-                result["status"] = clone(desired["status"])
-            else:
-                result.pop("status", None)
+            _set_status_from(result, desired)
         else:
-            result = clone(desired)
-            result["apiVersion"], result["kind"] = kind.api_version, kind.kind
-            self._admit(kind, result)
-            meta = object_meta(result)
-            for field in _SYSTEM_META:
-                if field in old_meta:
-                    meta[field] = old_meta[field]
-                else:
-                    meta.pop(field, None)
-            if kind.has_status:
-                if "status" in current:
-                    result["status"] = clone(current["status"])
-                else:
-                    result.pop("status", None)
-            if old_meta.get("deletionTimestamp"):
-                added = [
-                    f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])
-                ]
-                if added:
-                    raise errors.invalid(
-                        kind,
-                        old_meta["name"],
-                        "metadata.finalizers",
-                        "FieldValueForbidden",
-                        f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added}",
-                    )
+            result = self._main_resource_update(kind, current, desired)
         meta = result["metadata"]
         meta["resourceVersion"] = old_meta["resourceVersion"]
         for field in ("finalizers", "ownerReferences"):
@@ -484,6 +465,33 @@ class Store:
         self._write(kind, result, "MODIFIED", current)
         for owner_uid in _owner_uids(current) - _owner_uids(result):
             self._release_foreground(owner_uid)
+        return result
+
+    def _main_resource_update(self, kind: ResourceKind, current: Obj, desired: Obj) -> Obj:
+        """A write to the object itself: admitted, server-owned metadata and the status kept from ``current``,
+        no finalizer added once deletion has started."""
+        old_meta = current["metadata"]
+        result = clone(desired)
+        result["apiVersion"], result["kind"] = kind.api_version, kind.kind
+        self._admit(kind, result)
+        meta = object_meta(result)
+        for field in _SYSTEM_META:
+            if field in old_meta:
+                meta[field] = old_meta[field]
+            else:
+                meta.pop(field, None)
+        if kind.has_status:
+            _set_status_from(result, current)
+        if old_meta.get("deletionTimestamp"):
+            added = [f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])]
+            if added:
+                raise errors.invalid(
+                    kind,
+                    old_meta["name"],
+                    "metadata.finalizers",
+                    c.CAUSE_FIELD_VALUE_FORBIDDEN,
+                    f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added}",
+                )
         return result
 
     def _write(self, kind: ResourceKind, obj: Obj, event_type: str, prev: Obj | None) -> None:
@@ -532,8 +540,8 @@ class Store:
             current = self._bucket(kind)[self._key(kind, meta.get("namespace"), meta["name"])]
         finalizers = list(current["metadata"].get("finalizers") or [])
         foreground = policy == "Foreground"
-        if foreground and FOREGROUND_FINALIZER not in finalizers:
-            finalizers.append(FOREGROUND_FINALIZER)
+        if foreground and c.FOREGROUND_DELETION_FINALIZER not in finalizers:
+            finalizers.append(c.FOREGROUND_DELETION_FINALIZER)
         if not finalizers:
             return self._remove(kind, current), True
         marked = clone(current)
@@ -604,7 +612,7 @@ class Store:
             located = self._uids.get(uid)
             owner = self._bucket(located[0]).get(located[1]) if located else None
             meta = (owner or {}).get("metadata") or {}
-            if meta.get("deletionTimestamp") and FOREGROUND_FINALIZER in (meta.get("finalizers") or []):
+            if meta.get("deletionTimestamp") and c.FOREGROUND_DELETION_FINALIZER in (meta.get("finalizers") or []):
                 current = self._bucket(kind).get(self._key(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"]))
                 if current is not None:
                     self._delete(kind, current, "Background", None)
@@ -617,12 +625,12 @@ class Store:
             return
         kind, key = located
         owner = self._bucket(kind).get(key)
-        if owner is None or FOREGROUND_FINALIZER not in (owner["metadata"].get("finalizers") or []):
+        if owner is None or c.FOREGROUND_DELETION_FINALIZER not in (owner["metadata"].get("finalizers") or []):
             return
         if any(uid in self._uids for uid in self._dependent_uids.get(owner_uid, ())):
             return
         updated = clone(owner)
-        remaining = [f for f in updated["metadata"]["finalizers"] if f != FOREGROUND_FINALIZER]
+        remaining = [f for f in updated["metadata"]["finalizers"] if f != c.FOREGROUND_DELETION_FINALIZER]
         if remaining:
             updated["metadata"]["finalizers"] = remaining
             self._write(kind, updated, "MODIFIED", owner)

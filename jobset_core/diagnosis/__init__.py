@@ -6,6 +6,8 @@ A pure pipeline, one module per step, read top to bottom:
 - `pods`: what one pod says (conditions, status reasons, containers and their `lastState`, init
   containers and sidecars, pending states);
 - `jobs`: what Jobs and events say once the pods are gone;
+- `signals`: what the kubelet and the controllers say outside a pod's status (probe kills, pull and start
+  failures, claims that never bind, pods a Job cannot create);
 - `scope`: only this workload's objects, once each, of its current restart attempt;
 - `damage`: the fields that are there but cannot be read, named in the evidence;
 - `root`: the root-cause choice across a gang (earliest wins, teardown victims set aside);

@@ -57,9 +57,14 @@ def _exit_code_finding(job: str, reason: str, message: str, when: datetime | Non
         return None
     code = int(m.group("exit_code"))
     kind = K.INTERRUPTED if code in (c.SIGKILL_EXIT_CODE, c.SIGTERM_EXIT_CODE) else K.APPLICATION_ERROR
+    text = f"{source} {job}: {message}"
+    if code == c.START_ERROR_EXIT_CODE:
+        # The pod is gone; 128 is what containerd records when it cannot start a container (StartError).
+        kind, reason = K.CONFIG_ERROR, c.REASON_START_ERROR
+        text += " (exit 128: the container runtime could not start the container, StartError)"
     return Finding(
-        kind, time=when, evidence=f"{source} {job}: {message}", pod=m.group("pod"), container=m.group("container"),
-        exit_code=code, reason=reason, job=job,
+        kind, time=when, evidence=text, pod=m.group("pod"), container=m.group("container"), exit_code=code,
+        reason=reason, job=job,
     )
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core.diagnosis import signals as sig
 from jobset_core.diagnosis.model import LONG_AGO, Finding, K
 from jobset_core.diagnosis.scope import Scope
 
@@ -57,7 +59,32 @@ def kueue_state(scope: Scope) -> Finding | None:
     text = f"{who}: {reason}: {message}".rstrip(": ")
     if DEACTIVATED.search(reason) or DEACTIVATED.search(message):
         evidence = f"Kueue deactivated the workload ({text}); it will not be admitted again"
-        return Finding(K.UNSCHEDULABLE, time=when, evidence=evidence, reason=c.KUEUE_REASON_DEACTIVATED, stuck=True)
+        return Finding(K.UNSCHEDULABLE, time=when, evidence=evidence, reason=c.KUEUE_REASON_DEACTIVATED, stuck=True, message=text)
+    if _pods_never_ready(reason, message):
+        evidence = f"Kueue evicted the workload: its pods were not all ready in time ({text})"
+        return Finding(K.UNSCHEDULABLE, time=when, evidence=evidence, reason=c.KUEUE_REASON_PODS_READY_TIMEOUT, message=text)
     if PREEMPTED.search(reason) or PREEMPTED.search(message):
         return Finding(K.PREEMPTED, time=when, evidence=f"evicted by Kueue: Preempted, requeued ({text})", reason="Preempted")
     return Finding(K.UNSCHEDULABLE, time=when, evidence=f"evicted by Kueue, requeued ({text})", reason=reason)
+
+
+def _pods_never_ready(reason: str, message: str) -> bool:
+    """Evicted for PodsReadyTimeout, or deactivated once those evictions used up Kueue's requeues."""
+    return (
+        c.KUEUE_REASON_PODS_READY_TIMEOUT in reason
+        or c.KUEUE_PODS_READY_TIMEOUT_MESSAGE in message
+        or c.KUEUE_REQUEUING_LIMIT_MESSAGE in message
+    )
+
+
+def never_ready_cause(kueue: Finding, findings: list[Finding], events: list[dict[str, Any]]) -> Finding:
+    """Why pods Kueue gave up on were never ready: an image that cannot be pulled or a container that cannot
+    start is the cause, not Kueue (the pods may be gone: their kubelet events or kept records say it)."""
+    if not _pods_never_ready(kueue.reason or "", kueue.message or ""):
+        return kueue
+    causes = [f for f in findings if f.kind in (K.IMAGE_PULL_ERROR, K.CONFIG_ERROR)]
+    causes = causes or sig.pull_or_start_findings(events)
+    if not causes:
+        return kueue
+    cause = min(causes, key=Finding.sort_key)
+    return replace(cause, stuck=True, evidence=f"{cause.evidence}; {kueue.evidence}")

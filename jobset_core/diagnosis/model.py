@@ -52,6 +52,9 @@ class Grace:
     config_error_seconds: float = 0.0
     create_container_seconds: float = 180.0
     unschedulable_seconds: float | None = 600.0
+    # A pod still not terminal this long after its deletionTimestamp (which already includes its grace
+    # period) is on a node that stopped reporting: nothing will end it by itself.
+    terminating_seconds: float | None = 300.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,10 @@ from jobset_core import evidence as ev
 from jobset_core import policy_contract as contract
 from jobset_core.diagnosis import history as hist
 from jobset_core.diagnosis import jobs as jobs_
+from jobset_core.diagnosis import signals as sig
 from jobset_core.diagnosis import summary as text
 from jobset_core.diagnosis.damage import damaged_fields
-from jobset_core.diagnosis.kueue import kueue_state, queued
+from jobset_core.diagnosis.kueue import kueue_state, never_ready_cause, queued
 from jobset_core.diagnosis.model import Diagnosis, Finding, Grace, HistoryEntry, K, retryable, short
 from jobset_core.diagnosis.pods import classify_pod
 from jobset_core.diagnosis.root import Peers, pick_root
@@ -80,15 +81,67 @@ class Evidence:
     codes: frozenset[int] | None  # the workload's retryable exit codes; None when it has no policy of ours
 
 
-def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int]) -> list[Finding]:
-    """Every current pod, each on its own: one unreadable pod is named and skipped, the others still count."""
+def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int], kills: dict[str, sig.ProbeKill]) -> list[Finding]:
+    """Every current pod, each on its own: one unreadable pod is named and skipped, the others still count.
+
+    What the pod's events add is applied here: a probe kill turns its SIGKILL into the application's
+    failure, and a claim that never binds explains why it is Pending.
+    """
     findings: list[Finding] = []
+    claims = any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in scope.events)
     for pod in scope.current_pods:
         try:
-            findings += classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes)
+            found = classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes)
+            kill = kills.get(ev.name_of(pod)) if kills else None
+            if kill is not None:
+                found = [sig.probe_killed(f, kill) for f in found]
+            if claims and all(f.kind is K.UNSCHEDULABLE for f in found):
+                found = [f for f in (sig.claim_finding(pod, scope.events, now, grace),) if f] or found
+            findings += found
         except UNREADABLE as exc:
             scope.notes.append(unreadable(f"pod {ev.name_of(pod) or '?'}", exc))
     return findings
+
+
+def _outside_pods(scope: Scope, known: set[str], kills: dict[str, sig.ProbeKill], now: datetime, grace: Grace) -> list[Finding]:
+    """Findings only events hold: probe kills, pull and start failures and deletions of pods that are gone,
+    and Jobs whose pods the API server refuses."""
+    pod_events = [e for e in scope.events if ev.involved(e)[0] == "Pod"]
+    found = _refused_jobs(scope, now, grace)
+    if not pod_events:
+        return found
+    gone = {ev.involved(e)[1] for e in pod_events} - known
+    found += [sig.probe_kill_finding(pod, kill) for pod, kill in kills.items() if pod in gone]
+    never_ran, ungraced = _deleted_records(scope)
+    found += [f for f in sig.pull_or_start_findings(pod_events, gone | never_ran) if f.pod not in kills]
+    found += sig.stopped_findings(pod_events, (gone | ungraced) - set(kills))
+    found += sig.unbound_claim_findings(scope.events, gone, now, grace)
+    return found
+
+
+def _deleted_records(scope: Scope) -> tuple[set[str], set[str]]:
+    """Pods being deleted that never ran (a kept record says only that the kubelet lost them: their pull or
+    start failure is in their events), and those whose record lacks the grace period (the kubelet's stop
+    says when their deletion came)."""
+    never_ran, ungraced = set(), set()
+    for pod in scope.current_pods:
+        meta = ev.meta(pod)
+        if "deletionTimestamp" not in meta:
+            continue
+        if not ev.pod_started(pod):
+            never_ran.add(ev.name_of(pod))
+        if "deletionGracePeriodSeconds" not in meta:
+            ungraced.add(ev.name_of(pod))
+    return never_ran, ungraced
+
+
+def _refused_jobs(scope: Scope, now: datetime, grace: Grace) -> list[Finding]:
+    """Jobs of the current attempt (any, when no Job was handed over) whose pods the API server refuses."""
+    if not any(ev.as_str(e.get("reason")) == c.EVENT_FAILED_CREATE for e in scope.events):
+        return []
+    current = {ev.name_of(j) for j in scope.current_jobs}
+    found = sig.failed_create_findings(scope.events, scope.current_pods, now, grace)
+    return [f for f in found if not scope.jobs or f.job in current]
 
 
 def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None) -> Evidence:
@@ -97,8 +150,9 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
     job_events = guarded(notes, "the Job events", lambda: jobs_.job_event_findings(scope.events, codes, pods_by_name), [])
     history, consumed = guarded(notes, "the restart history", lambda: hist.history(scope, job_events), ([], set()))
     old_end = guarded(notes, "the restart events", lambda: hist.earlier_attempts_end(scope), None)
+    kills = guarded(notes, "the probe events", lambda: sig.probe_kills(scope.events), {})
     findings: list[Finding] = []
-    findings += _classify_pods(scope, now, grace, codes or frozenset())
+    findings += _classify_pods(scope, now, grace, codes or frozenset(), kills)
     for job in scope.current_jobs:
         findings += guarded(notes, f"Job {ev.name_of(job) or '?'}", lambda job=job: jobs_.job_findings(job, scope.events, codes, pods_by_name), [])
 
@@ -108,6 +162,8 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
     findings += [f for i, f in enumerate(job_events) if i not in consumed and current(f)]
     pod_events = guarded(notes, "the pod events", lambda: jobs_.pod_event_findings(scope.events, set(pods_by_name)), [])
     findings += [f for f in pod_events if current(f)]
+    outside = guarded(notes, "the kubelet and Job events", lambda: _outside_pods(scope, set(pods_by_name), kills, now, grace), [])
+    findings += [f for f in outside if current(f)]
     return Evidence(findings, history, codes)
 
 
@@ -176,6 +232,8 @@ def verdict(scope: Scope, found: Evidence) -> Verdict:
     findings = found.findings
     js_failed = ev.condition(scope.jobset, c.CONDITION_FAILED) if scope.jobset else None
     kueue = guarded(scope.notes, "the Kueue workload", lambda: kueue_state(scope), None) if queued(scope) else None
+    if kueue is not None:
+        kueue = never_ready_cause(kueue, findings, scope.events)
     stuck = [f for f in findings if f.stuck] + ([kueue] if kueue is not None and kueue.stuck else [])
     first_job = _first_failed_job(js_failed)
     if js_failed:

@@ -9,14 +9,15 @@ eviction/, nodeshutdown/), pkg/controller/tainteviction and podgc, and the CRI r
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import WEAK, Finding, Grace, K
+from jobset_core.diagnosis.model import DISRUPTIONS, WEAK, Finding, Grace, K
+from jobset_core.diagnosis.signals import error_tail, runtime_hint
 from jobset_core.kinds import FailureKind
 
 DISRUPTION_KINDS = {
@@ -97,6 +98,28 @@ def _failed(code: int | None, reason: str | None) -> bool:
     return code not in (None, 0) or reason in TERMINATED_REASONS_WITHOUT_CODE
 
 
+def _named_termination(
+    pod: Mapping[str, Any], where: str, at: str, term: Mapping[str, Any], base: dict[str, Any]
+) -> Finding | None:
+    """Terminations whose reason or message names the cause whatever the exit code: the kernel's OOM
+    killer, a container the kubelet lost, a container the runtime could not start."""
+    code, reason, message = base["exit_code"], base["reason"], ev.as_str(term.get("message")).strip()
+    if reason == c.REASON_OOM_KILLED:
+        limit = memory_limit(pod, base["container"])
+        text = f"{where} was OOMKilled (exit {code}){at}" + (f"; memory limit {limit}" if limit else "")
+        return Finding(K.OOM_KILLED, evidence=text, memory_limit=limit, **base)
+    if reason == c.REASON_CONTAINER_STATUS_UNKNOWN:
+        detail = message or "the container could not be located"
+        return Finding(K.SYSTEM_ERROR, evidence=f"{where}: ContainerStatusUnknown exit {code}: {detail}", **base)
+    hint = runtime_hint(message) if message else None
+    if hint or reason in (c.REASON_START_ERROR, c.REASON_CONTAINER_CANNOT_RUN):
+        # The runtime's own words (`exec: "trian.py": executable file not found in $PATH`, `exec
+        # /usr/bin/python: exec format error`) name a fault of the image or its command, not of the program.
+        text = f"{where} could not start ({reason}, exit {code}): {message}" + (f" ({hint})" if hint else "")
+        return Finding(K.CONFIG_ERROR, evidence=text, message=hint or last_line(message), **base)
+    return None
+
+
 def terminated_finding(
     pod: Mapping[str, Any],
     container: str,
@@ -117,16 +140,10 @@ def terminated_finding(
     prior = " (previous run of a restarted container)" if restarted else ""
     at = f"{prior} at {ev.format_time(when)}"
     base = dict(pod=name, container=container, exit_code=code, reason=reason, node=node_of(pod), time=when, job=job)
-    if reason == c.REASON_OOM_KILLED:
-        limit = memory_limit(pod, container)
-        text = f"{where} was OOMKilled (exit {code}){at}" + (f"; memory limit {limit}" if limit else "")
-        return Finding(K.OOM_KILLED, evidence=text, memory_limit=limit, **base)
-    if reason == c.REASON_CONTAINER_STATUS_UNKNOWN:
-        detail = message or "the container could not be located"
-        return Finding(K.SYSTEM_ERROR, evidence=f"{where}: ContainerStatusUnknown exit {code}: {detail}", **base)
-    if reason in (c.REASON_START_ERROR, c.REASON_CONTAINER_CANNOT_RUN):
-        # The runtime's own words (`exec: "trian.py": executable file not found in $PATH`) are the fix.
-        return Finding(K.CONFIG_ERROR, evidence=f"{where} could not start ({reason}): {message}", message=last_line(message), **base)
+    if reason in TERMINATED_REASONS_WITHOUT_CODE or term.get("message"):
+        special = _named_termination(pod, where, at, term, base)
+        if special is not None:
+            return special
     signal = ev.as_int(term.get("signal"))
     if code == c.SIGTERM_EXIT_CODE or signal == 15:
         return Finding(K.INTERRUPTED, evidence=f"{where} exited 143 (SIGTERM){at}", **base)
@@ -173,9 +190,12 @@ def waiting_finding(
     where = f"container {container} in pod {ev.name_of(pod)}"
     timed = reason in (*IMAGE_PULL_REASONS, c.REASON_CREATE_CONTAINER_ERROR)
     text = f"{where}: {reason} for {int(waited)}s: {message}" if timed else f"{where}: {reason}: {message}"
+    # A pod being deleted (Kueue gave up on it, a person removed it) is stuck no more: what it waited for
+    # is evidence, and its replacement, if any, speaks for the present.
+    deleting = "deletionTimestamp" in ev.meta(pod)
     return Finding(
         kind, evidence=text, pod=ev.name_of(pod), container=container, reason=reason, node=node_of(pod),
-        time=since, stuck=True, job=job,
+        time=since, stuck=not deleting, job=job, message=error_tail(message) if kind is K.IMAGE_PULL_ERROR else None,
     )
 
 
@@ -279,15 +299,19 @@ def pod_level_finding(pod: Mapping[str, Any], job: str | None) -> Finding | None
     return Finding(kind, time=pod_end_time(pod), evidence=text, reason=pod_reason, **base)
 
 
-def deletion_requested(pod: Mapping[str, Any]) -> datetime | None:
+def deletion_requested(pod: Mapping[str, Any], containers: Sequence[Finding] = ()) -> datetime | None:
     """When the pod's deletion was asked for: deletionTimestamp is that moment plus the grace period."""
     deadline = ev.parse_time(ev.meta(pod).get("deletionTimestamp"))
     if deadline is None:
         return None
-    # The API server always writes the grace period with the timestamp; without it, the latest moment the
-    # deletion can have been asked for is the timestamp itself, which never makes a deletion look earlier.
-    grace = ev.as_int(ev.meta(pod).get("deletionGracePeriodSeconds")) or 0
-    return deadline - timedelta(seconds=max(0, grace))
+    grace = ev.as_int(ev.meta(pod).get("deletionGracePeriodSeconds"))
+    if grace is not None:
+        return deadline - timedelta(seconds=max(0, grace))
+    # The API server always writes the grace period with the timestamp, but a record kept by an older
+    # version of this project dropped it. The deletion was asked for before the kubelet's SIGTERM ended a
+    # container, so the earliest such end bounds it; else the timestamp itself, never too early.
+    ends = [f.time for f in containers if f.kind is K.INTERRUPTED and f.time is not None]
+    return min([deadline, *ends])
 
 
 def _with_exit_info(head: Finding, containers: list[Finding]) -> Finding:
@@ -317,6 +341,27 @@ def _pending_finding(pod: Mapping[str, Any], now: datetime, grace: Grace, job: s
     return Finding(K.UNSCHEDULABLE, time=since, evidence=text, pod=name, reason=c.POD_REASON_UNSCHEDULABLE, job=job, stuck=True)
 
 
+def stuck_terminating(pod: Mapping[str, Any], head: Finding | None, now: datetime, grace: Grace, job: str | None) -> Finding | None:
+    """A pod whose deletion the kubelet never confirmed, long past its grace period: its node stopped
+    reporting. The Job will not replace it (podReplacementPolicy Failed waits for a terminal pod) and the
+    JobSet does not see a failure, so nothing moves until someone removes it."""
+    deadline = ev.parse_time(ev.meta(pod).get("deletionTimestamp"))
+    if deadline is None or grace.terminating_seconds is None or ev.status_of(pod).get("phase") in ("Succeeded", "Failed"):
+        return None
+    overdue = (now - deadline).total_seconds()
+    if overdue < grace.terminating_seconds:
+        return None
+    name, node = ev.name_of(pod), node_of(pod)
+    since = deletion_requested(pod) or deadline
+    kind = head.kind if head is not None and head.kind in DISRUPTIONS else K.NODE_FAILURE
+    on = f" on node {node}" if node else ""
+    text = (
+        f"pod {name} has been Terminating{on} since {ev.format_time(since)}, {int(overdue)}s past its grace period: "
+        "the kubelet never confirmed it stopped" + (f"; {head.evidence}" if head is not None else "")
+    )
+    return Finding(kind, time=since, evidence=text, pod=name, node=node, job=job, reason=c.REASON_STUCK_TERMINATING, stuck=True)
+
+
 def classify_pod(
     pod: Mapping[str, Any],
     *,
@@ -328,9 +373,14 @@ def classify_pod(
     job = ev.pod_job_name(pod)
     containers = container_findings(pod, now, grace, retryable_exit_codes, job)
     head = pod_level_finding(pod, job)
+    deleting = "deletionTimestamp" in ev.meta(pod)
+    if deleting:
+        stuck = stuck_terminating(pod, head, now, grace, job)
+        if stuck is not None:
+            return [stuck]
     if head is not None:
         return [_with_exit_info(head, containers)]
-    deleted_at = deletion_requested(pod)
+    deleted_at = deletion_requested(pod, containers) if deleting else None
     if deleted_at is not None:
         # Terminated while being deleted: usually the teardown of a failing set, unless the deletion came
         # first (`root` decides, comparing `deleted_at` with every other failure).

@@ -55,7 +55,7 @@ def merge(primary: Finding, other: Finding) -> Finding:
         job=primary.job or other.job,
         teardown=primary.teardown and other.teardown,
         memory_limit=primary.memory_limit or other.memory_limit,
-        deleted_at=primary.deleted_at or other.deleted_at,
+        deleted_at=min((t for t in (primary.deleted_at, other.deleted_at) if t), default=None),
     )
 
 

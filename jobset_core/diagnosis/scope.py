@@ -33,6 +33,7 @@ class Scope:
     restarts: int  # the current restart attempt
     counted_restarts: int  # restarts counted towards maxRestarts (absent in status while 0)
     notes: list[str] = field(default_factory=list)  # what could not be read
+    _current_pods: list[Obj] | None = field(default=None, repr=False)
 
     @property
     def current_jobs(self) -> list[Obj]:
@@ -40,7 +41,10 @@ class Scope:
 
     @property
     def current_pods(self) -> list[Obj]:
-        return [p for p in self.pods if ev.restart_attempt(p) in (None, self.restarts)]
+        """Read once per diagnosis (every step asks, and a large gang makes it a pass over every pod)."""
+        if self._current_pods is None:
+            self._current_pods = [p for p in self.pods if ev.restart_attempt(p) in (None, self.restarts)]
+        return self._current_pods
 
 
 def dedupe(objects: list[Obj]) -> list[Obj]:
@@ -105,6 +109,14 @@ def _namespace(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> str:
     return ""
 
 
+def _claims(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> set[str]:
+    """The PersistentVolumeClaims the workload's pods mount (their events say why a claim never binds)."""
+    claims = set(ev.template_claims(jobset))
+    for obj in jobs:
+        claims.update(ev.template_claims({"kind": "Job", **obj}))
+    return claims | {name for pod in pods for name in ev.claim_names(pod)}
+
+
 def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: list[Obj], workloads: list[Obj]) -> Scope:
     jobs, pods, events, workloads = dedupe(jobs), dedupe(pods), dedupe(events), dedupe(workloads)
     name = ev.name_of(jobset) if jobset else _jobset_name_from_children(jobs, pods)
@@ -112,6 +124,9 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
     job_names, pod_names = {ev.name_of(j) for j in jobs}, {ev.name_of(p) for p in pods}
     pattern = _name_pattern(name, jobset, job_names)
     ns = _namespace(jobset, jobs, pods)
+    claims = _claims(jobset, jobs, pods) if any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in events) else set()
+
+    only_events = jobset is None and not jobs and not pods
 
     def mine(event: Mapping[str, Any]) -> bool:
         obj = ev.involved_object(event)
@@ -122,7 +137,11 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
         if kind == "JobSet":
             return bool(name) and obj_name == name
         if kind in ("Job", "Pod"):
+            if only_events:  # nothing to scope by: the events handed over are the workload's
+                return True
             return obj_name in (job_names if kind == "Job" else pod_names) or bool(pattern and pattern.match(obj_name))
+        if kind == "PersistentVolumeClaim":
+            return only_events or obj_name in claims
         return kind == "Workload"
 
     events = sorted((e for e in events if mine(e)), key=lambda e: ev.event_time(e) or LONG_AGO)

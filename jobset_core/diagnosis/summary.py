@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis.model import Finding, HistoryEntry, K
 from jobset_core.diagnosis.root import Peers
@@ -22,6 +23,19 @@ ACTIONABLE = {
     K.CONFIG_ERROR: "create the missing secret/configmap or fix the container command",
     K.DEADLINE_EXCEEDED: "raise the deadline or make the work shorter",
     K.UNSCHEDULABLE: "ask for fewer resources or more quota/capacity",
+}
+# What to do, when the reason says more than the kind (these replace the kind's advice above).
+ADVICE = {
+    c.REASON_LIVENESS_PROBE: "the program hung, or the probe is too strict: fix the program or raise the probe's "
+    "timeoutSeconds/failureThreshold",
+    c.REASON_STARTUP_PROBE: "the program starts slower than the startup probe allows: raise its failureThreshold or "
+    "periodSeconds",
+    c.EVENT_FAILED_BINDING: "set the claim's storageClassName to an existing StorageClass (kubectl get storageclass) or "
+    "create a PersistentVolume that matches it",
+    c.EVENT_PROVISIONING_FAILED: "fix the claim's StorageClass or its provisioner",
+    c.REASON_STUCK_TERMINATING: "its node stopped reporting and its replacement waits for it (podReplacementPolicy "
+    "Failed): force-delete the pod (kubectl delete pod --grace-period=0 --force) or taint the node "
+    "node.kubernetes.io/out-of-service",
 }
 # A line that reads as an error: a Python exception (`ValueError: ...`, `Traceback`), a Go/C++ style
 # `error:`/`fatal:`, a panic, an abort, or a Java-like `SomethingException`.
@@ -60,8 +74,34 @@ def _application_error(root: Finding, who: str, when: str, job: str | None) -> s
 def _interrupted(root: Finding, who: str, when: str, job: str | None) -> str:
     code = root.exit_code if root.exit_code is not None else "143"
     if root.reason == "Deleted" and root.deleted_at is not None:
-        return f"{who} was deleted at {ev.format_time(root.deleted_at)} (exit {code}) before anything else failed"
+        return (
+            f"{who} was deleted at {ev.format_time(root.deleted_at)} (exit {code}) by a person or a controller, "
+            "with no DisruptionTarget, eviction or node problem, before anything else failed"
+        )
     return f"{who} was terminated (exit {code}) at {when} with no application error before it"
+
+
+def _probe(root: Finding, who: str, when: str) -> str:
+    probe = "liveness" if root.reason == c.REASON_LIVENESS_PROBE else "startup"
+    said = f": {root.message}" if root.message else ""
+    return f"{who} was killed by the kubelet at {when}: its {probe} probe failed{said}"
+
+
+def _config(root: Finding, who: str, when: str, job: str | None) -> str:
+    detail = f": {root.message}" if root.message else ""
+    if root.reason == c.EVENT_FAILED_CREATE:
+        return f"job {job or root.job} has created no pod since {when}: the API server refuses them{detail}"
+    if root.reason == c.REASON_STUCK_TERMINATING:
+        return f"{who} has been stuck Terminating since {when}" + (f" on node {root.node}" if root.node else "")
+    if root.reason in c.CLAIM_EVENT_REASONS:
+        return f"{who} cannot be scheduled since {when}: its {root.message}"
+    return f"{who} cannot start ({root.reason}){detail}"
+
+
+def _application(root: Finding, who: str, when: str, job: str | None) -> str:
+    if root.reason in (c.REASON_LIVENESS_PROBE, c.REASON_STARTUP_PROBE):
+        return _probe(root, who, when)
+    return _application_error(root, who, when, job)
 
 
 def _oom(root: Finding, who: str, when: str, job: str | None) -> str:
@@ -70,17 +110,18 @@ def _oom(root: Finding, who: str, when: str, job: str | None) -> str:
 
 
 _LINES: dict[FailureKind, Callable[[Finding, str, str, str | None], str]] = {
-    K.APPLICATION_ERROR: _application_error,
+    K.APPLICATION_ERROR: _application,
     K.INTERRUPTED: _interrupted,
     K.OOM_KILLED: _oom,
     K.PREEMPTED: lambda r, who, when, job: f"{who} was preempted at {when}" + (f" on node {r.node}" if r.node else ""),
-    K.NODE_FAILURE: lambda r, who, when, job: f"{who} was lost with its node at {when}"
-    + (f" ({r.node})" if r.node else "")
-    + f": {r.reason}",
+    K.NODE_FAILURE: lambda r, who, when, job: _config(r, who, when, job) if r.reason == c.REASON_STUCK_TERMINATING
+    else f"{who} was lost with its node at {when}" + (f" ({r.node})" if r.node else "") + f": {r.reason}",
     K.EVICTED: lambda r, who, when, job: f"{who} was evicted at {when}" + (f" from node {r.node}" if r.node else ""),
-    K.UNSCHEDULABLE: lambda r, who, when, job: f"{who} could not be scheduled since {when}",
-    K.IMAGE_PULL_ERROR: lambda r, who, when, job: f"{who} cannot pull its image ({r.reason})",
-    K.CONFIG_ERROR: lambda r, who, when, job: f"{who} cannot start ({r.reason})" + (f": {r.message}" if r.message else ""),
+    K.UNSCHEDULABLE: lambda r, who, when, job: _config(r, who, when, job) if r.reason == c.EVENT_FAILED_CREATE
+    else f"{who} could not be scheduled since {when}",
+    K.IMAGE_PULL_ERROR: lambda r, who, when, job: f"{who} cannot pull its image ({r.reason})"
+    + (f": {r.message}" if r.message else ""),
+    K.CONFIG_ERROR: _config,
     K.DEADLINE_EXCEEDED: lambda r, who, when, job: f"{job or who} ran past its deadline at {when}",
     K.SYSTEM_ERROR: lambda r, who, when, job: f"{who} failed for an infrastructure reason ({r.reason}) at {when}",
 }
@@ -100,8 +141,11 @@ def failure_summary(root: Finding, peers: Peers, job: str | None) -> str:
     if peers.lost_connection:
         n = peers.lost_connection
         line += f"; {n} {_plural(n, 'peer', 'peers')} then failed on the lost connection"
-    if root.kind in ACTIONABLE:
-        line += f"; {ACTIONABLE[root.kind]}"
+    advice = ADVICE.get(root.reason or "") or ACTIONABLE.get(root.kind)
+    if root.kind is K.CONFIG_ERROR and root.message and root.reason not in ADVICE:
+        advice = None  # the runtime's or the API server's own words are the advice
+    if advice:
+        line += f"; {advice}"
     return f"{root.kind}: {line}"
 
 

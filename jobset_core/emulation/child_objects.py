@@ -18,8 +18,6 @@ from jobset_core import constants as c
 from jobset_core.emulation.events import SCHEDULER
 from jobset_core.emulation.records import Obj, owner_ref
 
-JS = c.JOBSET_PREFIX
-POD_PRIORITY_LABEL = JS + "priority"  # added by the JobSet pod webhook
 DEFAULT_GRACE_SECONDS = 30
 
 
@@ -164,7 +162,7 @@ def indexed_pod(job: Mapping[str, Any], index: int) -> Obj:
         c.JOB_COMPLETION_INDEX_KEY: str(index),
     }
     if c.JOBSET_NAME_LABEL in labels:
-        labels[POD_PRIORITY_LABEL] = "0"
+        labels[c.POD_PRIORITY_LABEL] = "0"
     annotations = {**(tmeta.get("annotations") or {}), c.JOB_COMPLETION_INDEX_KEY: str(index)}
     pod_spec = template.get("spec") or {}
     pod_spec.setdefault("hostname", f"{name}-{index}")
@@ -192,5 +190,5 @@ def indexed_pod(job: Mapping[str, Any], index: int) -> Obj:
             "ownerReferences": [owner_ref(job)],
         },
         "spec": pod_spec,
-        "status": {"phase": "Pending"},
+        "status": {"phase": c.PHASE_PENDING},
     }

@@ -309,6 +309,20 @@ def from_mapping(data: Any, where: str = "fate") -> Fault:
         return parse_one(data, where)
     if not isinstance(data, Mapping):
         raise SpecError(where, f"{data!r} is not a mapping", "write e.g. {fault: preempt, replica: workers-0-0}")
+    _check_keys(data, where)
+    cls = kind_of(str(data["fault"]), f"{where}.fault")
+    kwargs = {_KEYS[key]: _value(cls, key, value, where) for key, value in data.items() if _KEYS[key]}
+    if cls is Crash and kwargs.get("exit_code") is None:
+        raise SpecError(f"{where}.exitCode", "is missing", "a crash needs the exit code it ends with, e.g. exitCode: 1")
+    try:
+        return cls(**kwargs)
+    except SpecError as exc:
+        key = {"after_seconds": "after", "exit_code": "exitCode"}.get(exc.field.split(".")[-1], exc.field.split(".")[-1])
+        raise SpecError(f"{where}.{key}", exc.problem, exc.fix) from None
+
+
+def _check_keys(data: Mapping[str, Any], where: str) -> None:
+    """Every key known (a typo names the closest), and the two a fate cannot do without."""
     for key in data:
         if key not in _KEYS:
             canonical = {k.lower(): k for k in _KEYS if k != "exit_code"}
@@ -319,28 +333,18 @@ def from_mapping(data: Any, where: str = "fate") -> Fault:
         raise SpecError(f"{where}.fault", "is missing", f"name one of {KIND_NAMES}")
     if "replica" not in data:
         raise SpecError(f"{where}.replica", "is missing", "name a pod, e.g. workers-0-1, leader-0-0 or workers-*")
-    cls = kind_of(str(data["fault"]), f"{where}.fault")
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        target = _KEYS[key]
-        if not target:
-            continue
-        if target == "exit_code" and cls is not Crash:
-            raise SpecError(f"{where}.{key}", f"only a crash takes an exit code, not {cls.name}", "remove it")
-        if target == "after_seconds":
-            value = _seconds(value, f"{where}.{key}")
-        elif target in ("attempt", "restart", "times", "exit_code"):
-            value = _integral(value, f"{where}.{key}")
-        elif target in ("replica", "jobset", "output") and value is not None:
-            value = str(value)
-        kwargs[target] = value
-    if cls is Crash and kwargs.get("exit_code") is None:
-        raise SpecError(f"{where}.exitCode", "is missing", "a crash needs the exit code it ends with, e.g. exitCode: 1")
-    try:
-        return cls(**kwargs)
-    except SpecError as exc:
-        key = {"after_seconds": "after", "exit_code": "exitCode"}.get(exc.field.split(".")[-1], exc.field.split(".")[-1])
-        raise SpecError(f"{where}.{key}", exc.problem, exc.fix) from None
+
+
+def _value(cls: type[Fault], key: str, value: Any, where: str) -> Any:
+    """One mapping value as the dataclass field takes it (durations, integral numbers, text)."""
+    target = _KEYS[key]
+    if target == "exit_code" and cls is not Crash:
+        raise SpecError(f"{where}.{key}", f"only a crash takes an exit code, not {cls.name}", "remove it")
+    if target == "after_seconds":
+        return _seconds(value, f"{where}.{key}")
+    if target in ("attempt", "restart", "times", "exit_code"):
+        return _integral(value, f"{where}.{key}")
+    return str(value) if value is not None else None
 
 
 def to_mapping(fault: Fault) -> dict[str, Any]:
@@ -416,13 +420,20 @@ def never_fires(fault: Fault, main: Mapping[str, Any], where: str) -> SpecError 
     if fault.attempt is not None and last is not None and fault.attempt > last:
         return SpecError(f"{where}.attempt", f"the run of {name!r} has at most {last + 1} attempts (0..{last}): "
                          f"attempt {fault.attempt} never happens", f"use an attempt between 0 and {last}")
-    max_restarts = ((main.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts", 0)
-    free = any(rule.get("action") == c.RESTART_JOBSET_IGNORE_MAX
-               for rule in ((main.get("spec") or {}).get("failurePolicy") or {}).get("rules") or [])
-    if main.get("kind") == "JobSet" and fault.restart is not None and fault.restart > max_restarts and not free:
-        return SpecError(f"{where}.restart", f"{name!r} restarts at most {max_restarts} times: restart "
-                         f"{fault.restart} never happens", f"use a restart between 0 and {max_restarts}")
+    last = _last_restart(main)
+    if fault.restart is not None and last is not None and fault.restart > last:
+        return SpecError(f"{where}.restart", f"{name!r} restarts at most {last} times: restart "
+                         f"{fault.restart} never happens", f"use a restart between 0 and {last}")
     return None
+
+
+def _last_restart(main: Mapping[str, Any]) -> int | None:
+    """The last in-cluster restart a JobSet reaches: its maxRestarts; None for a gang Job, or when free
+    interruptions restart it without counting (RestartJobSetAndIgnoreMaxRestarts)."""
+    policy = (main.get("spec") or {}).get("failurePolicy") or {}
+    if main.get("kind") != "JobSet" or any(r.get("action") == c.RESTART_JOBSET_IGNORE_MAX for r in policy.get("rules") or []):
+        return None
+    return int(policy.get("maxRestarts", 0))
 
 
 def check_fault_targets(faults: Sequence[Fault], main: Mapping[str, Any], where: str = "faults") -> None:

@@ -41,15 +41,13 @@ from jobset_core.emulation.store import (
     write_status,
 )
 
-TRACKING = c.JOB_TRACKING_FINALIZER
-
 
 def _index(pod: Mapping[str, Any]) -> int:
     return int(labels(pod).get(c.JOB_COMPLETION_INDEX_KEY, "0"))
 
 
 def _tracked(pod: Mapping[str, Any]) -> bool:
-    return TRACKING in (meta(pod).get("finalizers") or [])
+    return c.JOB_TRACKING_FINALIZER in (meta(pod).get("finalizers") or [])
 
 
 def _past_deadline(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -86,10 +84,10 @@ class _Sync:
             if not done:
                 self._count(pod)
                 self.changed = True
-            remove_finalizer(self.store, pod, TRACKING)
+            remove_finalizer(self.store, pod, c.JOB_TRACKING_FINALIZER)
 
     def _count(self, pod: Obj) -> None:
-        if pod["status"]["phase"] == "Succeeded":
+        if pod["status"]["phase"] == c.PHASE_SUCCEEDED:
             self.succeeded.add(_index(pod))
         elif self.failure is not None:
             self.failed += 1  # torn down by the Job itself: counted, no policy
@@ -109,7 +107,8 @@ class _Sync:
     def delete_active(self, active: list[Obj]) -> None:
         for pod in active:
             delete_object(self.store, pod)
-            job_event(self.store, self.job, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
+            job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_DELETE,
+                      c.DELETED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
 
     def finish_failed(self, live: list[Obj], active: list[Obj]) -> None:
         self.delete_active(active)
@@ -118,20 +117,20 @@ class _Sync:
             self.conditions = set_condition(self.conditions, c.CONDITION_FAILED, "True", *self.failure, probe=True)
 
     def finish_complete(self, live: list[Obj], active: list[Obj]) -> None:
-        reached = (rules.JOB_REASON_COMPLETIONS_REACHED, rules.JOB_MESSAGE_COMPLETIONS_REACHED)
+        reached = (c.JOB_REASON_COMPLETIONS_REACHED, c.JOB_MESSAGE_COMPLETIONS_REACHED)
         self.conditions = set_condition(self.conditions, c.CONDITION_SUCCESS_CRITERIA_MET, "True", *reached, probe=True)
         for pod in active:
             delete_object(self.store, pod)
         if not live:
             self.conditions = set_condition(self.conditions, c.CONDITION_COMPLETE, "True", *reached, probe=True)
             self.status["completionTime"] = now_seconds()
-            job_event(self.store, self.job, "Normal", "Completed", "Job completed")
+            job_event(self.store, self.job, "Normal", c.JOB_EVENT_COMPLETED, c.JOB_EVENT_COMPLETED_MESSAGE)
 
     def create_missing(self, live: list[Obj], active: list[Obj], completions: int) -> None:
         """manageJob: one pod per missing index; with podReplacementPolicy Failed a terminating pod still
         holds its index until it has fully failed."""
-        policy = self.spec.get("podReplacementPolicy", "TerminatingOrFailed")
-        holding = {_index(p) for p in (active if policy == "TerminatingOrFailed" else live)}
+        policy = self.spec.get("podReplacementPolicy", c.POD_REPLACEMENT_TERMINATING_OR_FAILED)
+        holding = {_index(p) for p in (active if policy == c.POD_REPLACEMENT_TERMINATING_OR_FAILED else live)}
         slots = int(self.spec.get("parallelism") or 1) - len(active)
         for index in range(completions):
             if slots <= 0:
@@ -139,7 +138,8 @@ class _Sync:
             if index in self.succeeded or index in holding:
                 continue
             pod = self.store.create(child_objects.indexed_pod(self.job, index))
-            job_event(self.store, self.job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+            job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_CREATE,
+                      c.CREATED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
             live.append(pod)
             active.append(pod)
             slots -= 1
@@ -216,4 +216,4 @@ def reconcile_jobs(store: ClusterStore, namespace: str | None) -> None:
     for pod in pods:
         owners = [r for r in meta(pod).get("ownerReferences") or [] if r.get("kind") == "Job"]
         if _tracked(pod) and not any(r.get("uid") in uids for r in owners):
-            remove_finalizer(store, pod, TRACKING)
+            remove_finalizer(store, pod, c.JOB_TRACKING_FINALIZER)

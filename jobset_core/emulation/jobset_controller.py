@@ -151,12 +151,12 @@ class JobSetController:
             return
         if any(cond.get("type") == c.CONDITION_RESTARTING for cond in conditions):
             conditions = set_condition(
-                conditions, c.CONDITION_RESTARTING, "False", rules.JOBSET_REASON_FAILED, rules.JOBSET_MESSAGE_FAILED
+                conditions, c.CONDITION_RESTARTING, "False", c.JOBSET_REASON_FAILED, c.JOBSET_MESSAGE_FAILED
             )
         status["conditions"] = set_condition(
             conditions, c.CONDITION_FAILED, "True", outcome.failed_reason, outcome.failed_message
         )
-        status.update(terminalState="Failed", restartsCountTowardsMax=counted, restarts=restarts)
+        status.update(terminalState=c.TERMINAL_STATE_FAILED, restartsCountTowardsMax=counted, restarts=restarts)
         write_status(self.store, js, status)
         self.notice(f"{js['metadata']['name']} failed: {outcome.failed_message}")
         self._delete_unfinished(current)
@@ -170,12 +170,12 @@ class JobSetController:
             return False
         status["conditions"] = set_condition(
             status.get("conditions") or [], c.CONDITION_COMPLETED, "True",
-            rules.JOBSET_REASON_COMPLETED, rules.JOBSET_MESSAGE_COMPLETED,
+            c.JOBSET_REASON_COMPLETED, c.JOBSET_MESSAGE_COMPLETED,
         )
-        status["terminalState"] = "Completed"
+        status["terminalState"] = c.TERMINAL_STATE_COMPLETED
         status["replicatedJobsStatus"] = replicated_jobs_status(spec, current)
         write_status(self.store, js, status)
-        jobset_event(self.store, js, "Normal", rules.JOBSET_REASON_COMPLETED, rules.JOBSET_MESSAGE_COMPLETED)
+        jobset_event(self.store, js, "Normal", c.JOBSET_REASON_COMPLETED, c.JOBSET_MESSAGE_COMPLETED)
         return True
 
     def _create_jobs(self, js: Obj, owned: list[Obj], current: list[Obj], restarts: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core.emulation.records import Obj, now_seconds, set_condition
 
-READY_TYPES = ("PodReadyToStartContainers", "Initialized", c.CONDITION_READY, c.CONDITION_CONTAINERS_READY, c.CONDITION_POD_SCHEDULED)
+READY_TYPES = (c.CONDITION_POD_READY_TO_START_CONTAINERS, c.CONDITION_INITIALIZED, c.CONDITION_READY, c.CONDITION_CONTAINERS_READY, c.CONDITION_POD_SCHEDULED)
 ContainerId = Callable[[str], str]
 
 
@@ -44,12 +44,12 @@ def _unprobed(conditions: list[Obj], *types: str) -> list[Obj]:
 
 def scheduled(pod: Mapping[str, Any]) -> Obj:
     conditions = set_condition(_conditions(pod), c.CONDITION_POD_SCHEDULED, "True", None, None)
-    return {"phase": "Pending", "conditions": _unprobed(conditions, c.CONDITION_POD_SCHEDULED)}
+    return {"phase": c.PHASE_PENDING, "conditions": _unprobed(conditions, c.CONDITION_POD_SCHEDULED)}
 
 
 def unschedulable(pod: Mapping[str, Any], message: str) -> Obj:
     conditions = set_condition(_conditions(pod), c.CONDITION_POD_SCHEDULED, "False", c.POD_REASON_UNSCHEDULABLE, message)
-    return {"phase": "Pending", "conditions": _unprobed(conditions, c.CONDITION_POD_SCHEDULED)}
+    return {"phase": c.PHASE_PENDING, "conditions": _unprobed(conditions, c.CONDITION_POD_SCHEDULED)}
 
 
 def running(
@@ -79,7 +79,7 @@ def running(
     ]
     conditions = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp} for t in READY_TYPES]
     return {
-        "phase": "Running",
+        "phase": c.PHASE_RUNNING,
         "conditions": conditions,
         "containerStatuses": statuses,
         "hostIP": host_ip,
@@ -94,7 +94,7 @@ def waiting(pod: Mapping[str, Any], reason: str, message: Callable[[str], str]) 
     """Scheduled, but no container starts (image pull back-off, config errors): the pod stays Pending."""
     stamp = now_seconds()
     names = containers(pod)
-    unready = f"containers with unready status: [{', '.join(n for n, _ in names)}]"
+    unready = c.CONTAINERS_NOT_READY_MESSAGE.format(names=", ".join(n for n, _ in names))
     statuses = [
         {
             "name": name,
@@ -112,9 +112,9 @@ def waiting(pod: Mapping[str, Any], reason: str, message: Callable[[str], str]) 
     for type_ in READY_TYPES:
         cond: Obj = {"type": type_, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
         if type_ in (c.CONDITION_READY, c.CONDITION_CONTAINERS_READY):
-            cond.update(status="False", reason="ContainersNotReady", message=unready)
+            cond.update(status="False", reason=c.POD_REASON_CONTAINERS_NOT_READY, message=unready)
         conditions.append(cond)
-    return {"phase": "Pending", "conditions": conditions, "containerStatuses": statuses, "startTime": stamp}
+    return {"phase": c.PHASE_PENDING, "conditions": conditions, "containerStatuses": statuses, "startTime": stamp}
 
 
 def terminated(
@@ -140,12 +140,12 @@ def terminated(
         term["message"] = message
     statuses = [_ended(old[name], term) for name, _image in containers(pod) if old.get(name)]
     succeeded = exit_code == 0 and not failed
-    why = "PodCompleted" if succeeded else "PodFailed"
+    why = c.POD_REASON_COMPLETED if succeeded else c.POD_REASON_FAILED
     conditions = _conditions(pod)
     for type_ in (c.CONDITION_READY, c.CONDITION_CONTAINERS_READY):
         conditions = set_condition(conditions, type_, "False", why, None)
     conditions = _unprobed(conditions, c.CONDITION_READY, c.CONDITION_CONTAINERS_READY)
-    return {"phase": "Succeeded" if succeeded else "Failed", "conditions": conditions, "containerStatuses": statuses}
+    return {"phase": c.PHASE_SUCCEEDED if succeeded else c.PHASE_FAILED, "conditions": conditions, "containerStatuses": statuses}
 
 
 def _ended(prev: Obj, term: Obj) -> Obj:

@@ -85,7 +85,7 @@ def by_owner(objs: Iterable[Obj]) -> dict[str, list[Obj]]:
 
 
 def terminal(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+    return (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:

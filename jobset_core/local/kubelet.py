@@ -22,7 +22,8 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core.emulation import pod_status
 from jobset_core.emulation.events import KUBELET, SCHEDULER, record_event
-from jobset_core.emulation.faults import Crash, Fault, NodeShutdown, OOMKill, Preempt
+from jobset_core.emulation.faults import Crash, Fault, OOMKill
+from jobset_core.emulation.node import disrupt
 from jobset_core.emulation.records import condition, deleting, labels, terminal
 from jobset_core.emulation.store import ClusterStore, patch_object, write_status
 from jobset_core.local.process import (
@@ -36,12 +37,6 @@ from jobset_core.local.state import LocalPod, LocalSubmission
 
 Obj = dict[str, Any]
 LOCAL_IP = "127.0.0.1"
-NODE_SHUTDOWN_MESSAGE = c.NODE_SHUTDOWN_MESSAGE
-DISRUPTION_MESSAGES = {
-    c.DISRUPTION_PREEMPTION: "default-scheduler: preempting to accommodate a higher priority pod",
-    c.DISRUPTION_EVICTION_API: "Eviction API: evicting",
-    c.DISRUPTION_KUBELET: NODE_SHUTDOWN_MESSAGE,
-}
 UNSCHEDULABLE_MESSAGE = "0/1 nodes are available: 1 Too many pods (the local runtime's max_processes is reached)."
 # A pod's env may name the coordinator by its cluster DNS name; only 127.0.0.1 reaches it here.
 LOCAL_OVERRIDES = {"COORDINATOR_ADDRESS": LOCAL_IP}
@@ -156,7 +151,7 @@ class Node:
         """Write the final status; a failed pod's record is kept as evidence for after it is gone."""
         updated = write_status(self.store, record, status)
         pod.finished = True
-        if updated["status"].get("phase") == "Failed":
+        if updated["status"].get("phase") == c.PHASE_FAILED:
             pod.submission.evidence[pod.name] = copy.deepcopy(updated)
         return True
 
@@ -196,7 +191,8 @@ class Node:
             return True
         record = patch_object(self.store, record, {"spec": {"nodeName": self.name}})
         ns = pod.namespace
-        record_event(self.store, record, "Normal", "Scheduled", f"Successfully assigned {ns}/{pod.name} to {self.name}",
+        record_event(self.store, record, "Normal", c.EVENT_SCHEDULED,
+                     c.SCHEDULED_MESSAGE.format(namespace=ns, name=pod.name, node=self.name),
                      component=SCHEDULER, action="Binding", instance=f"{SCHEDULER}-local")
         env = container_environment(record, self.runtime_env(pod), os.environ, LOCAL_OVERRIDES, self._skipped(pod))
         argv = container_argv(record, env)
@@ -273,19 +269,8 @@ class Node:
             pod.crash_reason = c.REASON_OOM_KILLED if isinstance(fault, OOMKill) else None
             pod.process.signal(signal.SIGKILL)
             return
-        reason = fault.disruption_reason
-        assert reason is not None
-        status = pod_status.disrupted(record, reason, DISRUPTION_MESSAGES[reason])
-        if isinstance(fault, NodeShutdown):
-            status.update(reason=c.POD_REASON_TERMINATED, message=NODE_SHUTDOWN_MESSAGE)
-        record = write_status(self.store, record, status)
-        if isinstance(fault, Preempt):
-            record_event(self.store, record, "Normal", c.EVENT_PREEMPTED,
-                         f"Preempted by pod {uuid.uuid4()} on node {self.name}",
-                         component=SCHEDULER, action="Preempting", instance=f"{SCHEDULER}-local")
-        if fault.deletes_pod:
-            grace = int((record.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-            self.store.delete("v1", "Pod", pod.name, pod.namespace, "Background", grace)
+        grace = int((record.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+        record = disrupt(self.store, record, fault, instance="local", grace_seconds=grace)
         self._sigterm(pod, record)
 
     # ----- teardown --------------------------------------------------------------------------------
@@ -297,7 +282,7 @@ class Node:
             return
         assert pod.process is not None
         container = ((record.get("spec") or {}).get("containers") or [{}])[0].get("name", "main")
-        record_event(self.store, record, "Normal", "Killing", f"Stopping container {container}",
+        record_event(self.store, record, "Normal", c.EVENT_KILLING, c.KILL_STOPPING_FORMAT.format(container=container),
                      component=KUBELET, host=self.name)
         pod.process.signal(signal.SIGTERM)
         pod.kill_at = time.monotonic() + self.grace_seconds
@@ -312,5 +297,5 @@ def start_error_text(exc: OSError) -> str:
 def _falls_back_to_logs(record: Mapping[str, Any]) -> bool:
     """Whether the kubelet would put the log tail into a failed container's terminated message."""
     containers = (record.get("spec") or {}).get("containers") or [{}]
-    return containers[0].get("terminationMessagePolicy") == "FallbackToLogsOnError"
+    return containers[0].get("terminationMessagePolicy") == c.TERMINATION_MESSAGE_FALLBACK_TO_LOGS
 

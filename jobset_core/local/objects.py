@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core.ledger import RUN_KEY_LABEL
 
 
 def with_jobset_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -40,7 +39,7 @@ def admitted_by_kueue(manifest: dict[str, Any]) -> str | None:
 
 
 def run_key_of(obj: Mapping[str, Any]) -> str | None:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(RUN_KEY_LABEL)
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(c.RUN_KEY_LABEL)
 
 
 def main_container(pod: Mapping[str, Any]) -> dict[str, Any]:

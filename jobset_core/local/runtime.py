@@ -55,6 +55,34 @@ _POLL_SECONDS = 0.05  # how often the emulated controllers look at the processes
 LOCAL_FAULTS = (Preempt, Evict, NodeShutdown, Crash, OOMKill)
 
 
+def _check_settings(max_processes: Any, grace_seconds: Any, tick_seconds: Any) -> None:
+    """`max_processes` is None or an integer >= 1; the grace period is seconds >= 0, the tick seconds > 0."""
+    if max_processes is not None and (
+        isinstance(max_processes, bool) or not isinstance(max_processes, int) or max_processes < 1
+    ):
+        raise SpecError("max_processes", f"must be an integer >= 1, got {max_processes!r}", None)
+    for name, value in (("grace_seconds", grace_seconds), ("tick_seconds", tick_seconds)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or value < 0
+            or (name == "tick_seconds" and value == 0)
+        ):
+            raise SpecError(name, f"must be a positive number of seconds, got {value!r}", None)
+
+
+def _local_faults(faults: Sequence[Fault] | None) -> tuple[Fault, ...]:
+    """The faults given (or read from `JOBSET_LOCAL_FAULTS`), each one local processes can play."""
+    found: tuple[Fault, ...] = tuple(faults) if faults is not None else faults_from_env()
+    for number, fault in enumerate(found):
+        if not isinstance(fault, Fault):
+            raise SpecError("faults", f"{fault!r} is not a Preempt, Evict, NodeShutdown, Crash or OOMKill", None)
+        if not isinstance(fault, LOCAL_FAULTS):
+            raise SpecError(f"faults[{number}]", f"a {fault.name} fault needs a cluster's scheduler or image puller, "
+                            "which local processes do not have", "play it on the offline cluster (jobset fake-cluster)")
+    return found
+
+
 class LocalRuntime:
     """Run JobSets and gang Jobs as local processes, with the cluster's failure semantics.
 
@@ -76,25 +104,8 @@ class LocalRuntime:
         tick_seconds: float = 0.2,
         keep_logs: bool = False,
     ) -> None:
-        if max_processes is not None and (
-            isinstance(max_processes, bool) or not isinstance(max_processes, int) or max_processes < 1
-        ):
-            raise SpecError("max_processes", f"must be an integer >= 1, got {max_processes!r}", None)
-        for name, value in (("grace_seconds", grace_seconds), ("tick_seconds", tick_seconds)):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or value < 0
-                or (name == "tick_seconds" and value == 0)
-            ):
-                raise SpecError(name, f"must be a positive number of seconds, got {value!r}", None)
-        self.faults: tuple[Fault, ...] = tuple(faults) if faults is not None else faults_from_env()
-        for number, fault in enumerate(self.faults):
-            if not isinstance(fault, Fault):
-                raise SpecError("faults", f"{fault!r} is not a Preempt, Evict, NodeShutdown, Crash or OOMKill", None)
-            if not isinstance(fault, LOCAL_FAULTS):
-                raise SpecError(f"faults[{number}]", f"a {fault.name} fault needs a cluster's scheduler or image puller, "
-                                "which local processes do not have", "play it on the offline cluster (jobset fake-cluster)")
+        _check_settings(max_processes, grace_seconds, tick_seconds)
+        self.faults: tuple[Fault, ...] = _local_faults(faults)
         self.max_processes = max_processes
         self.grace_seconds = float(grace_seconds)
         self.stream_output = stream_output

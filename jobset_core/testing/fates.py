@@ -41,11 +41,10 @@ class PodRule:
         return self.fault.times is not None and self.used >= self.fault.times
 
     def matches(self, pod: Obj, attempt: int) -> bool:
-        if self.spent:
+        meta = pod.get("metadata") or {}
+        if self.spent or (self.namespace is not None and meta.get("namespace") != self.namespace):
             return False
-        if self.namespace is not None and (pod.get("metadata") or {}).get("namespace") != self.namespace:
-            return False
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        labels = meta.get("labels") or {}
         restart = labels.get(c.RESTART_ATTEMPT_LABEL, "0")
         if not self.fault.applies_to(attempt, int(restart) if restart.isdigit() else 0):
             return False
@@ -54,13 +53,4 @@ class PodRule:
             return False
         if self.predicate is not None:
             return bool(self.predicate(pod))
-        hostname = (pod.get("spec") or {}).get("hostname") or (pod.get("metadata") or {}).get("name", "")
-        return self.fault.targets(hostname)
-
-
-@dataclass
-class Fate:
-    """A rule bound to one pod, due `rule.fault.after_seconds` after the pod started running."""
-
-    rule: PodRule
-    due: float
+        return self.fault.targets((pod.get("spec") or {}).get("hostname") or meta.get("name", ""))

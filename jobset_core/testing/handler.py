@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from jobset_core import constants as c
 from jobset_core.apistore import errors
 from jobset_core.apistore.errors import ApiError
 from jobset_core.apistore.kinds import KindRegistry, ResourceKind
@@ -126,7 +127,6 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
     # ---------------------------------------------------------------- dispatch
 
     def _handle(self, method: str) -> None:
-        ctx = self.server.context
         parts = urlsplit(self.path)
         self._path = unquote(parts.path)
         self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
@@ -134,49 +134,63 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         self._table = wants_table(self.headers.get("Accept"))
         raw_body = self._read_body()
         try:
-            if raw_body and "protobuf" in (self.headers.get("Content-Type") or ""):
-                raise errors.unsupported_media_type(self.headers.get("Content-Type") or "", ["application/json"])
-            segments = [s for s in self._path.split("/") if s]
-            address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
-            doc = discovery_document(ctx.registry, segments, address) if method == "GET" else None
-            route = None if doc is not None else parse_route(ctx.registry, segments) if segments else None
-            watching = self._query.get("watch", "").lower() in _TRUE
-            info = RequestInfo(
-                method=method,
-                path=self._path,
-                verb=route.verb(method, watching) if route else None,
-                kind=route.kind if route else None,
-                namespace=route.namespace if route else None,
-                name=route.name if route else None,
-                subresource=route.subresource if route else None,
-            )
-            denied = ctx.authorizer.check(info) if ctx.authorizer is not None else None
-            if denied is not None:
-                raise denied
-            decision = ctx.faults.decide(info)
-            if decision.delay > 0:
-                ctx.stopping.wait(decision.delay)
-            if decision.error is not None:
-                raise decision.error
-            if doc is not None:
-                self._send_json(200, doc)
-            elif route is None:
-                raise errors.route_not_found()
-            elif method == "GET" and route.subresource == "log" and route.kind.kind == "Pod":
-                self._pod_log(route)
-            elif method == "GET" and watching:
-                self._watch(route)
-            else:
-                status, payload = self._dispatch(method, route, raw_body)
-                if self._table and method == "GET" and route.subresource is None:
-                    payload = self._as_table(route, payload)
-                self._send_json(status, payload)
+            self._serve(method, raw_body)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True  # the client gave up (its timeout): nothing left to answer
         except ApiError as err:
             self._answer_error(err)
         except Exception as exc:  # a bug here must surface as a 500, not a hung client
             self._answer_error(ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}"))
+
+    def _serve(self, method: str, raw_body: bytes) -> None:
+        """Route, authorize and fault one request, then answer it."""
+        ctx = self.server.context
+        if raw_body and "protobuf" in (self.headers.get("Content-Type") or ""):
+            raise errors.unsupported_media_type(self.headers.get("Content-Type") or "", ["application/json"])
+        segments = [s for s in self._path.split("/") if s]
+        address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
+        doc = discovery_document(ctx.registry, segments, address) if method == "GET" else None
+        route = None if doc is not None else parse_route(ctx.registry, segments) if segments else None
+        watching = self._query.get("watch", "").lower() in _TRUE
+        self._admit(method, route, watching)
+        if doc is not None:
+            self._send_json(200, doc)
+        elif route is None:
+            raise errors.route_not_found()
+        else:
+            self._answer(method, route, watching, raw_body)
+
+    def _admit(self, method: str, route: Route | None, watching: bool) -> None:
+        """RBAC first, then the fault plan (a delay, an injected error), as a request meets them in a cluster."""
+        ctx = self.server.context
+        info = RequestInfo(
+            method=method,
+            path=self._path,
+            verb=route.verb(method, watching) if route else None,
+            kind=route.kind if route else None,
+            namespace=route.namespace if route else None,
+            name=route.name if route else None,
+            subresource=route.subresource if route else None,
+        )
+        denied = ctx.authorizer.check(info) if ctx.authorizer is not None else None
+        if denied is not None:
+            raise denied
+        decision = ctx.faults.decide(info)
+        if decision.delay > 0:
+            ctx.stopping.wait(decision.delay)
+        if decision.error is not None:
+            raise decision.error
+
+    def _answer(self, method: str, route: Route, watching: bool, raw_body: bytes) -> None:
+        if method == "GET" and route.subresource == "log" and route.kind.kind == "Pod":
+            self._pod_log(route)
+        elif method == "GET" and watching:
+            self._watch(route)
+        else:
+            status, payload = self._dispatch(method, route, raw_body)
+            if self._table and method == "GET" and route.subresource is None:
+                payload = self._as_table(route, payload)
+            self._send_json(status, payload)
 
     def _answer_error(self, err: ApiError) -> None:
         try:
@@ -305,7 +319,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             pod = self.server.context.store.get(route.kind, route.namespace, route.name or "")
         except ApiError:
             return True
-        return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        return (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
 
     def _watch(self, route: Route) -> None:
         ctx, q = self.server.context, self._query
@@ -377,13 +391,16 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
                 continue
             if item is None:
                 return True
-            event_type, obj = item
-            if self._table and event_type in ("ADDED", "MODIFIED", "DELETED"):
-                obj = table(watcher_kind, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion")},
-                            self._query.get("includeObject"), ctx.clock())
-            self._send_event(event_type, obj)
-            if event_type != "BOOKMARK":
+            self._send_watched(*item, watcher_kind)
+            if item[0] != "BOOKMARK":
                 sent += 1
+
+    def _send_watched(self, event_type: str, obj: dict[str, Any], kind: ResourceKind | None) -> None:
+        """A watch event as the client asked: the object, or (kubectl's `get -w`) a one-row Table of it."""
+        if self._table and kind is not None and event_type in ("ADDED", "MODIFIED", "DELETED"):
+            obj = table(kind, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion")},
+                        self._query.get("includeObject"), self.server.context.clock())
+        self._send_event(event_type, obj)
 
     def _send_bookmark(self, watcher: Watcher) -> None:
         bookmark = self.server.context.store.bookmark(watcher)

@@ -12,7 +12,6 @@ local runtime's kubelet.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,14 +30,12 @@ from jobset_core.emulation.faults import (
     Succeed,
     Unschedulable,
 )
+from jobset_core.emulation.node import disrupt, kubelet_end
 from jobset_core.emulation.records import condition, deleting, terminal
-from jobset_core.emulation.store import ClusterStore, delete_object, patch_object, write_status
+from jobset_core.emulation.store import ClusterStore, patch_object, write_status
 from jobset_core.testing.fates import PodRule
 
 Obj = dict[str, Any]
-PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
-EVICTION_API_MESSAGE = "Eviction API: evicting"
-NODE_PRESSURE_MESSAGE = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi. "
 IMAGE_NOT_FOUND = (
     'Back-off pulling image "{image}": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
     'unpack image "{image}": failed to resolve reference "{image}": {image}: not found'
@@ -226,32 +223,11 @@ class ScriptedKubelet:
             self._terminate(pod, c.SIGKILL_EXIT_CODE, c.REASON_OOM_KILLED, fault.output or None)
         elif isinstance(fault, Succeed):
             self._terminate(pod, 0)
-        elif isinstance(fault, Preempt):
-            self._preempt(pod)
-        elif isinstance(fault, NodePressure):
-            self._end_on_node(pod, c.DISRUPTION_KUBELET, NODE_PRESSURE_MESSAGE, c.POD_REASON_EVICTED,
-                              c.SIGKILL_EXIT_CODE, c.REASON_CONTAINER_STATUS_UNKNOWN, c.CONTAINER_STATUS_UNKNOWN_MESSAGE)
-        elif isinstance(fault, Evict):
-            write_status(self.store, pod, pod_status.disrupted(pod, c.DISRUPTION_EVICTION_API, EVICTION_API_MESSAGE))
-            delete_object(self.store, pod)
-        elif isinstance(fault, NodeShutdown):
-            self._end_on_node(pod, c.DISRUPTION_KUBELET, c.NODE_SHUTDOWN_MESSAGE, c.POD_REASON_TERMINATED,
-                              c.SIGTERM_EXIT_CODE, c.REASON_ERROR, None)
+        elif isinstance(fault, Preempt | Evict | NodeShutdown | NodePressure):
+            record = disrupt(self.store, pod, fault, instance="emulated")
+            end = kubelet_end(fault)
+            if end is not None:  # the kubelet ends it on its node: Failed, with the pod's reason
+                status = record.get("status") or {}
+                self._terminate(record, *end, {"reason": status.get("reason"), "message": status.get("message")})
         else:  # pragma: no cover - the vocabulary's running faults are all above
             raise ValueError(f"unknown fault {fault!r}")
-
-    def _preempt(self, pod: Obj) -> None:
-        scheduler = (pod.get("spec") or {}).get("schedulerName") or SCHEDULER
-        message = PREEMPTION_MESSAGE.format(scheduler=scheduler)
-        write_status(self.store, pod, pod_status.disrupted(pod, c.DISRUPTION_PREEMPTION, message))
-        preemptor = f"{secrets.token_hex(4)}-{secrets.token_hex(2)}-{secrets.token_hex(2)}"
-        record_event(self.store, pod, "Normal", c.EVENT_PREEMPTED,
-                     f"Preempted by pod {preemptor} on node {pod['spec'].get('nodeName')}",
-                     component=scheduler, action="Preempting", instance=f"{scheduler}-emulated")
-        delete_object(self.store, pod)
-
-    def _end_on_node(self, pod: Obj, disruption: str, message: str, pod_reason: str,
-                     code: int, reason: str, container_message: str | None) -> None:
-        """The kubelet ends the pod itself (node pressure, node shutdown): Failed with a pod reason."""
-        fresh = write_status(self.store, pod, pod_status.disrupted(pod, disruption, message))
-        self._terminate(fresh, code, reason, container_message, {"reason": pod_reason, "message": message})

@@ -61,27 +61,34 @@ def _raise_not_found() -> dict[str, Any]:
 
 def parse_route(registry: KindRegistry, segments: list[str]) -> Route:
     """Resolve a resource path; raises 404 ApiError for anything not served."""
-    if len(segments) >= 3 and segments[0] == "api":
-        group, version, rest = "", segments[1], segments[2:]
-    elif len(segments) >= 4 and segments[0] == "apis":
-        group, version, rest = segments[1], segments[2], segments[3:]
-    else:
-        raise errors.route_not_found()
+    group, version, rest = _group_version(segments)
     namespace: str | None = None
     if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in _NAMESPACE_SUBRESOURCES:
         namespace, rest = rest[1], rest[2:]
-    if len(rest) > 3:
-        raise errors.route_not_found()
-    kind = registry.by_resource(group, version, rest[0])
+    kind = registry.by_resource(group, version, rest[0]) if len(rest) <= 3 else None
     if kind is None:
         raise errors.route_not_found()
-    name = rest[1] if len(rest) > 1 else None
-    subresource = rest[2] if len(rest) > 2 else None
-    if namespace is not None and not kind.namespaced:
+    route = Route(kind, namespace, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None)
+    if not _served(route):
         raise errors.route_not_found()
-    if kind.namespaced and namespace is None and name is not None:
-        raise errors.route_not_found()
-    served = (subresource == "status" and kind.has_status) or (subresource == _POD_LOG and kind.kind == "Pod")
-    if subresource is not None and not served:
-        raise errors.route_not_found()
-    return Route(kind, namespace, name, subresource)
+    return route
+
+
+def _group_version(segments: list[str]) -> tuple[str, str, list[str]]:
+    """`/api/v1/...` (the core group) or `/apis/{group}/{version}/...`, and what follows."""
+    if len(segments) >= 3 and segments[0] == "api":
+        return "", segments[1], segments[2:]
+    if len(segments) >= 4 and segments[0] == "apis":
+        return segments[1], segments[2], segments[3:]
+    raise errors.route_not_found()
+
+
+def _served(route: Route) -> bool:
+    """A namespaced kind needs its namespace for an object; a cluster-wide kind has none; only the status
+    subresource (of kinds that have one) and a pod's log are served."""
+    kind = route.kind
+    if (route.namespace is not None and not kind.namespaced) or (kind.namespaced and route.namespace is None and route.name):
+        return False
+    if route.subresource is None:
+        return True
+    return (route.subresource == "status" and kind.has_status) or (route.subresource == _POD_LOG and kind.kind == "Pod")

@@ -125,30 +125,37 @@ class EventLines:
         elif event.type == "DELETED":
             self.echo(f"jobset {name} deleted")
         else:
-            restarts, before = (obj.get("status") or {}).get("restarts", 0), (prev.get("status") or {}).get("restarts", 0)
-            if restarts > before:
-                self.echo(f"jobset {name} restarting: restart {restarts}")
-            for cond in (obj.get("status") or {}).get("conditions") or []:
-                if cond.get("type") in ("Completed", "Failed") and cond.get("status") == "True" and not any(
-                    p.get("type") == cond["type"] and p.get("status") == "True"
-                    for p in (prev.get("status") or {}).get("conditions") or []
-                ):
-                    self.echo(f"jobset {name} {cond['type'].lower()}: {cond.get('reason')}: {cond.get('message', '')}")
+            if _status(obj).get("restarts", 0) > _status(prev).get("restarts", 0):
+                self.echo(f"jobset {name} restarting: restart {_status(obj)['restarts']}")
+            for cond in _newly_true(obj, prev, (c.CONDITION_COMPLETED, c.CONDITION_FAILED)):
+                self.echo(f"jobset {name} {cond['type'].lower()}: {cond.get('reason')}: {cond.get('message', '')}")
 
     def _pod(self, pod: Obj, prev: Obj) -> None:
-        status, before = pod.get("status") or {}, prev.get("status") or {}
-        disrupted = next((x for x in status.get("conditions") or [] if x.get("type") == c.CONDITION_DISRUPTION_TARGET), None)
-        was = any(x.get("type") == c.CONDITION_DISRUPTION_TARGET for x in before.get("conditions") or [])
-        if disrupted is not None and not was:
-            self.echo(f"pod {self._name(pod)} disrupted: {disrupted.get('reason')}: {disrupted.get('message', '')}")
-        if status.get("phase") == "Failed" and before.get("phase") != "Failed":
-            term = next(((s.get("state") or {}).get("terminated") for s in status.get("containerStatuses") or []
-                         if (s.get("state") or {}).get("terminated")), None) or {}
-            if term:
-                why = f"{status.get('reason') or term.get('reason') or 'Error'}, exit code {term.get('exitCode')}"
-            else:
-                why = status.get("reason") or "ended before its containers ran"
-            self.echo(f"pod {self._name(pod)} failed: {why}")
+        for cond in _newly_true(pod, prev, (c.CONDITION_DISRUPTION_TARGET,)):
+            self.echo(f"pod {self._name(pod)} disrupted: {cond.get('reason')}: {cond.get('message', '')}")
+        if _status(pod).get("phase") == c.PHASE_FAILED and _status(prev).get("phase") != c.PHASE_FAILED:
+            self.echo(f"pod {self._name(pod)} failed: {_failure_of(pod)}")
+
+
+def _status(obj: Obj) -> Obj:
+    return obj.get("status") or {}
+
+
+def _newly_true(obj: Obj, prev: Obj, types: tuple[str, ...]) -> list[Obj]:
+    """Conditions of these types that are True now and were not before."""
+    before = {x.get("type") for x in _status(prev).get("conditions") or [] if x.get("status") == "True"}
+    return [x for x in _status(obj).get("conditions") or []
+            if x.get("type") in types and x.get("status") == "True" and x.get("type") not in before]
+
+
+def _failure_of(pod: Obj) -> str:
+    """Why a pod failed, as `kubectl describe` would put it: the pod's reason or its container's, exit code."""
+    status = _status(pod)
+    term = next(((s.get("state") or {}).get("terminated") for s in status.get("containerStatuses") or []
+                 if (s.get("state") or {}).get("terminated")), None)
+    if not term:
+        return status.get("reason") or "ended before its containers ran"
+    return f"{status.get('reason') or term.get('reason') or 'Error'}, exit code {term.get('exitCode')}"
 
 
 class FakeClusterServer:

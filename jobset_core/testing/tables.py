@@ -130,7 +130,7 @@ POD_COLUMNS: list[Column] = [
 
 def job_status_text(job: Obj) -> str:
     """kubectl 1.32's Job STATUS: Complete, Failed, Suspended, FailureTarget/SuccessCriteriaMet, Running."""
-    for kind, text in (("Complete", "Complete"), ("Failed", "Failed"), ("Suspended", "Suspended"),
+    for kind, text in ((c.CONDITION_COMPLETE, "Complete"), (c.CONDITION_FAILED, "Failed"), (c.CONDITION_SUSPENDED, "Suspended"),
                        ("FailureTarget", "FailureTarget"), ("SuccessCriteriaMet", "SuccessCriteriaMet")):
         found = _condition(job, kind)
         if found is not None and found.get("status") == "True":
@@ -170,7 +170,7 @@ JOBSET_COLUMNS: list[Column] = [
     ("Name", "string", 0, _name),
     ("TerminalState", "string", 0, lambda js, now: _status(js).get("terminalState") or ""),
     ("Restarts", "string", 0, lambda js, now: str(_status(js).get("restarts", "")) if "restarts" in _status(js) else ""),
-    ("Completed", "string", 0, lambda js, now: (_condition(js, "Completed") or {}).get("status", "")),
+    ("Completed", "string", 0, lambda js, now: (_condition(js, c.CONDITION_COMPLETED) or {}).get("status", "")),
     ("Suspended", "string", 0, lambda js, now: str((js.get("spec") or {}).get("suspend", "")).lower()
      if "suspend" in (js.get("spec") or {}) else ""),
     ("Age", "date", 0, age),

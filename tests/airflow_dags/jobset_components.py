@@ -1,0 +1,45 @@
+"""The DAG the real-components tests run (tests/test_airflow_components.py): one task per case, all
+independent, so one DAG run covers them at once. Every JobSet has its own name, which the tests' pod fates
+match on; the pods are the offline cluster's, reached through the `kubernetes_default` connection.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, task
+
+from airflow_jobset import JobSetOperator
+
+
+def gang(name: str) -> dict:
+    """A leader and two workers: the smallest gang with a worker to fail or preempt."""
+    return {
+        "name": name,
+        "replicated_jobs": [
+            {"name": "leader", "image": "ghcr.io/acme/train:1", "command": ["python", "train.py"]},
+            {"name": "workers", "replicas": 2, "image": "ghcr.io/acme/train:1", "command": ["python", "train.py"]},
+        ],
+        "coordinator": {"replicated_job": "leader"},
+    }
+
+
+with DAG(dag_id="jobset_components", schedule=None, start_date=datetime(2025, 1, 1), catchup=False, max_active_tasks=16):
+    JobSetOperator(task_id="preempted", jobset=gang("preempted"), retries=2, deferrable=True)
+    JobSetOperator(task_id="bug", jobset=gang("bug"), retries=3)
+    JobSetOperator(task_id="mark_failed", jobset=gang("markfailed"), retries=2, deferrable=True)
+    JobSetOperator(task_id="cleared", jobset=gang("cleared"), retries=2)
+    JobSetOperator(task_id="handover", jobset=gang("handover"), retries=2, deferrable=True)
+    JobSetOperator(task_id="moved", jobset=gang("moved"), retries=2, deferrable=True)
+    JobSetOperator(task_id="cleared_deferred", jobset=gang("cleardefer"), retries=2, deferrable=True)
+    JobSetOperator(
+        task_id="timed_out", jobset=gang("timedout"), retries=0, deferrable=True, execution_timeout=timedelta(seconds=30)
+    )
+
+    @task.jobset(workers=1, name="decorated", image="python:3.11-slim", retries=1)
+    def decorated(x: int, y: int) -> dict:
+        import os
+
+        return {"sum": x + y, "job": os.environ.get("REPLICATED_JOB_NAME")}
+
+    decorated(2, 3)

@@ -1,0 +1,327 @@
+"""The Airflow provider on Airflow's real components: api-server, scheduler (LocalExecutor), dag-processor and
+triggerer as their own processes on one temporary AIRFLOW_HOME, against the offline cluster over HTTP.
+
+One DAG run of `tests/airflow_dags/jobset_components.py` runs every case at once (one task each); the tests
+script the pods' fates on the cluster, act as a user would through the REST API (mark failed, clear), kill
+the triggerer, and check what a user sees: task states and tries, task logs, XComs, what is left on the
+cluster. The components start once per session (about a minute on a small machine).
+"""
+
+from __future__ import annotations
+
+from tests import airflow_support  # first: AIRFLOW_HOME must be set before airflow is imported
+
+airflow_support.HOME.mkdir(exist_ok=True)
+
+import base64  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+from jobset_core import constants as c  # noqa: E402
+from jobset_core.testing import FakeCluster, FakeClusterServer  # noqa: E402
+from tests.airflow_components import COMPONENTS, AirflowComponents, airflow_env, free_port  # noqa: E402
+
+DAG_ID = "jobset_components"
+RUN_ID = "components"
+NS = "default"
+SETUP_SECONDS = 240
+CASE_SECONDS = 240
+
+pytestmark = pytest.mark.timeout(SETUP_SECONDS + CASE_SECONDS)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[tuple[FakeCluster, str]]:
+    """The offline cluster as a server with a kubeconfig: every Airflow component reaches it by that file."""
+    with FakeClusterServer(namespaces=(NS,)) as server:
+        fake = server.cluster
+        assert fake is not None
+        yield fake, server.kubeconfig
+        errors = list(fake.errors)
+    assert not errors, f"the fake cluster failed: {errors!r}"
+
+
+@pytest.fixture(scope="session")
+def airflow(cluster: tuple[FakeCluster, str]) -> Iterator[AirflowComponents]:
+    home = Path(tempfile.mkdtemp(prefix="jobset-airflow-components-"))
+    port = free_port()
+    components = AirflowComponents(home, airflow_env(home, port, cluster[1], NS), port)
+    try:
+        components.migrate()
+        for name in COMPONENTS:
+            components.start(name)
+        components.wait_for(lambda: components.api.get("/api/v2/monitor/health").status_code == 200, 120, "the api-server")
+        components.login()
+        components.wait_for(components.healthy, 120, "the scheduler, triggerer and dag-processor to be healthy")
+        components.wait_for(lambda: components.dag_known(DAG_ID), 120, f"the dag-processor to parse {DAG_ID}")
+        yield components
+    finally:
+        components.stop()
+    assert not components.leftovers(), f"processes left after stopping Airflow: groups {components.leftovers()}"
+    with socket.socket() as sock:  # nobody listens on the api-server's port any more (TIME_WAIT is fine)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+
+
+@pytest.fixture(scope="session")
+def run(airflow: AirflowComponents, cluster: tuple[FakeCluster, str]) -> str:
+    """The one DAG run, with every case's fate scripted before it starts."""
+    fake = cluster[0]
+    fake.preempt("workers-0-0", jobset="preempted-*", restart=0, after=2)
+    fake.succeed("*", jobset="preempted-*", restart=1, after=2, times=None)
+    fake.exit("workers-1-0", 1, jobset="bug-*", after=2, message="ValueError: bad learning rate")
+    fake.succeed("*", jobset="cleared-*-1", after=3, times=None)
+    fake.succeed("*", jobset="cleardefer-*-1", after=3, times=None)
+    airflow.trigger(DAG_ID, RUN_ID)
+    return RUN_ID
+
+
+def jobsets(fake: FakeCluster, prefix: str) -> list[dict[str, Any]]:
+    return sorted((js for js in fake.jobsets() if js["metadata"]["name"].startswith(prefix + "-")), key=lambda js: js["metadata"]["name"])
+
+
+def running_pods(fake: FakeCluster, jobset: str) -> list[dict[str, Any]]:
+    pods = fake.pods(f"{c.JOBSET_NAME_LABEL}={jobset}")
+    return [p for p in pods if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+
+
+def ended(airflow: AirflowComponents, task_id: str, timeout: float = CASE_SECONDS) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        ti = airflow.task_instance(DAG_ID, RUN_ID, task_id)
+        return ti if ti.get("state") in ("success", "failed") else None
+
+    return airflow.wait_for(done, timeout, f"task {task_id} to end")
+
+
+def trigger_logs(airflow: AirflowComponents, task_id: str, try_number: int = 1) -> list[str]:
+    """What each triggerer that ran the task's trigger logged for it (Airflow keeps one file per triggerer
+    job beside the task's log), in the order the triggerers started."""
+    folder = airflow.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={RUN_ID}" / f"task_id={task_id}"
+    files = sorted(folder.glob(f"attempt={try_number}.log.trigger.*.log"), key=lambda p: int(p.name.split(".")[-2]))
+    texts = []
+    for path in files:
+        lines = (json.loads(line) for line in path.read_text(errors="replace").splitlines() if line.startswith("{"))
+        texts.append("\n".join(str(entry.get("event", "")) for entry in lines))
+    return texts
+
+
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_a_bug_fails_at_once_with_the_diagnosis_in_the_task_log_and_xcom(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    ti = ended(airflow, "bug")
+
+    assert ti["state"] == "failed" and ti["try_number"] == 1  # retries=3, none used: a bug is not retried
+    diagnosis = airflow.xcom(DAG_ID, run, "bug", "diagnosis")
+    assert diagnosis["kind"] == "ApplicationError" and diagnosis["exit_code"] == 1
+    assert diagnosis["pod"].startswith(jobsets(cluster[0], "bug")[0]["metadata"]["name"] + "-workers-1-0-")
+    log = airflow.task_log(DAG_ID, run, "bug", 1)
+    assert "ApplicationError" in log and diagnosis["pod"] in log and "not retrying" in log
+    assert "ValueError: bad learning rate" in log
+
+
+def test_a_deferrable_run_is_preempted_restarts_in_the_cluster_and_succeeds(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    ti = ended(airflow, "preempted")
+
+    assert ti["state"] == "success" and ti["try_number"] == 1
+    [js] = jobsets(cluster[0], "preempted")
+    assert js["status"]["restarts"] == 1
+    log = airflow.task_log(DAG_ID, run, "preempted", 1)
+    assert "in-cluster restart 1 (Preempted)" in log
+    assert "Pausing task as DEFERRED" in log or "deferred" in log.lower()
+    value = airflow.xcom(DAG_ID, run, "preempted", "return_value")
+    assert value["succeeded"] and "1 in-cluster restart" in value["ledger"]
+
+
+def test_marking_a_deferred_task_failed_deletes_its_jobset(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    fake = cluster[0]
+    airflow.wait_for(lambda: airflow.state(DAG_ID, run, "mark_failed") == "deferred", CASE_SECONDS, "mark_failed to defer")
+    [js] = airflow.wait_for(lambda: jobsets(fake, "markfailed"), 60, "the markfailed JobSet")
+    name = js["metadata"]["name"]
+    airflow.wait_for(lambda: len(running_pods(fake, name)) == 3, 60, f"{name}'s pods to run")
+
+    airflow.mark(DAG_ID, run, "mark_failed", "failed")
+
+    airflow.wait_for(lambda: not jobsets(fake, "markfailed") and not fake.pods(f"{c.JOBSET_NAME_LABEL}={name}"), 60, f"{name} to be deleted")
+    assert airflow.state(DAG_ID, run, "mark_failed") == "failed"
+    [trigger_log] = airflow.wait_for(
+        lambda: (logs := trigger_logs(airflow, "mark_failed")) and f"deleted {name}" in logs[0] and logs, 30, "the trigger's last line"
+    )
+    assert "Trigger cancelled by user action, invoking on_kill" in trigger_log
+    assert f"the task is failed: deleting JobSet {name}" in trigger_log and f"deleted {name}" in trigger_log
+
+
+def test_clearing_a_running_task_starts_a_fresh_run_with_the_whole_budget(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    fake = cluster[0]
+    airflow.wait_for(lambda: airflow.state(DAG_ID, run, "cleared") == "running", CASE_SECONDS, "cleared to run")
+    [first] = airflow.wait_for(lambda: jobsets(fake, "cleared"), 60, "the first cleared JobSet")
+    first_name = first["metadata"]["name"]
+    airflow.wait_for(lambda: len(running_pods(fake, first_name)) == 3, 60, f"{first_name}'s pods to run")
+    assert first_name.endswith("-0")
+
+    airflow.clear(DAG_ID, run, "cleared")
+    ti = ended(airflow, "cleared")
+
+    assert ti["state"] == "success" and ti["try_number"] == 2
+    [second] = jobsets(fake, "cleared")  # the cleared attempt is gone, never adopted
+    assert second["metadata"]["name"] == first_name[:-1] + "1"
+    budget = first["spec"]["failurePolicy"]["maxRestarts"]
+    assert second["spec"]["failurePolicy"]["maxRestarts"] == budget == 2  # the whole budget again
+    assert second["metadata"]["annotations"][c.ATTEMPT_ANNOTATION] == "1"
+    value = airflow.xcom(DAG_ID, run, "cleared", "return_value")
+    assert f"1 cleared attempt not counted ({first_name})" in value["ledger"]
+    assert "0 resubmissions used" in value["ledger"]
+    log = airflow.task_log(DAG_ID, run, "cleared", 2)
+    assert f"cleared by the user: {first_name} not counted" in log
+
+
+def test_clearing_a_deferred_task_starts_a_fresh_run_watched_to_its_end(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    fake = cluster[0]
+    airflow.wait_for(lambda: airflow.state(DAG_ID, run, "cleared_deferred") == "deferred", CASE_SECONDS, "cleared_deferred to defer")
+    [first] = airflow.wait_for(lambda: jobsets(fake, "cleardefer"), 60, "the first cleardefer JobSet")
+    first_name = first["metadata"]["name"]
+    airflow.wait_for(lambda: len(running_pods(fake, first_name)) == 3, 60, f"{first_name}'s pods to run")
+
+    airflow.clear(DAG_ID, run, "cleared_deferred")
+    ti = ended(airflow, "cleared_deferred")
+
+    assert ti["state"] == "success" and ti["try_number"] == 2
+    [second] = jobsets(fake, "cleardefer")
+    assert second["metadata"]["name"] == first_name[:-1] + "1"
+    assert second["spec"]["failurePolicy"]["maxRestarts"] == first["spec"]["failurePolicy"]["maxRestarts"] == 2
+    value = airflow.xcom(DAG_ID, run, "cleared_deferred", "return_value")
+    assert f"1 cleared attempt not counted ({first_name})" in value["ledger"]
+    # The old try's trigger either was cancelled (its on_kill deleted only attempt 0), or, where Airflow on
+    # SQLite gave the new try's trigger the old one's id, reported attempt 0 to the new try, which then
+    # deferred again on its own attempt: the same end either way.
+    assert "Trigger fired event" in "".join(trigger_logs(airflow, "cleared_deferred", try_number=2))
+
+
+def test_a_deferral_past_its_execution_timeout_deletes_the_jobset_and_fails(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    fake = cluster[0]
+    ti = ended(airflow, "timed_out")
+
+    assert ti["state"] == "failed" and ti["try_number"] == 1  # retries=0
+    log = airflow.task_log(DAG_ID, run, "timed_out", 1)
+    submitted = re.search(r"JobSet default/(timedout-[0-9a-f]+-0) is attempt 0", log)
+    assert submitted is not None, log[-3000:]
+    assert "the deferral timed out: deleting the attempts of run" in log and "TaskDeferralTimeout" in log
+    assert f"deleted {submitted.group(1)}" in log
+    airflow.wait_for(lambda: not jobsets(fake, "timedout"), 30, f"{submitted.group(1)} to be gone")
+
+
+def run_container(pod: dict[str, Any]) -> str:
+    """What the kubelet would do with the pod's one container: run its command with its environment (the
+    JobSet's downward-API variables resolved from the pod's labels); returns what it printed."""
+    [container] = pod["spec"]["containers"]
+    labels = pod["metadata"].get("labels") or {}
+    env: dict[str, str] = {}
+    for item in container.get("env") or []:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            path = item["valueFrom"]["fieldRef"]["fieldPath"]
+            env[item["name"]] = labels.get(path.split("['", 1)[1].rstrip("']"), "") if "labels['" in path else ""
+    command = [sys.executable if container["command"][0] == "python" else container["command"][0], *container["command"][1:]]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+def test_task_jobset_runs_the_function_on_every_replica_and_returns_the_leaders_result(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    from airflow_jobset.decorators import RESULT_MARKER
+
+    fake = cluster[0]
+    [js] = airflow.wait_for(lambda: jobsets(fake, "decorated"), CASE_SECONDS, "the decorated JobSet")
+    name = js["metadata"]["name"]
+    pods = airflow.wait_for(lambda: (p := running_pods(fake, name)) and len(p) == 2 and p, 60, f"{name}'s pods to run")
+    printed = [run_container(pod) for pod in pods]  # both replicas run the function
+    for pod, text in zip(pods, printed, strict=True):
+        fake.server.append_log(NS, pod["metadata"]["name"], text)
+    fake.succeed("*", jobset=name, times=None)
+
+    ti = ended(airflow, "decorated")
+
+    assert ti["state"] == "success"
+    assert airflow.xcom(DAG_ID, run, "decorated", "return_value") == {"sum": 5, "job": "leader"}
+    assert sum(RESULT_MARKER in text for text in printed) == 1
+    marked = next(t for t in printed if RESULT_MARKER in t).split(RESULT_MARKER, 1)[1].strip()
+    assert json.loads(base64.b64decode(marked)) == {"sum": 5, "job": "leader"}
+
+
+def test_a_sigkilled_triggerer_leaves_one_jobset_that_the_next_triggerer_adopts(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    fake = cluster[0]
+    airflow.wait_for(lambda: airflow.state(DAG_ID, run, "handover") == "deferred", CASE_SECONDS, "handover to defer")
+    [js] = airflow.wait_for(lambda: jobsets(fake, "handover"), 60, "the handover JobSet")
+    name = js["metadata"]["name"]
+    airflow.wait_for(lambda: len(running_pods(fake, name)) == 3, 60, f"{name}'s pods to run")
+
+    airflow.kill("triggerer-1")  # SIGKILL: no cleanup, no on_kill
+    assert [j["metadata"]["name"] for j in jobsets(fake, "handover")] == [name]
+    airflow.start("triggerer")
+    fake.succeed("*", jobset=name, after=1, times=None)
+    ti = ended(airflow, "handover")
+
+    assert ti["state"] == "success" and ti["try_number"] == 1
+    assert [j["metadata"]["name"] for j in jobsets(fake, "handover")] == [name]
+    assert airflow.xcom(DAG_ID, run, "handover", "jobset_name") == name
+    first, second = trigger_logs(airflow, "handover")  # one per triggerer that ran the trigger
+    assert "replicated jobs ready" in first and "Trigger fired event" not in first
+    assert f"{name} succeeded" in second and "Trigger fired event" in second
+
+
+def test_a_trigger_moved_to_another_triggerer_leaves_the_jobset_running(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    """The triggerer running the trigger stalls (SIGSTOP) past the health threshold; another takes the
+    trigger over; the first, resumed, is told to cancel it with the same user-action message a mark-failed
+    sends. It asks Airflow, finds the task still deferred, and deletes nothing."""
+    fake = cluster[0]
+    airflow.wait_for(lambda: airflow.state(DAG_ID, run, "moved") == "deferred", CASE_SECONDS, "moved to defer")
+    [js] = airflow.wait_for(lambda: jobsets(fake, "moved"), 60, "the moved JobSet")
+    name = js["metadata"]["name"]
+    owners = len(airflow.wait_for(lambda: trigger_logs(airflow, "moved"), 60, "a triggerer to run the trigger"))
+    stalled = next(label for label in airflow.procs if label.startswith("triggerer-"))
+    other = airflow.start("triggerer")
+
+    airflow.signal(stalled, signal.SIGSTOP)
+    airflow.wait_for(lambda: len(trigger_logs(airflow, "moved")) == owners + 1, 90, "another triggerer to take the trigger over")
+    airflow.signal(stalled, signal.SIGCONT)
+    let_go = airflow.wait_for(
+        lambda: next((t for t in trigger_logs(airflow, "moved")[:-1] if "still deferred" in t), None), 60, f"{stalled} to let the trigger go"
+    )
+
+    assert airflow.state(DAG_ID, run, "moved") == "deferred"
+    [kept] = jobsets(fake, "moved")
+    assert kept["metadata"]["name"] == name and not kept["metadata"].get("deletionTimestamp")
+    assert "Trigger cancelled by user action, invoking on_kill" in let_go  # what Airflow told it
+    assert "the trigger moved to another triggerer" in let_go and "deleting" not in let_go
+    fake.succeed("*", jobset=name, times=None)
+    ti = ended(airflow, "moved")
+    assert ti["state"] == "success" and ti["try_number"] == 1
+    assert other in airflow.procs

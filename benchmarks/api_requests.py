@@ -111,6 +111,7 @@ def measure_idle(runs: int, seconds: float, watch_mode: str) -> dict[str, Any]:
     other, watches = cluster.split_requests(idle)
     return {
         "measure": "idle",
+        "commit": report.machine()["commit"],
         "watch_timeout": watch_mode,
         "runs": runs,
         "window_s": seconds,
@@ -167,6 +168,7 @@ def measure_look(pods: int, shape: str) -> dict[str, Any]:
         cluster.stop(server, fake)
     return {
         "measure": "polled look",
+        "commit": report.machine()["commit"],
         "shape": "1 Job" if shape == "pods" else "P Jobs",
         "pods": pods,
         "requests_per_look": sum(counts["step"]) / LOOKS,

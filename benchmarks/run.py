@@ -1,9 +1,19 @@
-"""Run every benchmark, side by side, and print the tables the README quotes (JSON in benchmarks/results/).
+"""Run every benchmark, side by side, and print the tables docs/BENCHMARKS.md quotes (JSON in benchmarks/results/).
 
 Each one is also a command of its own: `python -m benchmarks.<name> --help`.
 """
 
-from benchmarks import detection, diagnose_scale, manifests, polling, wasted_time, watchers
+from benchmarks import (
+    api_requests,
+    detection,
+    diagnose_scale,
+    manifests,
+    peer,
+    polling,
+    scale,
+    wasted_time,
+    watchers,
+)
 
 
 def main() -> None:
@@ -22,6 +32,15 @@ def main() -> None:
     wasted_time.main([])
     print("\n## 5. manifest build and validation, 100 replicated jobs")
     manifests.main()
+    print("\n## 6. API requests: a polled look by pod count, an idle watcher process per minute")
+    api_requests.main([])  # the random 5-10 min watch timeout needs a 10 min idle window
+    api_requests.main(["--pods", "--watch-timeout", "30s", "--idle-seconds", "120", "--append"])
+    print("\n## 7. thousands of runs watched by one process")
+    # 5,000 (the default's last size) takes well over 15 minutes on 2 shared cores: the rows the docs quote.
+    scale.main(["--runs", "1000", "2000"])
+    scale.main(["--runs", "1000", "2000", "--rate", "8.33", "--append"])
+    print("\n## 8. side by side with the peer: KubernetesJobOperator against our operators")
+    peer.main(["--peer-poll", "10", "2"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,72 @@
+"""The benchmark commands added for the API-request, scale and peer measurements: their command lines, and
+the pieces of their bookkeeping that decide what a number means. No timing is asserted here."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import api_requests, peer, scale
+from jobset_core import constants as c
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "named"),
+    [
+        (api_requests, ["--pods", "0"], "--pods"),
+        (api_requests, ["--idle-seconds", "-1"], "--idle-seconds"),
+        (api_requests, ["--watch-timeout", "5m"], "--watch-timeout"),
+        (scale, ["--runs", "many"], "--runs"),
+        (scale, ["--rate", "0"], "--rate"),
+        (peer, ["--tools", "kubectl"], "--tools"),
+        (peer, ["--concurrent", "0"], "--concurrent"),
+        (peer, ["--peer-poll", "never"], "--peer-poll"),
+        (peer, ["--no-such-option"], "--no-such-option"),
+    ],
+)
+def test_a_bad_argument_is_one_line_and_exit_status_2(module, argv, named, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        module.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err and "error:" in err
+
+
+def _pod(**labels: str) -> dict:
+    return {"metadata": {"name": "p", "labels": labels}}
+
+
+def test_a_pod_belongs_to_the_task_whose_name_is_longest_prefix_of_its_workload() -> None:
+    tasks = sorted(["gang-concurrent-1", "gang-concurrent-12", "peer-bug-0"], key=len, reverse=True)
+    assert peer.task_of(_pod(**{c.JOB_NAME_LABEL: "gang-concurrent-12-0"}), tasks) == "gang-concurrent-12"
+    assert peer.task_of(_pod(**{c.JOB_NAME_LABEL: "gang-concurrent-1"}), tasks) == "gang-concurrent-1"
+    assert peer.task_of(_pod(**{c.JOB_NAME_LABEL: "job-peer-bug-0-x7k2p9"}), tasks) == "peer-bug-0"
+    assert peer.task_of(_pod(**{c.JOBSET_NAME_LABEL: "gang-concurrent-13"}), tasks) is None
+    assert peer.task_of(_pod(), tasks) is None
+
+
+def test_ratios_are_ours_over_the_peers_per_scenario() -> None:
+    row = {"failure_to_end_median_s": 8.0, "wall_s": 10.0, "success_rate": 1.0, "requests": 20,
+           "requests_fair": 10, "peak_rss_mb": 200.0}
+    rows = [
+        {"tool": "peer", "scenario": "bug", "peer_poll_s": 10.0, **row},
+        {"tool": "gang", "scenario": "bug", **row, "failure_to_end_median_s": 0.5, "requests": 25, "requests_fair": 25},
+        {"tool": "gang", "scenario": "concurrent", **row},
+    ]
+    (ratio,) = peer.ratios(rows)
+    assert (ratio["scenario"], ratio["ours"], ratio["peer"]) == ("bug", "gang", "peer")
+    assert ratio["failure_to_end_median_s"] == pytest.approx(0.0625)
+    assert ratio["requests"] == pytest.approx(1.25) and ratio["requests_fair"] == pytest.approx(2.5)
+
+
+def test_requests_are_grouped_by_resource_not_by_object() -> None:
+    assert api_requests.resource_of("/api/v1/namespaces/bench/pods/x-0/log") == "pods/log"
+    assert api_requests.resource_of("/apis/batch/v1/namespaces/bench/jobs") == "jobs"
+    assert api_requests.resource_of("/apis/jobset.x-k8s.io/v1alpha2/namespaces/bench/jobsets/a") == "jobsets"
+
+
+def test_a_polled_look_is_counted_at_the_server_request_by_request() -> None:
+    row = api_requests.measure_look(2, "jobs")
+    assert row["pods"] == 2 and row["shape"] == "P Jobs"
+    assert row["requests_per_look"] > 0
+    assert sum(row["look_requests"].values()) == pytest.approx(row["requests_per_look"])
+    assert row["requests_per_look_with_observe"] > row["requests_per_look"]

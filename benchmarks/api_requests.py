@@ -42,8 +42,8 @@ def _child(url: str, handles_file: str, watch_timeout: str) -> None:
     from kubernetes import client
 
     from jobset_core import JobSetRun
-    from jobset_core.kube import KubernetesRuntime
-    from jobset_core.run import EventType, RunEvent
+    from jobset_core.lifecycle.drive import EventType, RunEvent
+    from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
     configuration = client.Configuration()
     configuration.host, configuration.proxy = url, None
@@ -73,7 +73,7 @@ def _child(url: str, handles_file: str, watch_timeout: str) -> None:
 
 
 def _submit(server: Any, fake: Any, label: str, specs: list[Any]) -> list[Any]:
-    from jobset_core.kube import KubernetesRuntime
+    from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
     submitter = KubernetesRuntime(server.api_client(), cluster.NAMESPACE)
     handles = [submitter.submit(s.manifests(), run_key=make_run_key("api-requests", label, i), attempt=0)
@@ -145,7 +145,7 @@ def _look_spec(pods: int, shape: str) -> Any:
 
 def measure_look(pods: int, shape: str) -> dict[str, Any]:
     from jobset_core import JobSetRun
-    from jobset_core.kube import KubernetesRuntime
+    from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
     server, fake = cluster.fake_cluster(tick=0.05)
     try:

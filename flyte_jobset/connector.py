@@ -560,16 +560,15 @@ class JobSetConnector(AsyncConnectorBase):
                 continue
             observation = runtime.observe(handle_of(obj, handle.run_key, handle.namespace))
             state = observation.state
-            restarted = int(((observation.main or {}).get("status") or {}).get("restarts") or 0)
-            diagnosis = run.diagnose(observation) if state is State.FAILED or restarted else None
+            diagnosis = _worth_drawing(run.diagnose(observation), state)
             noted = (ev.meta(obj).get("annotations") or {}).get(c.SUMMARY_ANNOTATION)
             if diagnosis is not None:
                 diagnosis = replace(diagnosis, summary=noted or _unframed(diagnosis.summary))
             attempts.append(AttemptTimeline(ev.name_of(obj), observation.pods, diagnosis, str(state)))
         current = runtime.observe(handle)
         diagnosis = result.diagnosis
-        if diagnosis is None and current.main is not None and (current.main.get("status") or {}).get("restarts"):
-            diagnosis = run.diagnose(current)
+        if diagnosis is None and current.main is not None:  # a success: its in-cluster restarts, if any
+            diagnosis = _worth_drawing(run.diagnose(current), current.state)
         attempts.append(AttemptTimeline(handle.name, current.pods, diagnosis, result.message))
         return attempts
 
@@ -673,6 +672,12 @@ def _unframed(summary: str) -> str:
     if c.FLYTEKIT_ERROR_BANNER not in summary:
         return summary
     return _EXCERPT.sub(lambda m: m.group(1), summary)
+
+
+def _worth_drawing(diagnosis: Diagnosis, state: State) -> Diagnosis | None:
+    """An attempt's diagnosis when it has something to say: it failed, or it restarted in the cluster (a
+    JobSet's restarts, a gang Job's replaced pods)."""
+    return diagnosis if state is State.FAILED or diagnosis.history else None
 
 
 def _history_lines(attempts: Sequence[AttemptTimeline]) -> list[str]:

@@ -3,7 +3,8 @@ name the same cause for every attempt and in-cluster restart.
 
 Each scenario runs on the offline cluster served by kubeconfig (`FakeClusterServer`); the live explain reads
 it through that kubeconfig, the dump is what `kubectl get jobsets,jobs,pods,events,configmaps -o json` prints,
-and the timeline is the page `--html` writes. A restart's cause after the first is never Unknown when its
+the timeline is the page `--html` writes, and the engines' histories are what the Flyte connector's `get` puts
+in `custom_info` and what the Airflow operator reports. A restart's cause after the first is never Unknown when its
 evidence exists, also once the pods are gone and only the evidence ConfigMap holds it.
 """
 
@@ -19,6 +20,8 @@ import tenacity
 
 from jobset_core import (
     FailureKind,
+    GangJobSpec,
+    Handle,
     JobSetRun,
     JobSetSpec,
     ReplicatedJob,
@@ -47,7 +50,7 @@ def training(name: str, retries: int = 3) -> JobSetSpec:
     ])
 
 
-def run(served: FakeClusterServer, spec: JobSetSpec, key: str) -> RunResult:
+def run(served: FakeClusterServer, spec: JobSetSpec | GangJobSpec, key: str) -> RunResult:
     cluster = served.cluster
     assert cluster is not None
     return JobSetRun(spec, cluster.runtime(), run_key=make_run_key(key, spec.name), sleep=lambda s: None).run()
@@ -85,6 +88,33 @@ def timeline_says(page: str) -> list[FailureKind]:
     return [KINDS[m] for m in re.findall(r"restart \d+: (\w+) - ", page)]
 
 
+def flyte_says(served: FakeClusterServer, handle: Handle, tmp_path: Path) -> tuple[list[FailureKind | None], FailureKind | None]:
+    """The history the Flyte connector reports in `custom_info` (what the Flyte console shows) on its `get`."""
+    from flyte_jobset.connector import JobSetConnector, JobSetMeta
+
+    assert served.cluster is not None
+    connector = JobSetConnector(runtimes={"kubernetes": served.cluster.runtime()})
+    resource = connector._get(JobSetMeta(handle.to_dict(), output_prefix=str(tmp_path / "flyte")))
+    lines = [line for line in resource.custom_info["history"] if line.startswith(f"{handle.name} ")]
+    restarts = [KINDS[m] for line in lines for m in re.findall(r" restart \d+: (\w+): ", line)]
+    final = next((KINDS[m] for line in lines for m in re.findall(r" final: (\w+)", line)), None)
+    return restarts, final
+
+
+def airflow_says(served: FakeClusterServer, handle: Handle) -> tuple[list[FailureKind | None], FailureKind | None]:
+    """What the Airflow operator reports: the diagnosis it pushes to XCom when the run failed (from the
+    trigger's poll of the attempt), else the history it logs for a run that succeeded."""
+    assert served.cluster is not None
+    runtime = served.cluster.runtime()
+    run = JobSetRun.resume(handle, runtime)
+    result = run.step()
+    if result.diagnosis is not None and result.diagnosis.failed:
+        data = result.to_dict()["diagnosis"]
+        return [KINDS[h["kind"]] for h in data["history"] if h.get("restart") is not None], KINDS[data["kind"]]
+    logged = run.diagnose(runtime.observe(handle))
+    return [h.kind for h in logged.history if h.restart is not None], None
+
+
 def assert_one_story(served: FakeClusterServer, result: RunResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                      capsys: pytest.CaptureFixture[str], restarts: list[FailureKind], final: FailureKind | None) -> None:
     assert result.handle is not None and served.cluster is not None
@@ -95,6 +125,8 @@ def assert_one_story(served: FakeClusterServer, result: RunResult, tmp_path: Pat
     dump = dump_of(served.cluster, tmp_path / "dump.json")
     assert explain_says(["--from-file", str(dump), name], monkeypatch, capsys, served.kubeconfig) == (restarts, final), "dump"
     assert timeline_says((tmp_path / "live.html").read_text()) == restarts, "timeline"
+    assert flyte_says(served, result.handle, tmp_path) == (restarts, final), "Flyte's history"
+    assert airflow_says(served, result.handle) == (restarts, final), "Airflow's history"
 
 
 def test_a_preemption_then_success(served: FakeClusterServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -147,3 +179,17 @@ def test_the_evidence_only_in_the_configmap_after_the_pods_are_gone(
     cluster.run_until(lambda: not cluster.pods(selector), timeout=10, what="the pods to be gone")
     assert_one_story(served, result, tmp_path, monkeypatch, capsys,
                      [FailureKind.NODE_FAILURE, FailureKind.PREEMPTED], FailureKind.APPLICATION_ERROR)
+
+
+def test_a_gang_job_preempted(served: FakeClusterServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The Job controller replaces the preempted pod of a gang Job: one in-cluster restart, caused by it."""
+    cluster = served.cluster
+    assert cluster is not None
+    spec = GangJobSpec(name="gang", image="train:1", command=["python", "train.py"], pods=3,
+                       retry=RetryPolicy(retries=2, backoff=tenacity.wait_none()))
+    cluster.preempt("1", after=0.3, jobset="gang-*")
+    cluster.succeed("*", times=None, after=0.8, jobset="gang-*")
+    result = run(served, spec, "gang-preempted")
+    assert result.succeeded and result.ledger.in_cluster_restarts == 1, result.message
+    assert_one_story(served, result, tmp_path, monkeypatch, capsys, [FailureKind.PREEMPTED], None)

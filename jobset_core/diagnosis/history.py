@@ -9,7 +9,7 @@ Timestamps from different controllers disagree by about a second, so "before" al
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
@@ -82,3 +82,28 @@ def history(scope: Scope, job_event_findings: list[Finding]) -> tuple[list[Histo
     for number in range(len(entries) + 1, scope.restarts + 1):
         entries.append(HistoryEntry(number, K.UNKNOWN, f"restart {number}: cause not recorded (events expired)"))
     return entries, used
+
+
+def gang_history(scope: Scope, pod_findings: list[Finding]) -> list[HistoryEntry]:
+    """A gang Job's pod replacements: the Job controller replaced a failed pod when its completion index has
+    another pod after it (one that did not fail, or a later failure), and each replacement is one in-cluster
+    restart of the gang, caused by that pod's failure (a JobSet's restarts are read from its events instead:
+    see `history`)."""
+    if scope.jobset is not None or len(scope.jobs) != 1:
+        return []
+    failures = {f.pod: f for f in pod_findings if f.pod and not f.teardown}
+    by_index: dict[str, list[str]] = {}
+    for pod in scope.pods:
+        index = ev.labels_of(pod).get(c.JOB_COMPLETION_INDEX_KEY)
+        if index is not None:
+            by_index.setdefault(index, []).append(ev.name_of(pod))
+    causes: list[Finding] = []
+    for names in by_index.values():
+        failed = sorted((failures[n] for n in names if n in failures), key=_when)
+        causes += failed if len(failed) < len(names) else failed[:-1]
+    return [HistoryEntry(n, f.kind, f"restart {n}: {short(f)}", pod=f.pod, node=f.node, time=f.time)
+            for n, f in enumerate(sorted(causes, key=_when), start=1)]
+
+
+def _when(finding: Finding) -> datetime:
+    return finding.time or datetime.min.replace(tzinfo=UTC)

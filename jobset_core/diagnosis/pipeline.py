@@ -144,6 +144,14 @@ def _refused_jobs(scope: Scope, now: datetime, grace: Grace) -> list[Finding]:
     return [f for f in found if not scope.jobs or f.job in current]
 
 
+def _gang_replacements(scope: Scope, pod_findings: list[Finding]) -> tuple[list[HistoryEntry], list[Finding]]:
+    """A gang Job's replaced pods as its restart history; their failures are history, not candidates for the
+    gang's current failure."""
+    gang = guarded(scope.notes, "the gang's replacements", lambda: hist.gang_history(scope, pod_findings), [])
+    replaced = {entry.pod for entry in gang}
+    return gang, [f for f in pod_findings if f.pod not in replaced]
+
+
 def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None) -> Evidence:
     notes = scope.notes
     pods_by_name = {ev.name_of(p): p for p in scope.pods}
@@ -152,7 +160,10 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
     old_end = guarded(notes, "the restart events", lambda: hist.earlier_attempts_end(scope), None)
     kills = guarded(notes, "the probe events", lambda: sig.probe_kills(scope.events), {})
     findings: list[Finding] = []
-    findings += _classify_pods(scope, now, grace, codes or frozenset(), kills)
+    pod_findings = _classify_pods(scope, now, grace, codes or frozenset(), kills)
+    if not history:
+        history, pod_findings = _gang_replacements(scope, pod_findings)
+    findings += pod_findings
     for job in scope.current_jobs:
         findings += guarded(notes, f"Job {ev.name_of(job) or '?'}", lambda job=job: jobs_.job_findings(job, scope.events, codes, pods_by_name), [])
 

@@ -478,7 +478,7 @@ def progress_of(
     spec = main.get("spec") or {}
     kueue = _kueue_note(diagnosis)
     if main.get("kind") != "JobSet":
-        return _gang_job_progress(main, state, current, kueue)
+        return _gang_job_progress(main, state, current, kueue, diagnosis)
     wanted = {rj.get("name"): ev.count(rj.get("replicas")) or 1 for rj in spec.get("replicatedJobs") or []}
     ready = sum(
         1
@@ -492,14 +492,17 @@ def progress_of(
     )
 
 
-def _gang_job_progress(main: Mapping[str, Any], state: State, current: Submission, kueue: str | None) -> Progress:
-    """A gang Job's progress: its pods ready or done out of its parallelism, its pod replacements."""
+def _gang_job_progress(main: Mapping[str, Any], state: State, current: Submission, kueue: str | None,
+                       diagnosis: Diagnosis | None) -> Progress:
+    """A gang Job's progress: its pods ready or done out of its parallelism, its pod replacements and their
+    causes (the diagnosis's history of the gang)."""
     status, spec = main.get("status") or {}, main.get("spec") or {}
     total = ev.count(spec.get("parallelism")) or 1
     ready = min(total, ev.count(status.get("ready")) + ev.count(status.get("succeeded")))
+    causes = tuple(h.kind for h in (diagnosis.history if diagnosis else []) if h.restart is not None)
     return Progress(
         state, ready, total, "pods", current.restarts, current.counted_restarts,
-        ev.count(spec.get("backoffLimit")), (), kueue, current.free_in_place,
+        ev.count(spec.get("backoffLimit")), causes[: current.restarts], kueue, current.free_in_place,
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from jobset_core import evidence as ev
 from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
     BATCH_API_VERSION,
@@ -32,7 +33,6 @@ from jobset_core.constants import (
     JOB_NAME_LABEL,
     JOBSET_API_VERSION,
     JOBSET_NAME_LABEL,
-    POLICY_ANNOTATION,
     RUN_KEY_LABEL,
 )
 from jobset_core.diagnosis import Diagnosis, diagnose
@@ -197,9 +197,9 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, An
 def policy_of(main: dict[str, Any] | None) -> RetryPolicy:
     """The policy the workload was submitted with (its exit codes and grace periods shape the diagnosis), or
     the defaults for one no run of ours submitted."""
-    raw = (((main or {}).get("metadata") or {}).get("annotations") or {}).get(POLICY_ANNOTATION)
+    stored = ev.stored_policy(main)
     try:
-        return RetryPolicy.from_annotation(json.loads(raw)) if raw else RetryPolicy(retries=0)
+        return RetryPolicy.from_annotation(stored) if stored else RetryPolicy(retries=0)
     except (ValueError, TypeError, KeyError):
         return RetryPolicy(retries=0)
 

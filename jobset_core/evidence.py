@@ -348,3 +348,14 @@ def child_job_names(main: Mapping[str, Any]) -> list[str]:
 def job_names_of_pods(pods: Iterable[Mapping[str, Any]]) -> list[str]:
     """The Jobs these pods belong to, from their labels: a Job deleted by a restart is no longer listed."""
     return [labels_of(pod)[label] for pod in pods for label in c.JOB_NAME_LABELS if labels_of(pod).get(label)]
+
+
+def stored_policy(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The retry policy a run wrote on its object (`RetryPolicy.to_annotation()`), decoded; None when absent
+    or unreadable."""
+    raw = as_map(meta(obj or {}).get("annotations")).get(c.POLICY_ANNOTATION)
+    try:
+        data = json.loads(raw) if isinstance(raw, str) and raw else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

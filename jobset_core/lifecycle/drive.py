@@ -362,15 +362,7 @@ class JobSetRun:
 
     def _fix_policy(self, objects: list[dict[str, Any]], record: Mapping[str, Any] | None) -> None:
         """Once anything was submitted, the run decides with the policy it was submitted with."""
-        stored: Any = None
-        for obj in sorted(objects, key=_attempt_of, reverse=True):
-            raw = (ev.meta(obj).get("annotations") or {}).get(POLICY_ANNOTATION)
-            if raw:
-                try:
-                    stored = json.loads(raw)
-                except ValueError:
-                    continue
-                break
+        stored: Any = next((p for o in sorted(objects, key=_attempt_of, reverse=True) if (p := ev.stored_policy(o))), None)
         if stored is None and record:
             stored = record.get(records.POLICY)
         if isinstance(stored, Mapping):

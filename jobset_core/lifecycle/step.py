@@ -347,17 +347,13 @@ def adoptable(objects: Sequence[Mapping[str, Any]], cleared: set[str]) -> Mappin
     made history (`cleared`: from the run record; the object may say so too)."""
     current = [o for o in sorted(objects, key=_attempt_number)
                if not _is_cleared(o) and ev.name_of(o) not in cleared]
-    live = [o for o in current if _is_live(o)]
+    live = [o for o in current if is_live(o)]
     done = [o for o in current if state_of(o) is State.SUCCEEDED]
     return (live or done or [None])[-1]
 
 
 def is_live(obj: Mapping[str, Any]) -> bool:
     """Active and not being deleted: an object being deleted (a cancel, an ended attempt) is never adopted."""
-    return _is_live(obj)
-
-
-def _is_live(obj: Mapping[str, Any]) -> bool:
     annotations = ev.meta(obj).get("annotations") or {}
     return not state_of(obj).terminal and not ev.meta(obj).get("deletionTimestamp") and not annotations.get(CANCELLED_ANNOTATION)
 

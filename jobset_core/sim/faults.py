@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -49,6 +48,7 @@ from typing import Any, ClassVar
 
 from jobset_core import constants as c
 from jobset_core.errors import SpecError
+from jobset_core.evidence import stored_policy
 
 FAULTS_ENV = "JOBSET_LOCAL_FAULTS"
 ANY = "any"
@@ -396,12 +396,8 @@ def pod_names(main: Mapping[str, Any]) -> str:
 def _last_attempt(main: Mapping[str, Any]) -> int | None:
     """The last attempt a run submitted with our policy can reach (its retries, when every retry is counted);
     None when not bounded that way (no policy of ours, or free interruptions that add attempts)."""
-    raw = ((main.get("metadata") or {}).get("annotations") or {}).get(c.POLICY_ANNOTATION)
-    try:
-        policy = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    if not isinstance(policy, dict) or not policy.get("countInterruptions", True):
+    policy = stored_policy(main)
+    if policy is None or not policy.get("countInterruptions", True):
         return None
     retries = policy.get("retries")
     return retries if isinstance(retries, int) and not isinstance(retries, bool) else None

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from jobset_core import constants as c
+from jobset_core import evidence as ev
 from jobset_core.errors import SpecError
 from jobset_core.sim.apistore.watch import StoredEvent
 from jobset_core.sim.faults import Fault, from_mapping
@@ -125,32 +126,28 @@ class EventLines:
         elif event.type == "DELETED":
             self.echo(f"jobset {name} deleted")
         else:
-            if _status(obj).get("restarts", 0) > _status(prev).get("restarts", 0):
-                self.echo(f"jobset {name} restarting: restart {_status(obj)['restarts']}")
+            if ev.status_of(obj).get("restarts", 0) > ev.status_of(prev).get("restarts", 0):
+                self.echo(f"jobset {name} restarting: restart {ev.status_of(obj)['restarts']}")
             for cond in _newly_true(obj, prev, (c.CONDITION_COMPLETED, c.CONDITION_FAILED)):
                 self.echo(f"jobset {name} {cond['type'].lower()}: {cond.get('reason')}: {cond.get('message', '')}")
 
     def _pod(self, pod: Obj, prev: Obj) -> None:
         for cond in _newly_true(pod, prev, (c.CONDITION_DISRUPTION_TARGET,)):
             self.echo(f"pod {self._name(pod)} disrupted: {cond.get('reason')}: {cond.get('message', '')}")
-        if _status(pod).get("phase") == c.PHASE_FAILED and _status(prev).get("phase") != c.PHASE_FAILED:
+        if ev.status_of(pod).get("phase") == c.PHASE_FAILED and ev.status_of(prev).get("phase") != c.PHASE_FAILED:
             self.echo(f"pod {self._name(pod)} failed: {_failure_of(pod)}")
-
-
-def _status(obj: Obj) -> Obj:
-    return obj.get("status") or {}
 
 
 def _newly_true(obj: Obj, prev: Obj, types: tuple[str, ...]) -> list[Obj]:
     """Conditions of these types that are True now and were not before."""
-    before = {x.get("type") for x in _status(prev).get("conditions") or [] if x.get("status") == "True"}
-    return [x for x in _status(obj).get("conditions") or []
+    before = {x.get("type") for x in ev.status_of(prev).get("conditions") or [] if x.get("status") == "True"}
+    return [x for x in ev.status_of(obj).get("conditions") or []
             if x.get("type") in types and x.get("status") == "True" and x.get("type") not in before]
 
 
 def _failure_of(pod: Obj) -> str:
     """Why a pod failed, as `kubectl describe` would put it: the pod's reason or its container's, exit code."""
-    status = _status(pod)
+    status = ev.status_of(pod)
     term = next(((s.get("state") or {}).get("terminated") for s in status.get("containerStatuses") or []
                  if (s.get("state") or {}).get("terminated")), None)
     if not term:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import evidence as ev
 from jobset_core.sim.apistore.kinds import ResourceKind
 
 Obj = dict[str, Any]
@@ -30,12 +30,8 @@ def wants_table(accept: str | None) -> bool:
 
 
 def _seconds(stamp: str | None) -> float | None:
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    when = ev.parse_time(stamp)
+    return when.timestamp() if when is not None else None
 
 
 def human_duration(seconds: float) -> str:
@@ -62,32 +58,25 @@ def _age(stamp: str | None, now: float) -> str:
     return "<unknown>" if seconds is None else human_duration(now - seconds)
 
 
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
-
-
-def _status(obj: Obj) -> Obj:
-    return obj.get("status") or {}
-
-
 def _name(obj: Obj, now: float) -> str:
-    return _meta(obj).get("name", "")
+    return ev.meta(obj).get("name", "")
 
 
 def age(obj: Obj, now: float) -> str:
     """The AGE cell: time since the object was created."""
-    return _age(_meta(obj).get("creationTimestamp"), now)
+    return _age(ev.meta(obj).get("creationTimestamp"), now)
 
 
 def _condition(obj: Obj, kind: str) -> Obj | None:
-    return next((x for x in _status(obj).get("conditions") or [] if x.get("type") == kind), None)
+    """The condition of this type whatever its status (a column shows True or False)."""
+    return next((x for x in ev.conditions(obj) if x.get("type") == kind), None)
 
 
 # ----- Pods ----------------------------------------------------------------------------------------------
 
 
 def _pod_ready(pod: Obj, now: float) -> str:
-    statuses = _status(pod).get("containerStatuses") or []
+    statuses = ev.status_of(pod).get("containerStatuses") or []
     total = len((pod.get("spec") or {}).get("containers") or []) or len(statuses)
     return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
 
@@ -95,7 +84,7 @@ def _pod_ready(pod: Obj, now: float) -> str:
 def pod_status_text(pod: Obj) -> str:
     """The STATUS column as kubectl prints it: the pod reason, else a container's waiting or terminated
     reason, else the phase; Terminating while deleted."""
-    status = _status(pod)
+    status = ev.status_of(pod)
     reason = status.get("reason") or status.get("phase") or "Unknown"
     for container in status.get("containerStatuses") or []:
         state = container.get("state") or {}
@@ -106,13 +95,13 @@ def pod_status_text(pod: Obj) -> str:
         elif "terminated" in state:
             term = state["terminated"]
             reason = f"Signal:{term['signal']}" if term.get("signal") else f"ExitCode:{term.get('exitCode', 0)}"
-    if _meta(pod).get("deletionTimestamp") and status.get("reason") != c.POD_REASON_NODE_LOST:
+    if ev.meta(pod).get("deletionTimestamp") and status.get("reason") != c.POD_REASON_NODE_LOST:
         reason = "Terminating"
     return reason
 
 
 def _pod_restarts(pod: Obj, now: float) -> int:
-    return sum(int(s.get("restartCount") or 0) for s in _status(pod).get("containerStatuses") or [])
+    return sum(int(s.get("restartCount") or 0) for s in ev.status_of(pod).get("containerStatuses") or [])
 
 
 POD_COLUMNS: list[Column] = [
@@ -121,7 +110,7 @@ POD_COLUMNS: list[Column] = [
     ("Status", "string", 0, lambda pod, now: pod_status_text(pod)),
     ("Restarts", "string", 0, lambda pod, now: str(_pod_restarts(pod, now))),
     ("Age", "string", 0, age),
-    ("IP", "string", 1, lambda pod, now: _status(pod).get("podIP") or "<none>"),
+    ("IP", "string", 1, lambda pod, now: ev.status_of(pod).get("podIP") or "<none>"),
     ("Node", "string", 1, lambda pod, now: (pod.get("spec") or {}).get("nodeName") or "<none>"),
 ]
 
@@ -140,7 +129,7 @@ def job_status_text(job: Obj) -> str:
 
 def _job_completions(job: Obj, now: float) -> str:
     spec = job.get("spec") or {}
-    succeeded = int(_status(job).get("succeeded") or 0)
+    succeeded = int(ev.status_of(job).get("succeeded") or 0)
     completions = spec.get("completions")
     if completions is not None:
         return f"{succeeded}/{completions}"
@@ -149,10 +138,10 @@ def _job_completions(job: Obj, now: float) -> str:
 
 
 def _job_duration(job: Obj, now: float) -> str:
-    start = _seconds(_status(job).get("startTime"))
+    start = _seconds(ev.status_of(job).get("startTime"))
     if start is None:
         return ""
-    end = _seconds(_status(job).get("completionTime"))
+    end = _seconds(ev.status_of(job).get("completionTime"))
     return human_duration((end if end is not None else now) - start)
 
 
@@ -168,8 +157,8 @@ JOB_COLUMNS: list[Column] = [
 
 JOBSET_COLUMNS: list[Column] = [
     ("Name", "string", 0, _name),
-    ("TerminalState", "string", 0, lambda js, now: _status(js).get("terminalState") or ""),
-    ("Restarts", "string", 0, lambda js, now: str(_status(js).get("restarts", "")) if "restarts" in _status(js) else ""),
+    ("TerminalState", "string", 0, lambda js, now: ev.status_of(js).get("terminalState") or ""),
+    ("Restarts", "string", 0, lambda js, now: str(ev.status_of(js).get("restarts", "")) if "restarts" in ev.status_of(js) else ""),
     ("Completed", "string", 0, lambda js, now: (_condition(js, c.CONDITION_COMPLETED) or {}).get("status", "")),
     ("Suspended", "string", 0, lambda js, now: str((js.get("spec") or {}).get("suspend", "")).lower()
      if "suspend" in (js.get("spec") or {}) else ""),
@@ -180,7 +169,7 @@ JOBSET_COLUMNS: list[Column] = [
 
 
 def _event_last_seen(event: Obj, now: float) -> str:
-    stamp = event.get("lastTimestamp") or event.get("eventTime") or _meta(event).get("creationTimestamp")
+    stamp = event.get("lastTimestamp") or event.get("eventTime") or ev.meta(event).get("creationTimestamp")
     return _age(stamp, now)
 
 
@@ -219,7 +208,7 @@ SERVICE_COLUMNS: list[Column] = [
 
 NAMESPACE_COLUMNS: list[Column] = [
     ("Name", "string", 0, _name),
-    ("Status", "string", 0, lambda ns, now: _status(ns).get("phase") or "Active"),
+    ("Status", "string", 0, lambda ns, now: ev.status_of(ns).get("phase") or "Active"),
     ("Age", "string", 0, age),
 ]
 
@@ -247,7 +236,7 @@ def _columns(kind: ResourceKind) -> list[Column]:
 
 def _partial(obj: Obj) -> Obj:
     """What the real server puts in a row without includeObject=Object: the object's metadata."""
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": _meta(obj)}
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": ev.meta(obj)}
 
 
 def table(kind: ResourceKind, items: list[Obj], metadata: Obj, include_object: str | None = None,

@@ -45,7 +45,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--succeed-after", type=float, metavar="SECONDS", default=None,
                    help="a pod with no fate succeeds after running this long (default: it runs until told)")
     p.set_defaults(func=serve)
-    actions = p.add_subparsers(dest="action")
+    actions = p.add_subparsers(dest="action", metavar="fate", title="subcommand (none: serve)")
     f = actions.add_parser("fate", help="tell a running fake cluster to play a fault",
                            description=f"Add a fault to a running fake cluster. FAULT is one of {KIND_NAMES}.")
     f.add_argument("fault", metavar="FAULT", help=KIND_NAMES)

@@ -189,13 +189,23 @@ def test_api_faults_at_any_phase_change_nothing(cluster: KubeCluster, phase: str
     if phase == "created":
         FAULTS[fault](cluster.server)
 
+    struck: list[str] = []
+    strikers: list[threading.Thread] = []
+
     def strike(handle: Handle) -> None:
         if phase != "created":
-            threading.Thread(target=lambda: (reach(cluster, phase, handle.name), FAULTS[fault](cluster.server)), daemon=True).start()
+            strikers.append(threading.Thread(
+                target=lambda: (reach(cluster, phase, handle.name), FAULTS[fault](cluster.server), struck.append(phase)),
+                daemon=True,
+            ))
+            strikers[-1].start()
 
     run = JobSetRun(spec, cluster.runtime, run_key=key, resubmit=False)
     result = DRIVERS[driver](run, cluster, strike)
+    for striker in strikers:  # never left polling a server this test stops
+        striker.join(timeout=20)
 
+    assert struck or phase == "created", f"the faults never struck while {phase}"
     assert_one_restart_then_success(cluster, result, key)
     faulted = [r for r in cluster.server.requests if r.status in (410, 429, 500, 502, 503, 504)]
     assert faulted or fault != "storm", "the storm did not happen"

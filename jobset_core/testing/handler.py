@@ -291,7 +291,8 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         ctx, q = self.server.context, self._query
         ns, name = route.namespace or "", route.name or ""
         ctx.store.get(route.kind, ns, name)  # 404 for a pod that does not exist
-        text = tail(ctx.logs.read(ns, name), q.get("tailLines"))
+        whole = ctx.logs.read(ns, name)  # one read: a line appended between two reads would never be sent
+        text = tail(whole, q.get("tailLines"))
         if q.get("follow", "").lower() not in _TRUE:
             data = text.encode()
             self._record(200)
@@ -302,7 +303,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         self._start_stream("text/plain")
-        seen = len(ctx.logs.read(ns, name))
+        seen = len(whole)
         while True:
             if text:
                 data = text.encode()

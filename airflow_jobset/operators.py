@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -294,6 +295,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             local_faults=self.local_faults,
             leader_selector=leader_selector(spec, handle) if follow else None,
             leader_container=container_of(spec) if follow else None,
+            deferred_at=time.time(),
         )
         self.defer(trigger=trigger, method_name=TRIGGER_METHOD, timeout=self._time_left(context))
 

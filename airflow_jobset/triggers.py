@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,6 +30,11 @@ from jobset_core import Handle, JobSetRun, KubernetesRuntime, RunEvent
 CLASSPATH = "airflow_jobset.triggers.JobSetTrigger"
 STATE_LOOKUP_SECONDS = 10.0  # how long on_kill waits for Airflow to say what the task instance is now
 CLEANUP_POLL_SECONDS = 0.2
+# The least time between a deferral and the trigger's event. Airflow 3.3's scheduler fails a resumed task
+# when the executor's report that the deferring worker exited arrives after the resumed try started running
+# (apache/airflow#71580, #72716): a run that ends within seconds of the deferral would then spend an Airflow
+# retry on a success. The worker exits and is reported within a few seconds, even on a busy machine.
+DEFER_SETTLE_SECONDS = 15.0
 _pending: set[asyncio.Task] = set()  # decisions in flight: a task nobody references may be collected
 
 
@@ -44,6 +50,7 @@ class JobSetTrigger(BaseTrigger):
         local_faults: str | None = None,
         leader_selector: str | None = None,
         leader_container: str | None = None,
+        deferred_at: float | None = None,
     ) -> None:
         super().__init__()
         Handle.from_dict(handle)  # a clear error at defer time, not in the triggerer
@@ -54,6 +61,7 @@ class JobSetTrigger(BaseTrigger):
         self.local_faults = local_faults
         self.leader_selector = leader_selector
         self.leader_container = leader_container
+        self.deferred_at = deferred_at
         self._runtime_obj: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -67,6 +75,7 @@ class JobSetTrigger(BaseTrigger):
                 "local_faults": self.local_faults,
                 "leader_selector": self.leader_selector,
                 "leader_container": self.leader_container,
+                "deferred_at": self.deferred_at,
             },
         )
 
@@ -157,4 +166,13 @@ class JobSetTrigger(BaseTrigger):
         finally:
             if follower is not None:
                 follower.stop()  # no await: a second cancel must not leave the follower reading
+        await asyncio.sleep(settle_left(self.deferred_at, time.time()))
         yield TriggerEvent({"status": "done", "result": result.to_dict()})
+
+
+def settle_left(deferred_at: float | None, now: float) -> float:
+    """How long a result must still wait so that it never resumes the task within `DEFER_SETTLE_SECONDS`
+    of its deferral (measured from the deferral, so a trigger restarted later waits no more)."""
+    if deferred_at is None:
+        return 0.0
+    return max(0.0, min(DEFER_SETTLE_SECONDS, deferred_at + DEFER_SETTLE_SECONDS - now))

@@ -205,7 +205,9 @@ def test_clearing_a_deferred_task_starts_a_fresh_run_watched_to_its_end(
     airflow.clear(DAG_ID, run, "cleared_deferred")
     ti = ended(airflow, "cleared_deferred")
 
-    assert ti["state"] == "success" and ti["try_number"] == 2
+    assert ti["state"] == "success" and ti["try_number"] == 2, (
+        ti, airflow.task_log(DAG_ID, run, "cleared_deferred", 2)[-4000:], trigger_logs(airflow, "cleared_deferred", 2)
+    )
     [second] = jobsets(fake, "cleardefer")
     assert second["metadata"]["name"] == first_name[:-1] + "1"
     assert second["spec"]["failurePolicy"]["maxRestarts"] == first["spec"]["failurePolicy"]["maxRestarts"] == 2

@@ -362,7 +362,8 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         what = f"{handle.kind} {handle.namespace}/{handle.name}"
         if data.get("succeeded"):
             self.log.info("%s %s", what, data.get("message"))
-            self._log_history(handle)
+            if handle.attempt > 0 or data.get("in_cluster_restarts", 1):  # else there is no history to tell
+                self._log_history(handle)
             if self.delete_on_finish:
                 self._delete(handle)
             return data

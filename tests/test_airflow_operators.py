@@ -161,6 +161,27 @@ def test_in_cluster_restarts_spend_the_same_budget_so_airflow_does_not_retry(
     assert ti.xcoms["diagnosis"]["kind"] == "Preempted"
 
 
+def test_a_quiet_success_reads_its_ledger_once_and_never_looks_again_at_the_end(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """The try that submitted the attempt already knows what the run spent: no second read of the ledger
+    when it starts watching, and a success with no restart has no history worth a second look at the pods."""
+    from jobset_core.constants import RUN_KEY_LABEL
+
+    driver.succeed("*", restart=0, times=None, after=0.3)
+    before = len(server.requests)
+
+    outcome: Tries = in_thread(lambda: run_tries(lambda: operator(retries=1), ti_for("quiet"), StateStore()))
+
+    assert outcome.state == "success", outcome.errors
+    requests = server.requests[before:]
+    shown = "\n".join(f"{r.method} {r.path} {r.query}" for r in requests)
+    by_run_key = [r for r in requests if r.query.get("labelSelector", "").startswith(f"{RUN_KEY_LABEL}=")]
+    assert len(by_run_key) == 2, shown  # the JobSets and the Jobs of the run, once
+    assert len([r for r in requests if "/configmaps/jobset-run-" in r.path]) == 1, shown
+    assert not [r for r in requests if r.path.endswith("-evidence")], shown
+
+
 def test_retry_policy_follows_the_core_decision() -> None:
     from airflow.sdk.definitions.retry_policy import RetryAction
 

@@ -142,6 +142,7 @@ class RunResult:
             "diagnosis": self.diagnosis.to_dict() if self.diagnosis else None,
             "decision": self.decision.to_dict() if self.decision else None,
             "ledger": self.ledger.describe(),
+            "in_cluster_restarts": self.ledger.in_cluster_restarts,
             "attempts": [h.to_dict() for h in self.attempts],
         }
 
@@ -260,6 +261,8 @@ class JobSetRun:
         # The run record was read and found absent, and this object has not written one since: nothing to
         # delete at the end (one request less per run; the record only exists once an attempt was ended).
         self._no_record = False
+        # `start()` of this object submitted or adopted `self.handle` and `_base` is the ledger it built.
+        self._started_here = False
         # What `resume` just read (objects, record, when): the first `step` uses it instead of reading again.
         self._resumed: tuple[list[dict[str, Any]], dict[str, Any], float] | None = None
 
@@ -418,6 +421,7 @@ class JobSetRun:
             self.handle = handle_of(obj, self.run_key, self.namespace)
             self._base = self._ledger(objects, record)
             self.attempts = [handle_of(o, self.run_key, self.namespace) for o in mine]
+            self._started_here = True
             if is_live(obj):
                 self._emit(EventType.ADOPTED, f"adopted {self.handle.kind} {self.handle.name} (attempt {self.handle.attempt}) instead of submitting again")
             return self.handle
@@ -444,6 +448,7 @@ class JobSetRun:
             self._base = self._ledger()
         else:  # what we created is known: the ledger needs no second read of the cluster
             self._base = dataclasses.replace(ledger.with_submission(submitted), engine_attempt=self.engine_attempt)
+        self._started_here = True
         verb = EventType.ADOPTED if self.handle.adopted else EventType.SUBMITTED
         note = " on on-demand capacity (final attempt)" if final and attempt > 0 and self.policy.final_attempt_on_demand else ""
         self._emit(
@@ -553,9 +558,15 @@ class JobSetRun:
         """Watch a known submission to its result, never submitting first (a reattach, a deferral): a JobSet
         that failed a moment ago is reported, not followed by a new attempt. Each of the watch's own
         observations is stepped, so a quiet run costs what its watch costs, not a ledger read per tick."""
-        handle = self._known(handle)
-        self._base = self._step_ledger()
-        return self._drive(handle)
+        self._base = self._follow_ledger(handle)
+        return self._drive(self._known(handle))
+
+    def _follow_ledger(self, handle: Handle | None) -> Ledger:
+        """The ledger to follow `handle` with: the one `start()` just made when it submitted or adopted that
+        very attempt in this object (no second read of what it knows), else a read of the cluster."""
+        if self.handle is not None and (handle is None or handle.name == self.handle.name) and self._started_here:
+            return self._base
+        return self._step_ledger()
 
     def _known(self, handle: Handle | None) -> Handle:
         handle = handle or self.handle
@@ -602,9 +613,8 @@ class JobSetRun:
 
     async def afollow(self, handle: Handle | None = None) -> RunResult:
         """`follow` on the runtime's async watch (an Airflow trigger): cancelling the await stops the watch."""
-        handle = self._known(handle)
-        self._base = await offload(self._step_ledger)
-        return await self._adrive(handle)
+        self._base = await offload(self._follow_ledger, handle)
+        return await self._adrive(self._known(handle))
 
     async def _adrive(self, handle: Handle) -> RunResult:
         while True:

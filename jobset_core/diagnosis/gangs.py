@@ -45,16 +45,33 @@ def _placed(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName")) or ev.condition(pod, c.CONDITION_POD_SCHEDULED) is not None
 
 
+def _live(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [p for p in pods if (p.get("status") or {}).get("phase") in (c.PHASE_PENDING, c.PHASE_RUNNING)]
+
+
+def _min_count(job: Mapping[str, Any]) -> int:
+    """What the gang's PodGroup asks for: our run's note on the Job, else the Job's parallelism."""
+    wanted = (ev.meta(job).get("annotations") or {}).get(c.GANG_MIN_COUNT_ANNOTATION)
+    if isinstance(wanted, str) and wanted.isdigit():
+        return int(wanted)
+    return ev.count((job.get("spec") or {}).get("parallelism")) or 1
+
+
+def _scheduler_says(members: Sequence[Mapping[str, Any]]) -> str:
+    """The scheduler's message on the first member it did not place."""
+    for pod in members:
+        waiting = ev.condition(pod, c.CONDITION_POD_SCHEDULED, "False")
+        if waiting is not None and waiting.get("message"):
+            return ev.as_str(waiting.get("message"))
+    return ""
+
+
 def held_gang(jobs: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> HeldGang | None:
     """The held gang among a Job's live pods, or None when its pods name no Workload API gang."""
-    live = [p for p in pods if (p.get("status") or {}).get("phase") in (c.PHASE_PENDING, c.PHASE_RUNNING)]
-    names = sorted({g for p in live if (g := group_of(p))})
+    live = _live(pods)
+    names = sorted({name for name in map(group_of, live) if name})
     if len(jobs) != 1 or len(names) != 1:
         return None
     members = [p for p in live if group_of(p) == names[0]]
-    job = jobs[0]
-    wanted = (ev.meta(job).get("annotations") or {}).get(c.GANG_MIN_COUNT_ANNOTATION)
-    min_count = int(wanted) if isinstance(wanted, str) and wanted.isdigit() else ev.count((job.get("spec") or {}).get("parallelism")) or 1
-    waiting = [ev.condition(p, c.CONDITION_POD_SCHEDULED, "False") for p in members]
-    reason = next((ev.as_str(w.get("message")) for w in waiting if w is not None and w.get("message")), "")
-    return HeldGang(names[0], min_count, sum(1 for p in members if _placed(p)), len(members), reason)
+    placed = sum(1 for p in members if _placed(p))
+    return HeldGang(names[0], _min_count(jobs[0]), placed, len(members), _scheduler_says(members))

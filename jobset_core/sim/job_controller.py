@@ -224,11 +224,17 @@ class _Sync:
             write_status(self.store, self.job, new)  # None values remove the field (merge patch)
 
 
+def _pod_group(store: ClusterStore, job: Obj, pods: list[Obj], workload_with_job: bool) -> Obj | None:
+    """With the WorkloadWithJob gate, the gang Job's PodGroup (made first, with its Workload, for a new one)."""
+    if not workload_with_job or finished(job):
+        return None
+    return workload_controller.ensure(store, job, pods)
+
+
 def sync_job(store: ClusterStore, job: Obj, pods: list[Obj], *, workload_with_job: bool = False) -> None:
     """One syncJob of an Indexed Job over the pods it owns; with the WorkloadWithJob gate, a gang Job's
     Workload and PodGroup first."""
-    group = workload_controller.ensure(store, job, pods) if workload_with_job and not finished(job) else None
-    sync = _Sync(store, job, pods, group)
+    sync = _Sync(store, job, pods, _pod_group(store, job, pods, workload_with_job))
     # A finished Job, or one being deleted, only releases its pods (syncJob does not manage a Job with a
     # deletionTimestamp beyond removing tracking finalizers).
     done = finished(job) or deleting(job)

@@ -20,6 +20,15 @@ CORE_API_VERSION = "v1"
 KUEUE_API_GROUP = "kueue.x-k8s.io"
 SCHEDULING_API_GROUP = "scheduling.k8s.io"  # kubernetes pkg/apis/scheduling (Workload, PodGroup)
 WORKLOAD_API_VERSIONS = (SCHEDULING_API_GROUP + "/v1alpha2", SCHEDULING_API_GROUP + "/v1alpha1")  # 1.36, 1.35
+# The Workload API is built in (KEP-4671/KEP-5547), not a CRD: the API server serves it behind these feature
+# gates (pkg/features/kube_features.go); with WorkloadWithJob the Job controller makes a gang Job's Workload.
+WORKLOAD_FEATURE_GATES = ("GenericWorkload", "GangScheduling")
+WORKLOAD_WITH_JOB_GATE = "WorkloadWithJob"
+# Who creates a gang Job's Workload and PodGroup (WorkloadAPI.created_by): this run, or the Job controller
+WORKLOAD_BY_RUN, WORKLOAD_BY_JOB_CONTROLLER = "run", "job-controller"
+# The Job controller's events for the objects it creates with WorkloadWithJob (job_scheduling_manager.go)
+EVENT_WORKLOAD_CREATED, WORKLOAD_CREATED_MESSAGE = "WorkloadCreated", "Created Workload {workload} for Job {job}"
+EVENT_POD_GROUP_CREATED, POD_GROUP_CREATED_MESSAGE = "PodGroupCreated", "Created PodGroup {pod_group} for Job {job}"
 COSCHEDULING_API_GROUP = "scheduling.x-k8s.io"  # kubernetes-sigs/scheduler-plugins
 COSCHEDULING_API_VERSION = COSCHEDULING_API_GROUP + "/v1alpha1"
 VOLCANO_API_GROUP = "scheduling.volcano.sh"  # volcano pkg/apis/scheduling
@@ -125,6 +134,10 @@ JOB_MESSAGE_DEADLINE_EXCEEDED = "Job was active longer than specified deadline"
 JOB_REASON_MAX_FAILED_INDEXES = "MaxFailedIndexesExceeded"
 JOB_REASON_FAILED_INDEXES = "FailedIndexes"
 JOB_MESSAGE_FAILED_INDEXES = "Job has failed indexes"
+JOB_MESSAGE_MAX_FAILED_INDEXES = "Job has exceeded the specified maximal number of failed indexes"
+# Per-index backoff (indexed_job_utils.go): each replacement pod carries how often its index failed before
+JOB_INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
+JOB_INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
 JOB_REASON_COMPLETIONS_REACHED = "CompletionsReached"
 JOB_MESSAGE_COMPLETIONS_REACHED = "Reached expected number of succeeded pods"
 JOB_FAILURE_REASONS = frozenset(
@@ -305,6 +318,12 @@ FREE_ANNOTATION = PROJECT_PREFIX + "free-attempt"
 POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
 OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
+# On a gang Job run again after its gang failed: every earlier gang restart and its cause (JSON list)
+GANG_RESTARTS_ANNOTATION = PROJECT_PREFIX + "gang-restarts"
+# GangJobSpec.restart: the whole gang again as a fresh Job (coupled ranks), or each index alone (shards)
+RESTART_GANG, RESTART_INDEX = "gang", "index"
+WORKLOAD_CREATED_BY_ANNOTATION = PROJECT_PREFIX + "workload-created-by"  # WorkloadAPI.created_by, on the Job
+GANG_MIN_COUNT_ANNOTATION = PROJECT_PREFIX + "gang-min-count"  # what the gang's PodGroup asks for
 CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
 # An attempt the user threw away to run the task again (Airflow "clear"): kept in the run's history, never
 # counted against the budget, never adopted.

@@ -40,6 +40,8 @@ from jobset_core.constants import (
 # ----------------------------------------------------------------------------------------------------
 # Job controller (kubernetes pkg/controller/job)
 
+_INT32_MAX = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class PodFailureMatch:
@@ -152,33 +154,63 @@ def exceeds_backoff_limit(failed: int, backoff_limit: int | None) -> bool:
 
 @dataclass(frozen=True)
 class PodFailureOutcome:
-    """What one failed pod does to its Job: counted or not, and the Job failure it causes, if any."""
+    """What one failed pod does to its Job: counted or not, the Job failure it causes, if any, and whether
+    it fails its index (per-index backoff)."""
 
     counted: bool
     job_failure: tuple[str, str] | None = None  # (reason, message) for FailureTarget and Failed
     match: PodFailureMatch | None = None
+    index_failed: bool = False
+
+
+def index_failure_count(pod: Mapping[str, Any]) -> int:
+    """indexed_job_utils.go getIndexFailureCount: how often this pod's index failed before it."""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(c.JOB_INDEX_FAILURE_COUNT_ANNOTATION)
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else 0
 
 
 def pod_failure_outcome(
     job_spec: Mapping[str, Any], pod: Mapping[str, Any], failed_before: int
 ) -> PodFailureOutcome:
-    """Combine podFailurePolicy and backoffLimit for one newly failed pod of a Job.
+    """Combine podFailurePolicy, backoffLimitPerIndex and backoffLimit for one newly failed pod of a Job.
 
-    `failed_before` is the Job's counted failures before this pod. Mirrors job_controller.go: a FailJob rule
-    fails the Job with reason PodFailurePolicy; FailIndex fails the index (reported as FailedIndexes here,
-    since per-index backoff is not emulated); Ignore does not count; anything else counts towards
-    backoffLimit and fails the Job with BackoffLimitExceeded once exceeded.
+    `failed_before` is the Job's counted failures before this pod. Mirrors job_controller.go and
+    indexed_job_utils.go isIndexFailed: a FailJob rule fails the Job with reason PodFailurePolicy; FailIndex
+    fails the pod's index (counted); Ignore does not count; anything else counts, fails its index once the
+    index failed more than `backoffLimitPerIndex` times (the pod's failure-count annotation is the earlier
+    failures), and fails the Job with BackoffLimitExceeded once the Job's failures exceed `backoffLimit`.
     """
     match = match_pod_failure_policy(job_spec, pod)
     if match is not None and match.action == FAIL_JOB:
         return PodFailureOutcome(True, (JOB_REASON_POD_FAILURE_POLICY, match.message or ""), match)
-    if match is not None and match.action == FAIL_INDEX:
-        return PodFailureOutcome(True, (JOB_REASON_FAILED_INDEXES, JOB_MESSAGE_FAILED_INDEXES), match)
     if match is not None and match.action == IGNORE:
         return PodFailureOutcome(False, None, match)
-    if exceeds_backoff_limit(failed_before + 1, job_spec.get("backoffLimit")):
-        return PodFailureOutcome(True, (JOB_REASON_BACKOFF_LIMIT, JOB_MESSAGE_BACKOFF_LIMIT), match)
-    return PodFailureOutcome(True, None, match)
+    per_index = job_spec.get("backoffLimitPerIndex")
+    index_failed = match is not None and match.action == FAIL_INDEX
+    if per_index is not None and not index_failed:
+        index_failed = index_failure_count(pod) >= int(per_index)
+    limit = job_spec.get("backoffLimit")
+    if limit is None and per_index is not None:
+        limit = _INT32_MAX  # defaulted by the API server when backoffLimitPerIndex is set
+    if exceeds_backoff_limit(failed_before + 1, limit):
+        return PodFailureOutcome(True, (JOB_REASON_BACKOFF_LIMIT, JOB_MESSAGE_BACKOFF_LIMIT), match, index_failed)
+    return PodFailureOutcome(True, None, match, index_failed)
+
+
+def failed_indexes_outcome(
+    job_spec: Mapping[str, Any], failed_indexes: int, succeeded_indexes: int
+) -> tuple[str, str] | None:
+    """job_controller.go syncJob with backoffLimitPerIndex: too many failed indexes fail the Job at once
+    (MaxFailedIndexesExceeded); otherwise a Job with failed indexes fails once every index has ended."""
+    if job_spec.get("backoffLimitPerIndex") is None:
+        return None
+    most = job_spec.get("maxFailedIndexes")
+    if most is not None and failed_indexes > int(most):
+        return c.JOB_REASON_MAX_FAILED_INDEXES, c.JOB_MESSAGE_MAX_FAILED_INDEXES
+    completions = int(job_spec.get("completions") or 1)
+    if failed_indexes > 0 and failed_indexes + succeeded_indexes >= completions:
+        return JOB_REASON_FAILED_INDEXES, JOB_MESSAGE_FAILED_INDEXES
+    return None
 
 
 def job_is_ready(job: Mapping[str, Any]) -> bool:

@@ -560,6 +560,47 @@ def test_gang_job_operator_runs_an_indexed_job(server: LocalApiServer, driver: C
     driver.run_until(lambda: not server.list("batch/v1", "Job", NS), 20, "the finished Job to be deleted")
 
 
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+def test_a_free_interruption_runs_the_whole_gang_again_within_the_try(
+    server: LocalApiServer, driver: ClusterDriver, deferrable: bool
+) -> None:
+    """retries=0 and free interruptions: the preempted gang runs again as a fresh Job in the same try, so the
+    free retry spends none of Airflow's tries (which are the budget's count)."""
+    ti, store = ti_for(f"gangfree-{deferrable}"), StateStore()
+    driver.preempt("*-1", times=1, after=0.3)
+    driver.succeed("*", times=None, after=0.6)
+    retry = RetryPolicy(retries=0, count_interruptions=False, backoff=tenacity.wait_none())
+
+    def op() -> GangJobOperator:
+        return GangJobOperator(task_id="shards", job={"name": "gfree", "pods": 3, "image": "busybox", "command": ["true"]},
+                               kubernetes_conn_id=CONN, retry=retry, deferrable=deferrable)
+
+    if deferrable:
+        first = deferred(op(), ti)
+        event = in_thread(lambda: first_event(first))
+        with pytest.raises(TaskDeferred) as again:  # the fresh Job is watched by a new trigger
+            op().execute_complete({"ti": ti, "task_state_store": store}, event.payload)
+        classpath, kwargs = again.value.trigger.serialize()
+        from airflow.sdk._shared.module_loading import import_string
+
+        second = import_string(classpath)(**json.loads(json.dumps(kwargs)))
+        event = in_thread(lambda: first_event(second))
+        value = op().execute_complete({"ti": ti, "task_state_store": store}, event.payload)
+    else:
+        outcome: Tries = in_thread(lambda: run_tries(op, ti, store))
+        assert outcome.state == "success" and outcome.tries == 1, outcome.errors
+        value = outcome.value
+
+    assert value["succeeded"] and value["handle"]["kind"] == "Job", value
+    jobs = sorted(server.list("batch/v1", "Job", NS), key=lambda j: j["metadata"]["creationTimestamp"])
+    names = [j["metadata"]["name"] for j in jobs if j["metadata"]["name"].startswith("gfree-")]
+    assert [n.rsplit("-", 1)[1] for n in names] == ["0", "1"] and value["handle"]["name"] == names[1]
+    second_job = server.get("batch/v1", "Job", names[1], NS)
+    assert second_job["metadata"]["annotations"]["jobset-plugins.io/free-attempt"] == "true"
+    assert json.loads(second_job["metadata"]["annotations"]["jobset-plugins.io/gang-restarts"])[0]["kind"] == "Preempted"
+    assert store[HANDLE_KEY]["name"] == names[1]
+
+
 def test_run_key_is_per_task_instance_and_map_index() -> None:
     a = TaskInstance(dag_id="d", task_id="t", run_id="r")
     b = TaskInstance(dag_id="d", task_id="t", run_id="r", map_index=3)

@@ -48,8 +48,10 @@ def pod(
 
 OUR_POLICY = RetryPolicy(retries=3).job_template_fields()
 RETRYABLE_42 = RetryPolicy(retries=3, retryable_exit_codes=(42,)).job_template_fields()
-GANG_FREE = RetryPolicy(retries=3, count_interruptions=False).gang_job_fields()
-GANG_COUNTED = RetryPolicy(retries=3).gang_job_fields()
+# Independent shards retry in place; a coupled gang Job fails at once (as a JobSet's child Job does).
+GANG_FREE = RetryPolicy(retries=3, count_interruptions=False).per_index_job_fields()
+GANG_COUNTED = RetryPolicy(retries=3).per_index_job_fields()
+WHOLE_GANG = RetryPolicy(retries=3, count_interruptions=False).gang_job_fields()
 
 
 @pytest.mark.parametrize(
@@ -112,6 +114,14 @@ GANG_COUNTED = RetryPolicy(retries=3).gang_job_fields()
             pod(exit_code=143, disruption="True"),
             rules.PodFailureMatch("Count", 0),
             id="gang-count",
+        ),
+        pytest.param(
+            WHOLE_GANG,
+            pod(exit_code=143, disruption="True"),
+            rules.PodFailureMatch(
+                "FailJob", 0, "Pod team/js-workers-0-1-abcde has condition DisruptionTarget matching FailJob rule at index 0"
+            ),
+            id="whole-gang-fails-even-when-free",
         ),
         pytest.param({}, pod(exit_code=1), None, id="no-policy"),
         pytest.param(
@@ -205,7 +215,7 @@ def test_exceeds_backoff_limit(failed: int, limit: int | None, exceeded: bool) -
             pod(exit_code=5),
             0,
             True,
-            ("FailedIndexes", "Job has failed indexes"),
+            None,
         ),
     ],
 )
@@ -214,6 +224,41 @@ def test_pod_failure_outcome(
 ) -> None:
     outcome = rules.pod_failure_outcome(job_spec, failed_pod, failed_before)
     assert (outcome.counted, outcome.job_failure) == (counted, failure)
+
+
+def with_failures(failed_pod: dict, count: int) -> dict:
+    failed_pod["metadata"].setdefault("annotations", {})["batch.kubernetes.io/job-index-failure-count"] = str(count)
+    return failed_pod
+
+
+@pytest.mark.parametrize(
+    ("failed_pod", "index_failed"),
+    [
+        (with_failures(pod(exit_code=143), 0), False),  # its first failure: retried in place
+        (with_failures(pod(exit_code=143), 2), False),  # third failure, backoffLimitPerIndex 3
+        (with_failures(pod(exit_code=143), 3), True),  # fourth: past the per-index limit
+        (pod(exit_code=1), True),  # a bug: FailIndex at once
+        (pod(exit_code=143, disruption="True"), False),  # Count: retried
+    ],
+)
+def test_per_index_backoff_fails_an_index_not_the_job(failed_pod: dict, index_failed: bool) -> None:
+    outcome = rules.pod_failure_outcome(GANG_COUNTED, failed_pod, 0)
+    assert (outcome.index_failed, outcome.job_failure) == (index_failed, None)
+
+
+@pytest.mark.parametrize(
+    ("spec", "failed", "succeeded", "ended"),
+    [
+        ({"backoffLimitPerIndex": 1, "maxFailedIndexes": 0, "completions": 4}, 1, 0,
+         ("MaxFailedIndexesExceeded", "Job has exceeded the specified maximal number of failed indexes")),
+        ({"backoffLimitPerIndex": 1, "maxFailedIndexes": 1, "completions": 4}, 1, 2, None),
+        ({"backoffLimitPerIndex": 1, "maxFailedIndexes": 1, "completions": 4}, 1, 3, ("FailedIndexes", "Job has failed indexes")),
+        ({"backoffLimitPerIndex": 1, "completions": 4}, 0, 4, None),
+        ({"completions": 4}, 3, 1, None),  # no per-index backoff: indexes never fail
+    ],
+)
+def test_failed_indexes_end_the_job(spec: dict, failed: int, succeeded: int, ended: tuple | None) -> None:
+    assert rules.failed_indexes_outcome(spec, failed, succeeded) == ended
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -272,8 +272,9 @@ def test_pods_deleted_by_a_restart_stay_in_the_diagnosis(
     assert disruption and disruption[0]["reason"] == "PreemptionByScheduler"
 
 
-def make_gang(name: str = "gang", pods: int = 3, retries: int = 2) -> GangJobSpec:
+def make_gang(name: str = "gang", pods: int = 3, retries: int = 2, restart: str = "gang") -> GangJobSpec:
     return GangJobSpec(
+        restart=restart,
         name=name,
         namespace=NS,
         image="ghcr.io/acme/train:1",
@@ -285,11 +286,11 @@ def make_gang(name: str = "gang", pods: int = 3, retries: int = 2) -> GangJobSpe
     )
 
 
-def test_gang_job_preemption_is_retried_in_place_and_a_bug_fails_fast(
+def test_per_index_preemption_is_retried_in_place_and_a_gang_bug_fails_fast(
     server: LocalApiServer, driver: ClusterDriver
 ) -> None:
-    # Preemption: the Job controller counts the pod (rule Count) and replaces it; the Job completes.
-    spec, key = make_gang(), make_run_key("exec-14", "gang")
+    # Independent shards: the Job controller counts the pod (rule Count) and replaces it; the Job completes.
+    spec, key = make_gang(restart="index"), make_run_key("exec-14", "gang")
     first = attempt_name(spec, key, 0)
     driver.preempt(f"{first}-1", after=0.2)
     driver.succeed(f"{first}-*", times=None, after=0.8)
@@ -298,7 +299,7 @@ def test_gang_job_preemption_is_retried_in_place_and_a_bug_fails_fast(
 
     assert result.succeeded, result.message
     job = server.get("batch/v1", "Job", first, NS)
-    assert job["spec"]["backoffLimit"] == 2 and job["status"]["failed"] == 1
+    assert job["spec"]["backoffLimitPerIndex"] == job["spec"]["backoffLimit"] == 2 and job["status"]["failed"] == 1
     assert condition(job, "Complete") is not None
     assert result.ledger.in_cluster_restarts == 1 and result.ledger.counted_attempts == 2
 
@@ -582,9 +583,10 @@ def test_cancel_leaves_nothing_behind(server: LocalApiServer, driver: ClusterDri
             command=["python", "train.py"],
             pods=3,
             gang=Volcano(),
+            restart="index",
             retry=RetryPolicy(retries=2, backoff=tenacity.wait_none()),
         )
-        driver.exit("gang-*-1", 143, after=0.2)  # counted by backoffLimit; the pod is replaced
+        driver.exit("gang-*-1", 143, after=0.2)  # counted by backoffLimitPerIndex; the pod is replaced
     runtime = make_runtime(server)
     run = new_run(spec, runtime, key)
     handle = run.start()

@@ -42,9 +42,10 @@ def events_to(bucket: list[RunEvent]) -> Any:
     return bucket.append
 
 
-def gang(name: str, runtime_kind: str, **retry: Any) -> GangJobSpec:
+def gang(name: str, runtime_kind: str, restart: str = "gang", **retry: Any) -> GangJobSpec:
     command = [PY, "-c", "import time; time.sleep(30)"] if runtime_kind == "local" else ["python", "train.py"]
-    return GangJobSpec(name=name, namespace=NS, image="local", command=command, pods=3, retry=policy(**retry))
+    return GangJobSpec(name=name, namespace=NS, image="local", command=command, pods=3, restart=restart,
+                       retry=policy(**retry))
 
 
 @pytest.fixture
@@ -55,14 +56,15 @@ def kube() -> Any:
 
 
 # ----------------------------------------------------------------------------------------------------
-# gang Jobs: the free-interruption cap holds, and the ledger sees what a gang Job spent
+# gang Jobs: the free-interruption cap holds (per-index retries in place too), and the ledger sees what a gang
+# Job spent
 
 
 def test_a_gang_job_stops_after_its_free_interruptions_on_the_local_runtime(tmp_path: Path) -> None:
     faults = [Preempt("0", after_seconds=0.3, restart=n) for n in range(6)]
     with LocalRuntime(workdir=tmp_path, faults=faults, stream_output=False, grace_seconds=1, tick_seconds=0.1) as runtime:
         seen: list[RunEvent] = []
-        spec = gang("gfree", "local", retries=1, count_interruptions=False, max_interruptions=1)
+        spec = gang("gfree", "local", restart="index", retries=1, count_interruptions=False, max_interruptions=1)
         result = JobSetRun(spec, runtime, run_key="gang-free", on_event=seen.append).run()
 
     assert not result.succeeded and result.decision is not None
@@ -73,7 +75,7 @@ def test_a_gang_job_stops_after_its_free_interruptions_on_the_local_runtime(tmp_
 
 def test_a_gang_jobs_free_replacements_are_kept_on_the_job(kube: KubeCluster) -> None:
     kube.driver.preempt("*-0", times=None, after=0.2)
-    spec = gang("gfree", "kube", retries=1, count_interruptions=False, max_interruptions=2)
+    spec = gang("gfree", "kube", restart="index", retries=1, count_interruptions=False, max_interruptions=2)
     key = make_run_key("gang", "free")
     noted: list[str] = []
 

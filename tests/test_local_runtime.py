@@ -503,13 +503,14 @@ def test_depends_on_complete_waits_for_the_leader_to_finish(
 # faults, gang Jobs
 
 
-def test_gang_job_replaces_an_evicted_pod_for_free(
+def test_per_index_job_replaces_an_evicted_pod_for_free(
     tmp_path: Path, make_runtime: Callable[..., LocalRuntime]
 ) -> None:
     runtime = make_runtime(faults=[Evict("1", after_seconds=0.3)])
     code = "import os, time; time.sleep(0.8); print(os.environ['RANK'], os.environ['WORLD_SIZE'])"
     spec = GangJobSpec(
-        name="gang", image="x", command=py(code), pods=2, retry=policy(retries=0, count_interruptions=False)
+        name="gang", image="x", command=py(code), pods=2, restart="index",
+        retry=policy(retries=0, count_interruptions=False),
     )
     result = drive(spec, runtime).run()
 
@@ -575,7 +576,8 @@ def test_node_shutdown_pod_record(tmp_path: Path, make_runtime: Callable[..., Lo
     )
     condition = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
     assert condition["reason"] == "TerminationByKubelet" and not pod["metadata"].get("deletionTimestamp")
-    assert runtime.observe(result.handle).main["status"]["conditions"][-1]["reason"] == "BackoffLimitExceeded"
+    # A disrupted member fails the gang Job at once (FailJob on DisruptionTarget): the run decides the retry.
+    assert runtime.observe(result.handle).main["status"]["conditions"][-1]["reason"] == "PodFailurePolicy"
 
 
 def test_max_processes_keeps_extra_pods_pending(

@@ -183,7 +183,9 @@ def test_the_evidence_only_in_the_configmap_after_the_pods_are_gone(
 
 def test_a_gang_job_preempted(served: FakeClusterServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                               capsys: pytest.CaptureFixture[str]) -> None:
-    """The Job controller replaces the preempted pod of a gang Job: one in-cluster restart, caused by it."""
+    """A preempted pod fails its gang Job at once and the run starts the whole gang again as a fresh Job: one
+    restart of the gang, caused by the preemption, told by the newest Job in every view, and spent as a
+    one-job JobSet spends it (two counted attempts)."""
     cluster = served.cluster
     assert cluster is not None
     spec = GangJobSpec(name="gang", image="train:1", command=["python", "train.py"], pods=3,
@@ -191,5 +193,6 @@ def test_a_gang_job_preempted(served: FakeClusterServer, tmp_path: Path, monkeyp
     cluster.preempt("1", after=0.3, jobset="gang-*")
     cluster.succeed("*", times=None, after=0.8, jobset="gang-*")
     result = run(served, spec, "gang-preempted")
-    assert result.succeeded and result.ledger.in_cluster_restarts == 1, result.message
+    assert result.succeeded, result.message
+    assert (result.ledger.counted_attempts, result.ledger.resubmissions, result.ledger.in_cluster_restarts) == (2, 1, 0)
     assert_one_story(served, result, tmp_path, monkeypatch, capsys, [FailureKind.PREEMPTED], None)

@@ -3,6 +3,8 @@ before any I/O with a SpecError naming the field."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -163,11 +165,37 @@ def test_gang_backends_fill_min_counts_from_the_pod_count():
     assert vol["spec"]["template"]["spec"]["schedulerName"] == "volcano"
 
 
-def test_gang_job_maps_budget_onto_backoff_limit():
+def test_a_gang_job_fails_at_once_on_any_failure_so_the_whole_gang_runs_again():
     job = GangJobSpec(name="g", image=IMAGE, command=CMD, pods=4, retry=RetryPolicy(retries=5, count_interruptions=False)).to_manifest(remaining=2)
-    assert job["spec"]["backoffLimit"] == 2
+    assert job["spec"]["backoffLimit"] == 0 and "backoffLimitPerIndex" not in job["spec"]
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
-    assert job["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
+    # Free interruptions too: a disruption fails the Job (FailJob), the run decides it is free.
+    assert [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]] == ["FailJob", "FailJob"]
+    validate_any(job)
+
+
+def test_per_index_retries_map_the_one_count_onto_every_index_and_the_whole_job():
+    spec = GangJobSpec(name="g", image=IMAGE, command=CMD, pods=4, restart="index", max_failed_indexes=1,
+                       retry=RetryPolicy(retries=5, count_interruptions=False))
+    job = spec.to_manifest(remaining=2)
+    assert job["spec"]["backoffLimitPerIndex"] == job["spec"]["backoffLimit"] == 2
+    assert job["spec"]["maxFailedIndexes"] == 1
+    assert [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]] == ["Ignore", "FailIndex"]
+    validate_any(job)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"restart": "pod"}, "restart: 'pod' is neither 'gang' nor 'index'"),
+        ({"max_failed_indexes": 2}, "max_failed_indexes: is 2, but only restart='index' retries indexes one by one"),
+        ({"restart": "index", "max_failed_indexes": 5}, "max_failed_indexes: 5 is more than the 4 indexes of this Job"),
+        ({"restart": "index", "max_failed_indexes": -1}, "max_failed_indexes: must be an integer >= 0"),
+    ],
+)
+def test_restart_modes_are_checked(kwargs: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)):
+        GangJobSpec(name="g", image=IMAGE, command=CMD, pods=4, **kwargs).validate()
 
 
 BAD_INPUT = [

@@ -8,7 +8,8 @@ Timestamps from different controllers disagree by about a second, so "before" al
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from jobset_core import constants as c
@@ -84,11 +85,37 @@ def history(scope: Scope, job_event_findings: list[Finding]) -> tuple[list[Histo
     return entries, used
 
 
-def gang_history(scope: Scope, pod_findings: list[Finding]) -> list[HistoryEntry]:
-    """A gang Job's pod replacements: the Job controller replaced a failed pod when its completion index has
-    another pod after it (one that did not fail, or a later failure), and each replacement is one in-cluster
-    restart of the gang, caused by that pod's failure (a JobSet's restarts are read from its events instead:
-    see `history`)."""
+def gang_restarts(scope: Scope) -> list[HistoryEntry]:
+    """The gang Job's earlier gang restarts: each time the whole gang failed and the run started it again as a
+    fresh Job, the run wrote the cause on the new Job (`GANG_RESTARTS_ANNOTATION`), so the newest Job tells
+    its whole story even after the earlier Jobs and their pods are gone. Unreadable entries are skipped."""
+    if scope.jobset is not None or len(scope.jobs) != 1:
+        return []
+    raw = (ev.meta(scope.jobs[0]).get("annotations") or {}).get(c.GANG_RESTARTS_ANNOTATION)
+    return read_gang_restarts(raw)
+
+
+def read_gang_restarts(raw: object) -> list[HistoryEntry]:
+    """The entries of a `GANG_RESTARTS_ANNOTATION` value, renumbered 1..n in their order."""
+    try:
+        data = json.loads(raw) if isinstance(raw, str) and raw else []
+    except ValueError:
+        return []
+    entries: list[HistoryEntry] = []
+    for item in data if isinstance(data, list) else []:
+        try:
+            entry = HistoryEntry.from_dict(item)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        entries.append(replace(entry, restart=len(entries) + 1))
+    return entries
+
+
+def gang_history(scope: Scope, pod_findings: list[Finding], first: int = 1) -> list[HistoryEntry]:
+    """A per-index Job's pod replacements: the Job controller replaced a failed pod when its completion index
+    has another pod after it (one that did not fail, or a later failure), and each replacement is one
+    in-cluster restart, caused by that pod's failure, numbered from `first` (after the gang restarts; a
+    JobSet's restarts are read from its events instead: see `history`)."""
     if scope.jobset is not None or len(scope.jobs) != 1:
         return []
     failures = {f.pod: f for f in pod_findings if f.pod and not f.teardown}
@@ -102,7 +129,7 @@ def gang_history(scope: Scope, pod_findings: list[Finding]) -> list[HistoryEntry
         failed = sorted((failures[n] for n in names if n in failures), key=_when)
         causes += failed if len(failed) < len(names) else failed[:-1]
     return [HistoryEntry(n, f.kind, f"restart {n}: {short(f)}", pod=f.pod, node=f.node, time=f.time)
-            for n, f in enumerate(sorted(causes, key=_when), start=1)]
+            for n, f in enumerate(sorted(causes, key=_when), start=first)]
 
 
 def _when(finding: Finding) -> datetime:

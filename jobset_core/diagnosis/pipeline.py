@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from jobset_core import constants as c
 from jobset_core import controller_rules as rules
 from jobset_core import evidence as ev
+from jobset_core.diagnosis import gangs
 from jobset_core.diagnosis import history as hist
 from jobset_core.diagnosis import jobs as jobs_
 from jobset_core.diagnosis import signals as sig
@@ -145,11 +146,13 @@ def _refused_jobs(scope: Scope, now: datetime, grace: Grace) -> list[Finding]:
 
 
 def _gang_replacements(scope: Scope, pod_findings: list[Finding]) -> tuple[list[HistoryEntry], list[Finding]]:
-    """A gang Job's replaced pods as its restart history; their failures are history, not candidates for the
-    gang's current failure."""
-    gang = guarded(scope.notes, "the gang's replacements", lambda: hist.gang_history(scope, pod_findings), [])
+    """A gang Job's restart history: the gang restarts the run recorded on it, then the pods it replaced in
+    place (per-index retries); a replaced pod's failure is history, not a candidate for the current failure."""
+    earlier = guarded(scope.notes, "the gang's restarts", lambda: hist.gang_restarts(scope), [])
+    gang = guarded(scope.notes, "the gang's replacements",
+                   lambda: hist.gang_history(scope, pod_findings, first=len(earlier) + 1), [])
     replaced = {entry.pod for entry in gang}
-    return gang, [f for f in pod_findings if f.pod not in replaced]
+    return [*earlier, *gang], [f for f in pod_findings if f.pod not in replaced]
 
 
 def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None) -> Evidence:
@@ -316,6 +319,13 @@ def _capacity(root: Finding, candidates: list[Finding]) -> Finding:
     return root
 
 
+def _held_gang(scope: Scope, root: Finding) -> gangs.HeldGang | None:
+    """An unschedulable gang Job held whole by the gang scheduler: said as a gang, not as one pod."""
+    if root.kind is not K.UNSCHEDULABLE or scope.jobset is not None or root.reason != c.POD_REASON_UNSCHEDULABLE:
+        return None
+    return guarded(scope.notes, "the held gang", lambda: gangs.held_gang(scope.jobs, scope.current_pods), None)
+
+
 def _evidence_lines(scope: Scope, v: Verdict, chosen: list[str]) -> list[str]:
     lines = list(dict.fromkeys(chosen))
     if v.js_failed:
@@ -336,6 +346,10 @@ def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
     root = _capacity(root, v.candidates)
     job = root.job or v.first_failed_job
     summary = text.failure_summary(root, peers, job)
+    held = _held_gang(scope, root)
+    if held is not None:
+        summary = f"{root.kind}: {held.describe()}"
+        lines.insert(0, held.describe())
     if v.restarting or v.in_flight:
         summary = text.in_flight_summary(summary, _what(scope), v.restarting)
     final = HistoryEntry(None, root.kind, f"final: {short(root)}", pod=root.pod, node=root.node, time=root.time)

@@ -29,13 +29,15 @@ from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
     CANCELLED_ANNOTATION,
     FREE_ANNOTATION,
+    GANG_RESTARTS_ANNOTATION,
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
+    SCHEDULING_API_GROUP,
 )
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle import record as records
-from jobset_core.lifecycle.contract import Handle, Observation, Runtime, State, marked_cancelled
+from jobset_core.lifecycle.contract import Handle, Observation, Runtime, State, marked_cancelled, state_of
 from jobset_core.lifecycle.step import (
     Action,
     AppReport,
@@ -43,12 +45,16 @@ from jobset_core.lifecycle.step import (
     Step,
     adoptable,
     assess,
+    controller_workload_line,
     diagnose_observation,
     free_after,
+    gang_mode_line,
+    gang_restart_note,
     is_live,
     next_submission_free,
     notes_for,
 )
+from jobset_core.model.gang import WorkloadAPI
 from jobset_core.model.spec import GangJobSpec, JobSetSpec
 from jobset_core.model.validation import MAX_LABEL_LENGTH
 from jobset_core.offload import offload
@@ -206,6 +212,16 @@ def _check_run_arguments(spec: Any, run_key: Any, engine_attempt: Any, resubmit:
         raise SpecError("engine_attempt", f"must be an integer >= 0, got {engine_attempt!r}", None)
 
 
+def _restart_line(handle: Handle, progress: Progress, number: int, cause: FailureKind | None) -> str:
+    """A restart as the run's events say it: a JobSet's in-cluster restart and what it spent, or a gang Job's
+    restart (the whole gang run again as this Job, or a per-index retry in place)."""
+    what = cause or "cause not recorded"
+    if handle.kind == "Job":
+        return f"{handle.name}: restart {number} of the gang ({what})"
+    limit = f" of {progress.max_restarts}" if progress.max_restarts is not None else ""
+    return f"in-cluster restart {number} ({what}); {progress.counted_restarts}{limit} counted restarts used"
+
+
 @dataclass
 class _Reported:
     """What this process already told `on_event` about one attempt: only for not repeating a line."""
@@ -214,6 +230,7 @@ class _Reported:
     message: str | None = None
     kueue: str | None = None
     state: State | None = None
+    gang: str | None = None  # the Job controller's Workload, named
 
 
 class JobSetRun:
@@ -313,12 +330,7 @@ class JobSetRun:
             cause = p.causes[number - 1] if len(p.causes) >= number else None
             if cause is None and step.action is Action.WAIT:
                 break
-            limit = f" of {p.max_restarts}" if p.max_restarts is not None else ""
-            self._emit(
-                EventType.RESTART,
-                f"in-cluster restart {number} ({cause or 'cause not recorded'}); {p.counted_restarts}{limit} counted restarts used",
-                handle,
-            )
+            self._emit(EventType.RESTART, _restart_line(handle, p, number, cause), handle)
             seen.restarts = number
         if p.kueue and p.kueue != seen.kueue:
             self._emit(EventType.SUSPENDED, p.kueue, handle)
@@ -328,6 +340,15 @@ class JobSetRun:
         if step.action is Action.WAIT and p.message != seen.message:
             self._emit(EventType.PROGRESS, f"{handle.name}: {p.message}", handle)
             seen.message = p.message
+
+    def _report_gang(self, handle: Handle, observation: Observation) -> None:
+        """Name the Workload the Job controller made for a gang Job, once (it gangs the pods, not we)."""
+        seen = self._reported.setdefault(handle.name, _Reported())
+        if seen.gang is None and handle.kind == "Job":
+            line = controller_workload_line(observation)
+            if line is not None and "PodGroup" in line:
+                self._emit(EventType.POLICY, line, handle)
+                seen.gang = line
 
     # ----- the cluster's memory of this run ---------------------------------------------------------
 
@@ -385,10 +406,11 @@ class JobSetRun:
 
     # ----- submission -------------------------------------------------------------------------------
 
-    def _manifests(self, attempt: int, remaining: int, final: bool, free: bool) -> list[dict[str, Any]]:
+    def _manifests(self, attempt: int, remaining: int, final: bool, free: bool,
+                   after: Diagnosis | None = None) -> list[dict[str, Any]]:
         assert self.spec is not None
         name = attempt_name(self.spec, self.run_key, attempt)
-        spec = dataclasses.replace(self.spec, name=name)
+        spec = dataclasses.replace(self.spec, name=name, gang=self._gang_for_cluster())
         # This submission spends one attempt unless it is free; the rest may be spent in the cluster.
         manifests = spec.manifests(remaining=max(0, remaining if free else remaining - 1))
         main = manifests[-1]
@@ -404,6 +426,8 @@ class JobSetRun:
         annotations[POLICY_ANNOTATION] = json.dumps(self.policy.to_annotation(), sort_keys=True)
         if free:
             annotations[FREE_ANNOTATION] = "true"
+        if isinstance(self.spec, GangJobSpec) and after is not None and after.failed:
+            annotations[GANG_RESTARTS_ANNOTATION] = gang_restart_note(after)
         return manifests
 
     def start(self) -> Handle:
@@ -431,16 +455,41 @@ class JobSetRun:
             self._emit(EventType.POLICY, f"retry budget: {self.policy.describe()}")
         ledger = self._ledger(objects, record, before_current=True)
         free, look_at = next_submission_free(ledger, mine)
+        after = None
         if free is None and look_at is not None:  # nothing recorded how it ended: one look, decided by the step
             handle = handle_of(look_at, self.run_key, self.namespace)
-            free = free_after(assess(handle, self.runtime.observe(handle), self._ledger(), self.policy, self._now()))
-        return self._submit(ledger, free=bool(free))
+            step = assess(handle, self.runtime.observe(handle), self._ledger(), self.policy, self._now())
+            free, after = free_after(step), step.diagnosis
+        elif isinstance(self.spec, GangJobSpec):
+            after = self._gang_failure(ledger, mine)
+        return self._submit(ledger, free=bool(free), after=after)
 
-    def _submit(self, ledger: Ledger, *, free: bool) -> Handle:
+    def _gang_failure(self, ledger: Ledger, objects: Sequence[Mapping[str, Any]]) -> Diagnosis | None:
+        """Why the run's newest gang Job failed, when the engine resubmits it (one look at it): the next Job
+        records it as a restart of the gang. None for a first submission, or a run the user cleared."""
+        newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
+        obj = next((o for o in objects if newest is not None and ev.name_of(o) == newest.name), None)
+        if newest is None or newest.cleared or obj is None or state_of(obj) is not State.FAILED:
+            return None
+        diagnosis = self.diagnose(self.runtime.observe(handle_of(obj, self.run_key, self.namespace)))
+        return diagnosis if diagnosis.failed else None
+
+    def _gang_for_cluster(self) -> Any:
+        """A Workload API gang without a version is built for the newest one the cluster serves (a runtime
+        that can ask: API discovery); the runtime refuses, naming the feature gates, when none is served."""
+        gang = getattr(self.spec, "gang", None)
+        served = getattr(self.runtime, "served_versions", None)
+        if not isinstance(gang, WorkloadAPI) or gang.api_version is not None or served is None:
+            return gang
+        return gang.for_cluster(served(SCHEDULING_API_GROUP))
+
+    def _submit(self, ledger: Ledger, *, free: bool, after: Diagnosis | None = None) -> Handle:
+        """Submit the run's next attempt; `after` is why the one before it failed (a gang Job carries the
+        causes of its gang's restarts)."""
         remaining = self.policy.remaining(ledger)
         attempt = ledger.next_attempt
         final = not free and remaining <= 1
-        manifests = self._manifests(attempt, remaining, final, free)
+        manifests = self._manifests(attempt, remaining, final, free, after)
         self.handle = self.runtime.submit(manifests, run_key=self.run_key, attempt=attempt)
         self.attempts.append(self.handle)
         submitted = submission_from_object(manifests[-1], self.run_key)
@@ -451,11 +500,16 @@ class JobSetRun:
         self._started_here = True
         verb = EventType.ADOPTED if self.handle.adopted else EventType.SUBMITTED
         note = " on on-demand capacity (final attempt)" if final and attempt > 0 and self.policy.final_attempt_on_demand else ""
+        if isinstance(self.spec, GangJobSpec) and after is not None and after.failed:
+            note += f"; the whole gang runs again after {after.kind}"
         self._emit(
             verb,
             f"{verb} {self.handle.kind} {self.handle.name} (attempt {attempt}, {remaining} of "
             f"{self.policy.total_attempts} attempts left{', free' if free else ''}){note}",
         )
+        gang = gang_mode_line(manifests[-1], manifests[:-1])
+        if gang is not None:
+            self._emit(EventType.POLICY, gang)
         return self.handle
 
     # ----- one step ---------------------------------------------------------------------------------
@@ -468,6 +522,7 @@ class JobSetRun:
         cancelled = self._cancel.is_set() or handle.name in self._seen_cancelled
         found = tuple(reports()) if reports is not None and observation.state is State.FAILED else ()
         step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled, reports=found)
+        self._report_gang(handle, observation)
         self._report(handle, step)
         notes = notes_for(step, handle, observation)
         if notes:
@@ -529,7 +584,7 @@ class JobSetRun:
 
     def _resubmit(self, step: Step) -> Handle:
         assert step.decision is not None
-        return self._submit(self._ledger(), free=not step.decision.counted)
+        return self._submit(self._ledger(), free=not step.decision.counted, after=step.diagnosis)
 
     # ----- drivers ----------------------------------------------------------------------------------
 
@@ -661,7 +716,7 @@ class JobSetRun:
             return self._result(handle, step, done=False)
         if record.pop(records.NOT_BEFORE, None) is not None:
             self._write_record(record)
-        new = self._submit(self._ledger(), free=not step.decision.counted)
+        new = self._submit(self._ledger(), free=not step.decision.counted, after=step.diagnosis)
         return RunResult(False, new, step.diagnosis, step.decision, step.ledger, list(self.attempts), done=False, progress=step.progress)
 
     # ----- cancel -----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from jobset_core.constants import (
     FREE_INTERRUPTIONS_ANNOTATION,
     OUTCOME_ANNOTATION,
 )
-from jobset_core.diagnosis import Diagnosis, diagnose
+from jobset_core.diagnosis import Diagnosis, HistoryEntry, diagnose
 from jobset_core.lifecycle.contract import Handle, Observation, State, state_of
 from jobset_core.policy.budget import RetryDecision, RetryPolicy
 from jobset_core.policy.kinds import FailureKind
@@ -81,6 +81,49 @@ class Action(StrEnum):
 
 
 @dataclass(frozen=True)
+class PodCounts:
+    """Pods of an attempt that have not ended, counted from the pods themselves: `Job.status.active` counts a
+    pod that waits to be scheduled or pulls its image as active, so it cannot tell pending from running."""
+
+    pending: int = 0
+    running: int = 0
+    ready: int = 0
+    succeeded: int = 0
+
+    @property
+    def live(self) -> int:
+        return self.pending + self.running
+
+    def describe(self) -> str:
+        return f"{self.pending} pending, {self.running} running, {self.ready} ready"
+
+
+def count_pods(pods: Sequence[Mapping[str, Any]]) -> PodCounts:
+    """Pending, running, ready and succeeded pods; a pod being deleted is leaving, not running."""
+    pending = running = ready = succeeded = 0
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == c.PHASE_SUCCEEDED:
+            succeeded += 1
+        if phase not in (c.PHASE_PENDING, c.PHASE_RUNNING) or ev.meta(pod).get("deletionTimestamp"):
+            continue
+        if phase == c.PHASE_PENDING:
+            pending += 1
+            continue
+        running += 1
+        ready += 1 if ev.condition(pod, c.CONDITION_READY) else 0
+    return PodCounts(pending, running, ready, succeeded)
+
+
+def state_from_pods(state: State, pods: PodCounts) -> State:
+    """Running only once a pod runs: a Job whose pods all wait to be scheduled is pending, whatever `active`
+    says. Terminal and suspended states, and an attempt without live pods, keep the object's state."""
+    if state not in (State.RUNNING, State.PENDING) or not pods.live:
+        return state
+    return State.RUNNING if pods.running else State.PENDING
+
+
+@dataclass(frozen=True)
 class Progress:
     """Where one attempt stands, for progress lines, Flyte phases and Airflow logs."""
 
@@ -94,9 +137,12 @@ class Progress:
     causes: tuple[FailureKind | None, ...] = ()  # per in-cluster restart; None while not on record yet
     kueue: str | None = None  # "evicted by Kueue: Preempted, requeued (...)"
     free_in_place: int = 0  # gang Job pods replaced for free, observed now
+    pods: PodCounts | None = None  # the attempt's live pods as the pods say, not as Job.status.active says
 
     @property
     def message(self) -> str:
+        # The state is the pods' (pending until one runs); their counts are in `pods`, not in the line, which
+        # is written on change only and must not change with every pod of a large gang.
         text = f"{self.ready}/{self.total} {self.unit} ready ({self.state})"
         if self.restarts:
             last = self.causes[-1] if self.causes else None
@@ -267,13 +313,24 @@ def _stuck(diagnosis: Diagnosis, observation: Observation) -> bool:
 
 
 def free_pod_disruptions(observation: Observation, policy: RetryPolicy) -> int:
-    """A gang Job's disrupted pods that its podFailurePolicy `Ignore`d: each was replaced for free."""
+    """A per-index Job's disrupted pods that its podFailurePolicy `Ignore`d: each was replaced for free. A gang
+    Job fails on a disruption instead (FailJob), and the run decides whether running it again is free."""
     main = observation.main
     if main is None or main.get("kind") != "Job" or not policy.interruptions_free():
         return 0
-    if FailureKind.PREEMPTED not in policy.retry_on:
+    if FailureKind.PREEMPTED not in policy.retry_on or not _ignores_disruptions(main):
         return 0
     return len({ev.name_of(p) for p in observation.pods if ev.condition(p, c.CONDITION_DISRUPTION_TARGET)})
+
+
+def _ignores_disruptions(job: Mapping[str, Any]) -> bool:
+    """Whether the Job's podFailurePolicy `Ignore`s a DisruptionTarget pod (it is then replaced in place)."""
+    rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
+    for rule in rules:
+        types = {p.get("type") for p in rule.get("onPodConditions") or []}
+        if c.CONDITION_DISRUPTION_TARGET in types:
+            return rule.get("action") == c.IGNORE
+    return False
 
 
 def _current_submission(handle: Handle, observation: Observation, policy: RetryPolicy) -> Submission | None:
@@ -473,8 +530,10 @@ def progress_of(
     status = main.get("status") or {}
     spec = main.get("spec") or {}
     kueue = _kueue_note(diagnosis)
+    pods = count_pods(observation.pods)
+    state = state_from_pods(state, pods)
     if main.get("kind") != "JobSet":
-        return _gang_job_progress(main, state, current, kueue, diagnosis)
+        return _gang_job_progress(main, state, current, kueue, diagnosis, pods)
     wanted = {rj.get("name"): ev.count(rj.get("replicas")) or 1 for rj in spec.get("replicatedJobs") or []}
     ready = sum(
         1
@@ -484,22 +543,84 @@ def progress_of(
     max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
     causes = _restart_causes(diagnosis, current.restarts, observation.jobs if not state.terminal else None, now)
     return Progress(
-        state, ready, len(wanted), "replicated jobs", current.restarts, current.counted_restarts, max_restarts, causes, kueue
+        state, ready, len(wanted), "replicated jobs", current.restarts, current.counted_restarts, max_restarts, causes, kueue,
+        pods=pods,
     )
 
 
 def _gang_job_progress(main: Mapping[str, Any], state: State, current: Submission, kueue: str | None,
-                       diagnosis: Diagnosis | None) -> Progress:
-    """A gang Job's progress: its pods ready or done out of its parallelism, its pod replacements and their
-    causes (the diagnosis's history of the gang)."""
-    status, spec = main.get("status") or {}, main.get("spec") or {}
+                       diagnosis: Diagnosis | None, pods: PodCounts) -> Progress:
+    """A gang Job's progress: its pods ready or done out of its parallelism, counted from the pods; its
+    restarts and their causes (the diagnosis's history: the gang restarts the run recorded on the Job, then
+    the pods a per-index Job replaced in place)."""
+    spec = main.get("spec") or {}
     total = ev.count(spec.get("parallelism")) or 1
-    ready = min(total, ev.count(status.get("ready")) + ev.count(status.get("succeeded")))
+    ready = min(total, pods.ready + pods.succeeded)
     causes = tuple(h.kind for h in (diagnosis.history if diagnosis else []) if h.restart is not None)
+    limit = ev.count(spec.get("backoffLimit")) if spec.get("backoffLimitPerIndex") is not None else None
     return Progress(
-        state, ready, total, "pods", current.restarts, current.counted_restarts,
-        ev.count(spec.get("backoffLimit")), causes[: current.restarts], kueue, current.free_in_place,
+        state, ready, total, "pods", len(causes), current.counted_restarts,
+        limit, causes, kueue, current.free_in_place, pods,
     )
+
+
+# ----------------------------------------------------------------------------------------------------
+# Who gangs the pods (Workload API): said once at submit, and the Job controller's Workload once it exists
+
+
+def gang_mode_line(main: Mapping[str, Any], extras: Sequence[Mapping[str, Any]]) -> str | None:
+    """How a submitted Workload API gang is made, in the run's words: by this run (its Workload and PodGroups,
+    the pods pointing at them) or by the Job controller (WorkloadWithJob), never both. None: no Workload API."""
+    annotations = ev.meta(main).get("annotations") or {}
+    mode = annotations.get(c.WORKLOAD_CREATED_BY_ANNOTATION)
+    if mode is None:
+        return None
+    name = ev.name_of(main)
+    if mode == c.WORKLOAD_BY_JOB_CONTROLLER:
+        return (f"gang scheduling of {name}: the Job controller creates its Workload and PodGroup "
+                f"({c.WORKLOAD_WITH_JOB_GATE}, minCount {annotations.get(c.GANG_MIN_COUNT_ANNOTATION, '?')}); "
+                "this run creates none")
+    ours = [f"{o.get('kind')} {ev.name_of(o)}" for o in extras if str(o.get("apiVersion", "")).startswith(c.SCHEDULING_API_GROUP)]
+    version = next((str(o.get("apiVersion")) for o in extras if o.get("kind") == "Workload"), "?")
+    return (f"gang scheduling of {name}: this run created {', '.join(ours)} ({version}, minCount "
+            f"{annotations.get(c.GANG_MIN_COUNT_ANNOTATION, '?')}) and its pods name them; the Job controller creates none")
+
+
+def controller_workload_line(observation: Observation) -> str | None:
+    """The Workload and PodGroup the Job controller made for the observed Job, from its events, or None."""
+    main = observation.main
+    if main is None or main.get("kind") != "Job":
+        return None
+    made = []
+    for event in observation.events:
+        kind, name = ev.involved(event)
+        if kind == "Job" and name == ev.name_of(main) and ev.as_str(event.get("reason")) in (
+                c.EVENT_WORKLOAD_CREATED, c.EVENT_POD_GROUP_CREATED):
+            made.append(ev.event_message(event))
+    if not made:
+        return None
+    return f"gang scheduling of {ev.name_of(main)} by the Job controller: " + "; ".join(sorted(set(made)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Gang restarts: the whole gang again, with the story so far
+
+
+GANG_HISTORY_LIMIT = 50  # entries kept on a Job (an annotation's room is finite; the cap keeps the newest)
+GANG_SUMMARY_LIMIT = 300  # characters of each cause kept
+
+
+def gang_restart_note(diagnosis: Diagnosis) -> str:
+    """What the next Job of a gang carries after its gang failed and is run again: every earlier restart of
+    the gang and this one's cause (`GANG_RESTARTS_ANNOTATION`), so every reader of the newest Job (a run, an
+    engine's poll, `jobset explain` on the cluster or on a dump, the timeline) tells the same story."""
+    earlier = [h for h in diagnosis.history if h.restart is not None]
+    number = len(earlier) + 1
+    summary = diagnosis.summary if len(diagnosis.summary) <= GANG_SUMMARY_LIMIT else diagnosis.summary[: GANG_SUMMARY_LIMIT - 3] + "..."
+    cause = HistoryEntry(number, diagnosis.kind, f"restart {number}: {summary}", pod=diagnosis.pod,
+                         node=diagnosis.node, time=diagnosis.time)
+    entries = [*earlier, cause][-GANG_HISTORY_LIMIT:]
+    return json.dumps([e.to_dict() for e in entries], sort_keys=True)
 
 
 def _restart_causes(diagnosis: Diagnosis | None, restarts: int, jobs: list[dict[str, Any]] | None,

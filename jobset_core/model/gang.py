@@ -9,7 +9,7 @@ object so that deleting the JobSet or Job cascades to them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from jobset_core import constants as c
@@ -81,19 +81,42 @@ class Kueue:
 
 @dataclass(frozen=True)
 class WorkloadAPI:
-    """The in-tree Workload API gang scheduler (GenericWorkload feature gate).
+    """The in-tree Workload API gang scheduler (GenericWorkload and GangScheduling feature gates).
 
     Kubernetes 1.35 (`scheduling.k8s.io/v1alpha1`): a Workload lists `podGroups` and pods point at one with
     `spec.workloadRef`. Kubernetes 1.36 (`v1alpha2`): a Workload lists `podGroupTemplates`, PodGroup objects
     carry the policy and pods point at them with `spec.schedulingGroup.podGroupName`. One group per
     replicated job; `min_count` applies to each group (default: all of its pods).
+
+    `created_by` names who makes the Workload and PodGroup, never both: `"run"` (the default: this run
+    creates them and points the pods at them) or `"job-controller"` (1.36 with the WorkloadWithJob feature
+    gate: the Job controller creates them for a gang Job whose pods name no scheduling group, with
+    minCount = the Job's parallelism; this run creates none).
     """
 
     min_count: int | None = None
-    api_version: str = c.WORKLOAD_API_VERSIONS[0]
+    api_version: str | None = None  # None: the newest the cluster serves (offline: the newest, v1alpha2)
+    created_by: str = c.WORKLOAD_BY_RUN
+
+    @property
+    def by_job_controller(self) -> bool:
+        return self.created_by == c.WORKLOAD_BY_JOB_CONTROLLER
+
+    @property
+    def version(self) -> str:
+        """The version the manifests are built for: the one asked for, else the newest."""
+        return self.api_version or c.WORKLOAD_API_VERSIONS[0]
+
+    def for_cluster(self, served: list[str]) -> WorkloadAPI:
+        """Built for what the cluster serves: an unset version becomes the newest one served (a version set
+        by the user is kept, and refused at submit when it is not served)."""
+        if self.api_version is not None:
+            return self
+        usable = [v for v in c.WORKLOAD_API_VERSIONS if v in served]
+        return replace(self, api_version=usable[0]) if usable else self
 
     def validate(self, total_pods: int, suspend: bool | None) -> None:
-        if self.api_version not in c.WORKLOAD_API_VERSIONS:
+        if self.api_version is not None and self.api_version not in c.WORKLOAD_API_VERSIONS:
             raise SpecError(
                 "gang.api_version",
                 f"{self.api_version!r} is not a Workload API version this project supports",
@@ -101,6 +124,21 @@ class WorkloadAPI:
             )
         if self.min_count is not None:
             check_positive_int("gang.min_count", self.min_count)
+        if self.created_by not in (c.WORKLOAD_BY_RUN, c.WORKLOAD_BY_JOB_CONTROLLER):
+            raise SpecError("gang.created_by", f"{self.created_by!r} is neither {c.WORKLOAD_BY_RUN!r} nor "
+                            f"{c.WORKLOAD_BY_JOB_CONTROLLER!r}", f"use {c.WORKLOAD_BY_RUN!r} (the default)")
+        if self.by_job_controller:
+            self._check_job_controller_mode()
+
+    def _check_job_controller_mode(self) -> None:
+        """The Job controller of 1.36 serves v1alpha2 and gangs all of a Job's pods: nothing else to ask."""
+        if self.version != c.WORKLOAD_API_VERSIONS[0]:
+            raise SpecError("gang.api_version", f"is {self.api_version}, but the Job controller creates "
+                            f"{c.WORKLOAD_API_VERSIONS[0]} Workloads (Kubernetes 1.36, {c.WORKLOAD_WITH_JOB_GATE})",
+                            f"leave api_version unset with created_by={c.WORKLOAD_BY_JOB_CONTROLLER!r}")
+        if self.min_count is not None:
+            raise SpecError("gang.min_count", f"is {self.min_count}, but the Job controller sets minCount to the "
+                            "Job's parallelism itself", f"leave min_count unset with created_by={c.WORKLOAD_BY_JOB_CONTROLLER!r}")
 
     def _group_min(self, group: PodGroupPlan) -> int:
         if self.min_count is None:
@@ -115,28 +153,36 @@ class WorkloadAPI:
 
     def decorate(self, manifest: dict[str, Any], groups: list[PodGroupPlan], total_pods: int) -> None:
         name = manifest["metadata"]["name"]
+        annotations = manifest["metadata"].setdefault("annotations", {})
+        annotations[c.WORKLOAD_CREATED_BY_ANNOTATION] = self.created_by
+        if len(groups) == 1:
+            annotations[c.GANG_MIN_COUNT_ANNOTATION] = str(self._group_min(groups[0]))
+        if self.by_job_controller:
+            return  # the pods must name no scheduling group, or the Job controller leaves the Job alone
         for group in groups:
             self._group_min(group)
-            if self.api_version.endswith("v1alpha1"):
+            if self.version.endswith("v1alpha1"):
                 group.pod_spec["workloadRef"] = {"name": name, "podGroup": group.name}
             else:
                 group.pod_spec["schedulingGroup"] = {"podGroupName": f"{name}-{group.name}"}
 
     def extra_objects(self, name: str, namespace: str, groups: list[PodGroupPlan], total_pods: int) -> list[dict]:
+        if self.by_job_controller:
+            return []
         meta = {"name": name, "namespace": namespace}
-        if self.api_version.endswith("v1alpha1"):
+        if self.version.endswith("v1alpha1"):
             pod_groups = [{"name": g.name, "policy": {"gang": {"minCount": self._group_min(g)}}} for g in groups]
-            return [{"apiVersion": self.api_version, "kind": "Workload", "metadata": meta, "spec": {"podGroups": pod_groups}}]
+            return [{"apiVersion": self.version, "kind": "Workload", "metadata": meta, "spec": {"podGroups": pod_groups}}]
         templates = [
             {"name": g.name, "schedulingPolicy": {"gang": {"minCount": self._group_min(g)}}} for g in groups
         ]
         objects: list[dict] = [
-            {"apiVersion": self.api_version, "kind": "Workload", "metadata": dict(meta), "spec": {"podGroupTemplates": templates}}
+            {"apiVersion": self.version, "kind": "Workload", "metadata": dict(meta), "spec": {"podGroupTemplates": templates}}
         ]
         for g in groups:
             objects.append(
                 {
-                    "apiVersion": self.api_version,
+                    "apiVersion": self.version,
                     "kind": "PodGroup",
                     "metadata": {"name": f"{name}-{g.name}", "namespace": namespace},
                     "spec": {
@@ -146,6 +192,26 @@ class WorkloadAPI:
                 }
             )
         return objects
+
+
+def unserved_workload_api(api_version: str, served: list[str]) -> SpecError:
+    """The refusal, before anything is created, of a Workload API version the cluster does not serve. The
+    API is built into Kubernetes behind feature gates, so "is its CRD installed?" would send a user the
+    wrong way: name the versions served and the gates instead."""
+    gates = " and ".join(c.WORKLOAD_FEATURE_GATES)
+    if served:
+        return SpecError(
+            "gang.api_version",
+            f"{api_version} is not served by this cluster, which serves {', '.join(served)} of the Workload API",
+            f"use WorkloadAPI(api_version={served[0]!r})",
+        )
+    return SpecError(
+        "gang.api_version",
+        f"{api_version} is not served by this cluster: it serves no version of the Workload API "
+        f"({c.SCHEDULING_API_GROUP}), a built-in API (not a CRD) behind the feature gates {gates}",
+        f"enable the feature gates {gates} on the API server and the scheduler (Kubernetes 1.35 serves "
+        f"{c.WORKLOAD_API_VERSIONS[1]}, 1.36 {c.WORKLOAD_API_VERSIONS[0]}), or use another gang backend",
+    )
 
 
 @dataclass(frozen=True)
@@ -227,6 +293,13 @@ def check_gang(gang: object, pod_specs: list[Mapping[str, Any]]) -> None:
             "gang", f"{gang!r} is not a gang backend", "use Kueue(...), WorkloadAPI(...), Coscheduling(...) or Volcano(...)"
         )
     for spec in pod_specs:
+        if isinstance(gang, WorkloadAPI) and gang.by_job_controller and (spec.get("schedulingGroup") or spec.get("workloadRef")):
+            raise SpecError(
+                "pod_template.spec.schedulingGroup",
+                f"names a scheduling group, but gang=WorkloadAPI(created_by={c.WORKLOAD_BY_JOB_CONTROLLER!r}) leaves "
+                "the Workload and PodGroup to the Job controller, which skips a Job whose pods name one",
+                "remove it from the pod template, or let this run create them (created_by='run')",
+            )
         scheduler = spec.get("schedulerName")
         if isinstance(gang, Volcano) and scheduler not in (None, "volcano"):
             raise SpecError(

@@ -619,6 +619,13 @@ class GangJobSpec:
 
     A headless Service named after the Job gives every pod a stable `<job>-<index>.<job>` address, the way
     JobSet does for its pods, so the same training code finds its coordinator in both shapes.
+
+    `restart` says what a retry runs again. `"gang"` (the default, for coupled ranks: torch/NCCL, MPI,
+    JAX): any failure fails the Job at once and the run starts the whole gang again as a fresh Job, as a
+    JobSet restart does; every retry spends the one count as it would for a one-job JobSet. `"index"` (for
+    independent shards only): the Job controller retries a failed index in place while the others keep
+    running (`backoffLimitPerIndex`); every counted pod failure of any index spends one retry of the same
+    count, and `max_failed_indexes` (default 0) is how many indexes may fail before the Job fails at once.
     """
 
     name: str
@@ -641,10 +648,39 @@ class GangJobSpec:
     ttl_seconds_after_finished: int | None = None
     suspend: bool | None = None
     service: bool = True
+    restart: str = c.RESTART_GANG
+    max_failed_indexes: int | None = 0
 
     @property
     def policy(self) -> RetryPolicy:
         return _policy(self.retry)
+
+    @property
+    def per_index(self) -> bool:
+        return self.restart == c.RESTART_INDEX
+
+    def _check_restart(self) -> None:
+        if self.restart not in (c.RESTART_GANG, c.RESTART_INDEX):
+            raise SpecError(
+                "restart",
+                f"{self.restart!r} is neither {c.RESTART_GANG!r} nor {c.RESTART_INDEX!r}",
+                f"use {c.RESTART_GANG!r} for coupled ranks (the default) or {c.RESTART_INDEX!r} for independent shards",
+            )
+        if self.max_failed_indexes is None:
+            return
+        check_positive_int("max_failed_indexes", self.max_failed_indexes, allow_zero=True)
+        if not self.per_index and self.max_failed_indexes != 0:
+            raise SpecError(
+                "max_failed_indexes",
+                f"is {self.max_failed_indexes}, but only restart={c.RESTART_INDEX!r} retries indexes one by one",
+                f"set restart={c.RESTART_INDEX!r} or leave max_failed_indexes unset",
+            )
+        if self.max_failed_indexes > self.pods:
+            raise SpecError(
+                "max_failed_indexes",
+                f"{self.max_failed_indexes} is more than the {self.pods} indexes of this Job",
+                f"set it to at most {self.pods}",
+            )
 
     def hostname_tail(self) -> str:
         """What the Job controller appends to the Job name in the longest pod hostname."""
@@ -675,6 +711,7 @@ class GangJobSpec:
         check_annotations("annotations", self.annotations)
         check_bool("suspend", self.suspend, optional=True)
         check_bool("service", self.service)
+        self._check_restart()
         hostname = f"{self.name}{self.hostname_tail()}"
         if len(hostname) > MAX_LABEL_LENGTH:
             raise SpecError("name", f"pod hostname {hostname!r} is longer than 63 characters", "shorten the name")
@@ -712,7 +749,11 @@ class GangJobSpec:
             "parallelism": self.pods,
             "completions": self.pods,
             "completionMode": "Indexed",
-            **self.policy.gang_job_fields(remaining),
+            **(
+                self.policy.per_index_job_fields(remaining, self.max_failed_indexes)
+                if self.per_index
+                else self.policy.gang_job_fields(remaining)
+            ),
             "template": template,
         }
         if self.active_deadline_seconds is not None:

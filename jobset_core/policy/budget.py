@@ -380,13 +380,13 @@ class RetryPolicy:
     def _exit_codes_counted(self) -> list[int]:
         return policy_contract.exit_codes_counted(self.retryable_exit_codes)
 
-    def pod_failure_policy(self, *, gang_job: bool = False) -> dict[str, Any]:
-        """podFailurePolicy for a child Job (or a gang Job); the rules live in `policy_contract`."""
+    def pod_failure_policy(self, *, per_index: bool = False) -> dict[str, Any]:
+        """podFailurePolicy for a child Job, a gang Job or a per-index Job; the rules live in `policy_contract`."""
         return policy_contract.pod_failure_policy(
             retry_on=self.retry_on,  # type: ignore[arg-type]
             retryable_exit_codes=self.retryable_exit_codes,
             interruptions_free=self.interruptions_free(),
-            gang_job=gang_job,
+            per_index=per_index,
         )
 
     def job_template_fields(self) -> dict[str, Any]:
@@ -398,15 +398,32 @@ class RetryPolicy:
         }
 
     def gang_job_fields(self, remaining: int | None = None) -> dict[str, Any]:
-        """A gang Job has no JobSet above it: the Job's own backoffLimit is the in-cluster budget."""
+        """A gang Job is one coupled gang: any failure fails the Job at once, as a JobSet's child Job does
+        (podFailurePolicy FailJob, backoffLimit 0), and the run starts the whole gang again as a fresh Job,
+        free or counted by the ledger. The cluster never replaces one pod of it."""
+        return self.job_template_fields()
+
+    def per_index_job_fields(self, remaining: int | None = None, max_failed_indexes: int | None = 0) -> dict[str, Any]:
+        """Independent shards: the Job controller retries each failed index in place.
+
+        The one count holds here too: `remaining` (what this submission may still spend) is both each
+        index's `backoffLimitPerIndex` and the Job's `backoffLimit`, so every counted pod failure of any
+        index spends one retry and all of them together never exceed the count. A bug fails only its index
+        (FailIndex); `maxFailedIndexes` (default 0) says how many failed indexes the Job tolerates before it
+        fails at once; the run fails once the Job does, whatever the other shards did.
+        """
         limit = self.retries if remaining is None else remaining
         if not self.in_cluster_restarts:
             limit = 0
-        return {
+        fields: dict[str, Any] = {
             "backoffLimit": limit,
+            "backoffLimitPerIndex": limit,
             "podReplacementPolicy": c.POD_REPLACEMENT_FAILED,
-            "podFailurePolicy": self.pod_failure_policy(gang_job=True),
+            "podFailurePolicy": self.pod_failure_policy(per_index=True),
         }
+        if max_failed_indexes is not None:
+            fields["maxFailedIndexes"] = max_failed_indexes
+        return fields
 
     def jobset_failure_policy(self, remaining: int | None = None) -> dict[str, Any]:
         """JobSet failurePolicy: restart on disruption, fail fast on a bug or a deadline, count the rest.

@@ -42,19 +42,25 @@ def pod_failure_policy(
     retry_on: frozenset[FailureKind],
     retryable_exit_codes: Iterable[int],
     interruptions_free: bool,
-    gang_job: bool = False,
+    per_index: bool = False,
 ) -> dict[str, Any]:
-    """podFailurePolicy for a child Job (or a gang Job): disruptions and bugs are told apart here.
+    """podFailurePolicy for a JobSet's child Job, a gang Job, or a per-index Job: disruptions and bugs are
+    told apart here.
 
     Rule 0 catches DisruptionTarget so the Job's failure message names it; rule 1 fails the Job at once
     for any exit code that is not SIGTERM or a retryable code, so a bug is never retried by the cluster.
-    In a gang Job (no JobSet above it) free interruptions are `Ignore`d: the pod is recreated uncounted.
+    A child Job and a gang Job fail at once on either (backoffLimit 0 fails them on anything else): the
+    whole gang is run again above them (a JobSet restart, or the run's next Job), never one pod of it. A
+    per-index Job (independent shards) replaces the disrupted pod in place instead, `Ignore`d when
+    interruptions are free and `Count`ed otherwise, and a bug fails only its index (`FailIndex`).
     """
     disruption_action = c.FAIL_JOB
-    if gang_job:
+    bug_action = c.FAIL_JOB
+    if per_index:
         disruption_action = c.IGNORE if interruptions_free else c.COUNT
         if FailureKind.PREEMPTED not in retry_on:
             disruption_action = c.FAIL_JOB
+        bug_action = c.FAIL_INDEX
     rules: list[dict[str, Any]] = [
         {
             "action": disruption_action,
@@ -64,7 +70,7 @@ def pod_failure_policy(
     if FailureKind.APPLICATION_ERROR not in retry_on:
         rules.append(
             {
-                "action": c.FAIL_JOB,
+                "action": bug_action,
                 "onExitCodes": {"operator": "NotIn", "values": exit_codes_counted(retryable_exit_codes)},
             }
         )
@@ -132,7 +138,7 @@ def policy_exit_codes(jobset: Mapping[str, Any] | None, jobs: Iterable[Mapping[s
         for rule in as_list(as_map(spec.get("podFailurePolicy")).get("rules")):
             rule = as_map(rule)
             on = as_map(rule.get("onExitCodes"))
-            if rule.get("action") == c.FAIL_JOB and on.get("operator") == "NotIn":
+            if rule.get("action") in (c.FAIL_JOB, c.FAIL_INDEX) and on.get("operator") == "NotIn":
                 values = [v for v in as_list(on.get("values")) if isinstance(v, int) and not isinstance(v, bool)]
                 return frozenset(v for v in values if v != c.SIGTERM_EXIT_CODE)
     return None

@@ -4,8 +4,9 @@ The ledger is kept on the cluster, not in the engine, so that in-cluster restart
 draw on one count and a watcher that restarts (or a different engine worker) reads the same answer.
 Every JobSet or Job of one run carries `RUN_KEY_LABEL` and `ATTEMPT_ANNOTATION`; a submission made after a
 free interruption also carries `FREE_ANNOTATION`, so the submission itself is not counted. A gang Job's
-free interruptions leave no trace in its status (its podFailurePolicy `Ignore`s them), so the watcher keeps
-their count in `FREE_INTERRUPTIONS_ANNOTATION`. Attempts the run deletes itself (stuck, over the free cap)
+free interruptions retried in place (a per-index Job `Ignore`s them) leave no trace in its status, so the
+watcher keeps their count in `FREE_INTERRUPTIONS_ANNOTATION`; a gang Job run again as a whole is a
+submission like any other. Attempts the run deletes itself (stuck, over the free cap)
 are kept in the run record (`Submission.to_dict`), because their objects, and so their part of the ledger,
 are gone. An attempt the user cleared to run the task again (`CLEARED_ANNOTATION`, or `cleared` in the run
 record) stays in the history and keeps its attempt number, but spends nothing: the run starts over.
@@ -207,25 +208,37 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
 
 
 def gang_job_restarts(job: Mapping[str, Any]) -> int:
-    """Pods a gang Job replaced after a counted failure: its in-cluster restarts.
+    """Pods a Job replaced in place after a counted failure: its in-cluster restarts.
 
-    While the Job runs, every counted failure (`status.failed`; free interruptions are `Ignore`d and never
-    counted) was followed by a replacement. Once the Job controller has decided the Job fails
-    (FailureTarget, then Failed, job_controller.go), it also counts the peers it terminates, so `failed`
-    overstates the restarts: after BackoffLimitExceeded exactly `backoffLimit` failures were retried; after
-    any other reason (podFailurePolicy FailJob, a deadline) the failure that ended it and the active peers
-    torn down with it were not.
+    A gang Job of ours (backoffLimit 0) never replaces a pod: it fails and the run starts the gang again
+    as a fresh Job, a resubmission. A per-index Job (and a Job not built by us) replaces failed pods:
+    while it runs, every counted failure (`status.failed`; `Ignore`d ones are never counted) was followed
+    by a replacement. Once the Job controller has decided the Job fails (FailureTarget, then Failed,
+    job_controller.go), it also counts the peers it terminates, and a failed index's last failure was not
+    retried, so `failed` overstates the restarts: after BackoffLimitExceeded exactly `backoffLimit`
+    failures were retried; after any other reason the failures that ended the Job (one, or one per failed
+    index) and the active peers torn down with it were not. A Job never retries more than `backoffLimit`.
     """
     status = job.get("status") or {}
     spec = job.get("spec") or {}
     failed = ev.count(status.get("failed"))
+    limit = ev.count(spec.get("backoffLimit")) if spec.get("backoffLimit") is not None else failed
     decided = ev.condition(job, CONDITION_FAILURE_TARGET) or ev.condition(job, CONDITION_FAILED)
     if decided is None:
-        return failed
+        return min(failed, limit)
     if decided.get("reason") == JOB_REASON_BACKOFF_LIMIT:
-        return min(failed, ev.count(spec.get("backoffLimit")))
+        return min(failed, limit)
     parallelism = max(1, ev.count(spec.get("parallelism")) or 1)
-    peers_torn_down = max(0, parallelism - ev.count(status.get("succeeded")) - 1)
-    return max(0, failed - 1 - peers_torn_down)
+    ended_it = max(1, _indexes_in(status.get("failedIndexes")))
+    peers_torn_down = max(0, parallelism - ev.count(status.get("succeeded")) - ended_it)
+    return min(limit, max(0, failed - ended_it - peers_torn_down))
 
 
+def _indexes_in(text: Any) -> int:
+    """How many indexes a Job status interval list names ("1,3-5" -> 4)."""
+    total = 0
+    for part in str(text or "").split(","):
+        low, _, high = part.strip().partition("-")
+        if low.isdigit():
+            total += (int(high) if high.isdigit() else int(low)) - int(low) + 1
+    return total

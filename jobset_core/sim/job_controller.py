@@ -5,7 +5,10 @@ Mirrors kubernetes `pkg/controller/job/job_controller.go` (syncJob, manageJob, t
 each terminated pod is counted once, then its job-tracking finalizer is removed; since 1.31 FailureTarget
 and SuccessCriteriaMet come first, the active pods are deleted, then Failed or Complete) and
 `pkg/controller/job/pod_failure_policy.go` (first matching rule; FailJob/Ignore/Count) through the pure
-decisions of `jobset_core.controller_rules`. Simplifications: no pod backoff delay, no per-index backoff.
+decisions of `jobset_core.controller_rules`, and per-index backoff (`indexed_job_utils.go`: each replacement
+pod carries its index's failure count in `batch.kubernetes.io/job-index-failure-count`, an index fails past
+`backoffLimitPerIndex` or on a FailIndex rule, `status.failedIndexes`, MaxFailedIndexesExceeded or
+FailedIndexes once every index ended). Simplification: no pod backoff delay.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from jobset_core import clock
 from jobset_core import constants as c
 from jobset_core import controller_rules as rules
-from jobset_core.sim import child_objects
+from jobset_core.sim import child_objects, workload_controller
 from jobset_core.sim.events import job_event
 from jobset_core.sim.records import (
     Obj,
@@ -62,13 +65,16 @@ def _past_deadline(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
 class _Sync:
     """One syncJob: the Job as read, what it counts, what it writes."""
 
-    def __init__(self, store: ClusterStore, job: Obj, pods: list[Obj]) -> None:
+    def __init__(self, store: ClusterStore, job: Obj, pods: list[Obj], pod_group: Obj | None = None) -> None:
         self.store, self.job, self.pods = store, job, pods
+        self.pod_group = pod_group  # the PodGroup the controller made for the Job (WorkloadWithJob)
         self.spec = job.get("spec") or {}
         self.status = dict(job.get("status") or {})
         self.conditions = list(self.status.get("conditions") or [])
         self.failed = int(self.status.get("failed") or 0)
         self.succeeded = parse_indexes(self.status.get("completedIndexes"))
+        self.per_index = self.spec.get("backoffLimitPerIndex") is not None
+        self.failed_indexes = parse_indexes(self.status.get("failedIndexes"))
         target = condition(job, c.CONDITION_FAILURE_TARGET)
         self.failure: tuple[str, str] | None = (
             (target.get("reason", ""), target.get("message", "")) if target else None
@@ -94,8 +100,18 @@ class _Sync:
         else:
             outcome = rules.pod_failure_outcome(self.spec, pod, self.failed)
             self.failed += 1 if outcome.counted else 0
+            if outcome.index_failed and self.per_index:
+                self.failed_indexes.add(_index(pod))
             if outcome.job_failure is not None:
                 self.fail(*outcome.job_failure)
+
+    def check_failed_indexes(self) -> None:
+        """Too many failed indexes, or every index ended with some failed: the Job fails."""
+        if self.per_index and self.failure is None:
+            ended = rules.failed_indexes_outcome(self.spec, len(self.failed_indexes), len(self.succeeded))
+            if ended is not None:
+                self.fail(*ended)
+                self.changed = True
 
     def fail(self, reason: str, message: str) -> None:
         """FailureTarget first; Failed (with its Warning event) once no pod is left running."""
@@ -126,18 +142,56 @@ class _Sync:
             self.status["completionTime"] = now_seconds()
             job_event(self.store, self.job, "Normal", c.JOB_EVENT_COMPLETED, c.JOB_EVENT_COMPLETED_MESSAGE)
 
+    def delete_failed_indexes(self, active: list[Obj]) -> None:
+        """manageJob with per-index backoff: the active pods of a failed index are deleted, never replaced."""
+        for pod in [p for p in active if _index(p) in self.failed_indexes]:
+            delete_object(self.store, pod)
+            active.remove(pod)
+
+    def _failure_counts(self) -> dict[int, tuple[int, int]]:
+        """indexed_job_utils.go getNewIndexFailureCounts: (failures, ignored failures) of each index so far,
+        from its newest failed pod (a replacement carries them on)."""
+        counts: dict[int, tuple[int, int]] = {}
+        failed = [p for p in self.pods if (p.get("status") or {}).get("phase") == c.PHASE_FAILED]
+        for pod in sorted(failed, key=lambda p: meta(p).get("creationTimestamp") or ""):
+            notes = meta(pod).get("annotations") or {}
+            ignored_before = int(notes.get(c.JOB_INDEX_IGNORED_FAILURE_COUNT_ANNOTATION) or 0)
+            match = rules.match_pod_failure_policy(self.spec, pod)
+            before = rules.index_failure_count(pod)
+            if match is not None and match.action == c.IGNORE:
+                counts[_index(pod)] = (before, ignored_before + 1)
+            else:
+                counts[_index(pod)] = (before + 1, ignored_before)
+        return counts
+
+    def manage(self, live: list[Obj], active: list[Obj], completions: int) -> None:
+        """manageJob: a failed index loses its pods; a missing one gets one, unless the Job is suspended."""
+        if self.per_index:
+            self.delete_failed_indexes(active)
+        if not self.spec.get("suspend"):
+            self.create_missing(live, active, completions)
+
     def create_missing(self, live: list[Obj], active: list[Obj], completions: int) -> None:
         """manageJob: one pod per missing index; with podReplacementPolicy Failed a terminating pod still
         holds its index until it has fully failed."""
         policy = self.spec.get("podReplacementPolicy", c.POD_REPLACEMENT_TERMINATING_OR_FAILED)
         holding = {_index(p) for p in (active if policy == c.POD_REPLACEMENT_TERMINATING_OR_FAILED else live)}
         slots = int(self.spec.get("parallelism") or 1) - len(active)
+        counts = self._failure_counts() if self.per_index else {}
         for index in range(completions):
             if slots <= 0:
                 break
-            if index in self.succeeded or index in holding:
+            if index in self.succeeded or index in holding or index in self.failed_indexes:
                 continue
-            pod = self.store.create(child_objects.indexed_pod(self.job, index))
+            manifest = child_objects.indexed_pod(self.job, index)
+            if self.pod_group is not None:
+                manifest["spec"]["schedulingGroup"] = {"podGroupName": self.pod_group["metadata"]["name"]}
+            if self.per_index:
+                failures, ignored = counts.get(index, (0, 0))
+                manifest["metadata"]["annotations"][c.JOB_INDEX_FAILURE_COUNT_ANNOTATION] = str(failures)
+                if ignored:
+                    manifest["metadata"]["annotations"][c.JOB_INDEX_IGNORED_FAILURE_COUNT_ANNOTATION] = str(ignored)
+            pod = self.store.create(manifest)
             job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_CREATE,
                       c.CREATED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
             live.append(pod)
@@ -158,6 +212,7 @@ class _Sync:
             "failed": self.failed or None,
             "conditions": self.conditions or None,
             "completedIndexes": format_indexes(self.succeeded) if self.succeeded else None,
+            "failedIndexes": format_indexes(self.failed_indexes) if self.per_index else None,
             "completionTime": self.status.get("completionTime"),
         }
         return out
@@ -169,15 +224,24 @@ class _Sync:
             write_status(self.store, self.job, new)  # None values remove the field (merge patch)
 
 
-def sync_job(store: ClusterStore, job: Obj, pods: list[Obj]) -> None:
-    """One syncJob of an Indexed Job over the pods it owns."""
-    sync = _Sync(store, job, pods)
+def _pod_group(store: ClusterStore, job: Obj, pods: list[Obj], workload_with_job: bool) -> Obj | None:
+    """With the WorkloadWithJob gate, the gang Job's PodGroup (made first, with its Workload, for a new one)."""
+    if not workload_with_job or finished(job):
+        return None
+    return workload_controller.ensure(store, job, pods)
+
+
+def sync_job(store: ClusterStore, job: Obj, pods: list[Obj], *, workload_with_job: bool = False) -> None:
+    """One syncJob of an Indexed Job over the pods it owns; with the WorkloadWithJob gate, a gang Job's
+    Workload and PodGroup first."""
+    sync = _Sync(store, job, pods, _pod_group(store, job, pods, workload_with_job))
     # A finished Job, or one being deleted, only releases its pods (syncJob does not manage a Job with a
     # deletionTimestamp beyond removing tracking finalizers).
     done = finished(job) or deleting(job)
     sync.account(done)
     if done:
         return
+    sync.check_failed_indexes()
     live = [p for p in pods if not terminal(p)]
     active = [p for p in live if not deleting(p)]
     if sync.failure is None and _past_deadline(sync.spec, sync.status):
@@ -193,8 +257,7 @@ def sync_job(store: ClusterStore, job: Obj, pods: list[Obj]) -> None:
         sync.finish_complete(live, active)
         sync.write(live, force=True)
         return
-    if not sync.spec.get("suspend"):
-        sync.create_missing(live, active, completions)
+    sync.manage(live, active, completions)
     sync.write(live, force=False)
 
 
@@ -203,7 +266,7 @@ def admit(store: ClusterStore, job: Obj) -> Obj:
     return patch_object(store, job, child_objects.job_defaults_patch(job))
 
 
-def reconcile_jobs(store: ClusterStore, namespace: str | None) -> None:
+def reconcile_jobs(store: ClusterStore, namespace: str | None, *, workload_with_job: bool = False) -> None:
     """Every Job of the namespace (None: all), then release orphaned pods so they can be removed."""
     pods = store.list("v1", "Pod", namespace, shared=True)
     jobs = store.list(c.BATCH_API_VERSION, "Job", namespace, shared=True)
@@ -212,7 +275,7 @@ def reconcile_jobs(store: ClusterStore, namespace: str | None) -> None:
     for job in jobs:
         if not (job.get("spec") or {}).get("selector"):
             job = admit(store, job)
-        sync_job(store, job, owned.get(job["metadata"]["uid"], []))
+        sync_job(store, job, owned.get(job["metadata"]["uid"], []), workload_with_job=workload_with_job)
     for pod in pods:
         owners = [r for r in meta(pod).get("ownerReferences") or [] if r.get("kind") == "Job"]
         if _tracked(pod) and not any(r.get("uid") in uids for r in owners):

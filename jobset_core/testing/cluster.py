@@ -63,6 +63,7 @@ class FakeCluster:
     how far `run_until` moves the clock when no pod has anything scripted (a Job's activeDeadlineSeconds is
     seen at that granularity). Bound pods start `start_after` seconds later (scheduling, image pull). An own
     server listens on `host:port` (0: a free port); `notice` hears one line per fault that fires.
+    `feature_gates` turns on control-plane gates the emulation knows (`WorkloadWithJob`).
     """
 
     def __init__(
@@ -79,6 +80,7 @@ class FakeCluster:
         port: int = 0,
         host: str = "127.0.0.1",
         notice: Callable[[str], None] | None = None,
+        feature_gates: Iterable[str] = (),
     ) -> None:
         names = [namespaces] if isinstance(namespaces, str) else list(namespaces)
         if not names:
@@ -91,7 +93,7 @@ class FakeCluster:
         self.errors: list[BaseException] = []
         self.steps = 0
         self._scope = self.namespace if not self._own_server else None
-        self.controllers = Controllers(self.server, self._scope)
+        self.controllers = Controllers(self.server, self._scope, feature_gates=frozenset(feature_gates))
         self.kubelet = ScriptedKubelet(
             self.server, self._scope, nodes, succeed_after, start_after=start_after, clock=clock,
             write_log=self.server.append_log, notice=notice,

@@ -176,8 +176,10 @@ class FakeClusterServer:
         namespaces: Iterable[str] = ("default",),
         succeed_after: float | None = None,
         echo: Callable[[str], None] | None = None,
+        feature_gates: Iterable[str] = (),
     ) -> None:
         self.namespaces = list(namespaces) or ["default"]
+        self._feature_gates = tuple(feature_gates)
         self._fates = load_fates(fates)  # a bad file is refused before anything starts
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise SpecError("port", f"{port!r} is not a TCP port", "use 0 (any free port) to 65535")
@@ -197,7 +199,7 @@ class FakeClusterServer:
     def start(self) -> FakeClusterServer:
         path = self._kubeconfig_path()
         cluster = FakeCluster(self.namespaces, nodes=self._nodes, succeed_after=self._succeed_after,
-                              port=self._port, host=self._host, notice=self._echo)
+                              port=self._port, host=self._host, notice=self._echo, feature_gates=self._feature_gates)
         for origin, fault in self._fates:
             cluster.add_fault(fault, origin=origin)
         self._stop_observing = cluster.server.on_write(self._observe)

@@ -32,6 +32,7 @@ from jobset_core import evidence as ev
 from jobset_core.constants import RUN_KEY_LABEL
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled, state_of
+from jobset_core.model.gang import unserved_workload_api
 from jobset_core.offload import offload
 from jobset_core.runtimes.kube.client import (
     ApiRetry,
@@ -87,6 +88,9 @@ def _group_version(api_version: str) -> tuple[str, str]:
     return "", api_version
 
 
+DISCOVERY_SECONDS = 60.0
+
+
 class KubernetesRuntime:
     """Runs JobSets and gang Jobs on a real cluster for JobSetRun.
 
@@ -115,6 +119,7 @@ class KubernetesRuntime:
         self.api_client = without_transport_retries(api_client)
         self.namespace = namespace
         self.retry = retry or ApiRetry()
+        self._discovered: dict[str, tuple[float, list[str]]] = {}
         self.watch_timeout_seconds = watch_timeout_seconds
         self._random = random.Random()
         self.tick_seconds = tick_seconds
@@ -221,6 +226,7 @@ class KubernetesRuntime:
             obj["metadata"]["namespace"] = namespace
             obj["metadata"].setdefault("labels", {})[RUN_KEY_LABEL] = run_key
         stamp_run_member(main, run_key)
+        self._check_workload_api([*extras, main])
         created: list[dict[str, Any]] = []
         try:
             for extra in extras:
@@ -243,6 +249,42 @@ class KubernetesRuntime:
                 while len(self._submitted) > SUBMITTED_MEMORY:
                     self._submitted.popitem(last=False)
         return Handle(main["kind"], live["metadata"]["name"], namespace, run_key, attempt, adopted=adopted)
+
+    def _check_workload_api(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        """Refuse, before anything is created, a Workload API version the cluster does not serve (one discovery
+        request, only for a workload that asks for the Workload API: objects of ours, or a Job whose Workload
+        the Job controller is to create, which it does in the newest version)."""
+        wanted = sorted({str(o.get("apiVersion")) for o in objects
+                         if str(o.get("apiVersion", "")).startswith(f"{c.SCHEDULING_API_GROUP}/")})
+        if any((ev.meta(o).get("annotations") or {}).get(c.WORKLOAD_CREATED_BY_ANNOTATION) == c.WORKLOAD_BY_JOB_CONTROLLER
+               for o in objects):
+            wanted.append(c.WORKLOAD_API_VERSIONS[0])
+        if not wanted:
+            return
+        served = self.served_versions(c.SCHEDULING_API_GROUP)
+        for api_version in wanted:
+            if api_version not in served:
+                raise unserved_workload_api(api_version, served)
+
+    def served_versions(self, group: str) -> list[str]:
+        """The `group/version`s the API server serves for `group`, preferred first (API discovery; the
+        answer is kept for a minute: a submission asks twice, and served versions change with an upgrade)."""
+        now = time.monotonic()
+        kept = self._discovered.get(group)
+        if kept is not None and now - kept[0] < DISCOVERY_SECONDS:
+            return list(kept[1])
+        versions = self._discover(group)
+        self._discovered[group] = (now, versions)
+        return list(versions)
+
+    def _discover(self, group: str) -> list[str]:
+        groups = self.retry.call(client.ApisApi(self.api_client).get_api_versions)
+        for found in groups.groups or []:
+            if found.name == group:
+                preferred = found.preferred_version.group_version if found.preferred_version else None
+                versions = [v.group_version for v in found.versions or []]
+                return sorted(versions, key=lambda v: v != preferred)
+        return []
 
     def _namespace_for(self, main: Mapping[str, Any]) -> str:
         """The spec's namespace, else this runtime's, else "default"; two different ones are a mistake."""

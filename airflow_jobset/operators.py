@@ -361,12 +361,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         ti.xcom_push(key=XCOM_DIAGNOSIS, value=data.get("diagnosis"))
         what = f"{handle.kind} {handle.namespace}/{handle.name}"
         if data.get("succeeded"):
-            self.log.info("%s %s", what, data.get("message"))
-            if handle.attempt > 0 or data.get("in_cluster_restarts", 1):  # else there is no history to tell
-                self._log_history(handle)
-            if self.delete_on_finish:
-                self._delete(handle)
-            return data
+            return self._succeeded(handle, what, data)
         diagnosis = Diagnosis.from_dict(data["diagnosis"]) if data.get("diagnosis") else None
         decision = RetryDecision.from_dict(data["decision"]) if data.get("decision") else None
         message = f"{what}: {data.get('message') or 'failed'}"
@@ -382,6 +377,14 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         if self.delete_on_finish:
             self._delete(handle)
         raise AirflowFailException(message)
+
+    def _succeeded(self, handle: Handle, what: str, data: dict[str, Any]) -> dict[str, Any]:
+        self.log.info("%s %s", what, data.get("message"))
+        if handle.attempt > 0 or data.get("in_cluster_restarts", 1):  # else there is no history to tell
+            self._log_history(handle)
+        if self.delete_on_finish:
+            self._delete(handle)
+        return data
 
     def _run_the_gang_again(self, context: Any, failed: Handle) -> Any:
         """A gang Job's free interruption: the whole gang runs again as a fresh Job within this try, as a

@@ -119,7 +119,7 @@ def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
             if name == c.RUNTIME_LOCAL:
                 from jobset_core.runtimes.local import LocalRuntime, faults_from_env, parse_faults
 
-                faults = parse_faults(local_faults) if local_faults else faults_from_env()
+                faults = parse_faults(local_faults, "local_faults") if local_faults else faults_from_env()
                 _SHARED[key] = LocalRuntime(faults=faults, grace_seconds=2)
             else:
                 from jobset_core import KEEP_STREAMS_SECONDS, KubernetesRuntime

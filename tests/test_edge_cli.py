@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from jobset_core.cli import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, REQUEST_TIMEOUT_SECONDS
+from tests.without_extras import python_without
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBSET = Path(sys.executable).with_name("jobset")
@@ -164,19 +165,6 @@ def test_the_same_command_with_a_reader_prints_the_diagnosis() -> None:
     assert json.loads(done.stdout)["kind"] == "ApplicationError"
 
 
-def interpreter_without(tmp_path: Path, *prefixes: str) -> list[str]:
-    """A python whose import path is this environment's site-packages with the named distributions truly
-    absent (their packages and metadata left out), plus the repository: a user's environment without the extra."""
-    site = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
-    kept = tmp_path / "site-packages"
-    kept.mkdir()
-    for entry in site.iterdir():
-        if not entry.name.lower().replace("-", "_").startswith(prefixes):
-            (kept / entry.name).symlink_to(entry)
-    return [sys.executable, "-S", "-c", f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(kept)!r}]; "
-            "import importlib; importlib.import_module(sys.argv[1])"]
-
-
 @pytest.mark.parametrize("package,absent,extra,needs", [
     ("flyte_jobset", ("flytekit",), "flyte", "flytekit"),
     ("airflow_jobset", ("airflow", "apache_airflow"), "airflow",
@@ -186,7 +174,8 @@ def interpreter_without(tmp_path: Path, *prefixes: str) -> list[str]:
 def test_importing_a_plugin_without_its_extra_names_the_install_line(
     tmp_path: Path, package: str, absent: tuple[str, ...], extra: str, needs: str
 ) -> None:
-    done = subprocess.run([*interpreter_without(tmp_path, *absent), package], capture_output=True, text=True, timeout=60)
+    python, env = python_without(tmp_path, *absent)
+    done = subprocess.run([*python, "-c", f"import {package}"], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last == (f"ModuleNotFoundError: {package} needs {needs}, which is not installed: "

@@ -186,6 +186,9 @@ def _replica_env(local: bool, argv: Sequence[str] = ()) -> list[dict[str, Any]]:
     if local:  # a local replica imports the task's module the way this process did
         paths = [*_module_roots(argv), *(p for p in sys.path if p and Path(p).is_dir())]
         env.append({"name": "PYTHONPATH", "value": os.pathsep.join(dict.fromkeys(paths))})
+        # flytekit in a replica logs the user's traceback as it writes the error file; on this terminal that
+        # would come before the cause. The run prints the cause first, then the culprit's traceback (LocalRun).
+        env.append({"name": c.FLYTEKIT_LOGGING_ENV, "value": str(c.FLYTEKIT_LOGGING_QUIET)})
     return env
 
 
@@ -371,6 +374,15 @@ def read_user_errors(output_prefix: str) -> list[UserError]:
     return sorted(found, key=lambda e: e.timestamp)
 
 
+def _culprit_trace(output_prefix: str, result: Any) -> str:
+    """The traceback flytekit wrote for the replica the diagnosis blames (else the earliest), for a local run to
+    print after the cause."""
+    errors = read_user_errors(output_prefix)
+    pod = getattr(result.diagnosis, "pod", None)
+    chosen = next((e for e in errors if pod and e.worker == pod), errors[0] if errors else None)
+    return chosen.message.strip() if chosen is not None else ""
+
+
 # ----- the connector --------------------------------------------------------------------------------------------
 
 
@@ -501,6 +513,7 @@ class JobSetConnector(AsyncConnectorBase):
         local = local_run.CURRENT.get()
         if local is not None:
             local.phase, local.message, local.custom_info = phase, message, info
+            local.trace = _culprit_trace(meta.output_prefix, result) if result.done and not result.succeeded else ""
         links = self.log_links(meta, runtime, observation, result.diagnosis)
         if timeline_uri and meta.runtime != c.RUNTIME_LOCAL:
             links.append(TaskLog(uri=timeline_url(timeline_uri), name=c.TIMELINE_LINK_NAME))

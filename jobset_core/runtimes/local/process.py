@@ -324,10 +324,9 @@ class LocalProcess:
             for raw in iter(stream.readline, b""):
                 self._log.write(raw)
                 self._log.flush()
-                line = raw.decode("utf-8", errors="replace")
-                if not line.endswith("\n"):
-                    line += "\n"
-                _write_stdout(f"[{self._prefix}] {line}")
+                line = raw.decode("utf-8", errors="replace").rstrip()
+                if line:  # the log keeps every byte; the terminal gets no line that says nothing but a prefix
+                    _write_stdout(f"[{self._prefix}] {line}\n")
         finally:
             with contextlib.suppress(OSError):
                 stream.close()

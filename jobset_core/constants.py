@@ -368,3 +368,7 @@ CAUSE_FIELD_VALUE_FORBIDDEN = "FieldValueForbidden"
 # The official client logs every response body at DEBUG (kubernetes/client/rest.py): pod specs with their env.
 CLIENT_REST_LOGGER = "kubernetes.client.rest"
 CLIENT_RESPONSE_BODY_LOG = "response body"
+
+# etcd's default --max-request-bytes (1.5 MiB), the largest object the API server can store: a larger create is
+# refused with "etcdserver: request is too large" (etcd server/embed/config.go DefaultMaxRequestBytes).
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024

@@ -488,9 +488,10 @@ class LocalRuntime:
                     f"warning: fault never fired: {fault.describe()} (attempt {fault.attempt}, restart {fault.restart}); "
                     f"{sub.handle.kind} {sub.handle.name} ended first"
                 )
-                log.warning("%s", message)
-                if self.stream_output:
+                if self.stream_output:  # on the terminal once: a logged copy would reach stderr too
                     write_notice(message)
+                else:
+                    log.warning("%s", message)
 
     def _busy(self) -> bool:
         return (

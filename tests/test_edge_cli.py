@@ -180,3 +180,13 @@ def test_importing_a_plugin_without_its_extra_names_the_install_line(
     last = done.stderr.strip().splitlines()[-1]
     assert last == (f"ModuleNotFoundError: {package} needs {needs}, which is not installed: "
                     f"pip install 'jobset-plugins[{extra}]' (from a clone of the repository: pip install -e '.[{extra}]')")
+
+
+def test_a_list_item_without_kind_is_refused_naming_it_not_dropped() -> None:
+    dump = json.loads(FIXTURE.read_text())
+    items = [{"kind": "JobSet", **dump["jobset"]}, *({"kind": "Job", **j} for j in dump["jobs"]), *dump["pods"]]
+    done = jobset("explain", "--from-file", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    assert done.returncode == EXIT_USAGE and done.stdout == ""
+    pod = dump["pods"][0]["metadata"]["name"]
+    assert one_line(done.stderr) == (f"jobset explain: items[{1 + len(dump['jobs'])}] ({pod}) has no kind; dump with "
+                                     "`kubectl get ... -o json`, which writes it")

@@ -155,3 +155,12 @@ def test_the_temporary_workdir_is_removed_at_interpreter_exit_without_close(tmp_
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
     workdir = Path(done.stdout.strip().splitlines()[-1])
     assert workdir.name.startswith("jobset-local-") and not workdir.exists()
+
+
+def test_a_fault_at_an_attempt_the_run_never_reaches_is_refused_before_anything_starts(tmp_path) -> None:
+    once = JobSetSpec(name="t", retry=RetryPolicy(retries=0), replicated_jobs=[ReplicatedJob("w", image="x", command=QUICK)])
+    with runtime(tmp_path, faults=parse_faults("preempt:w-0-0@1s,attempt=1")) as rt, pytest.raises(SpecError) as err:
+        JobSetRun(once, rt, run_key="k").run()
+    assert str(err.value).startswith("faults[0].attempt: the run of 't-")
+    assert "has at most 1 attempt (0..0): attempt 1 never happens; use an attempt between 0 and 0" in str(err.value)
+    assert rt.cluster.list("jobset.x-k8s.io/v1alpha2", "JobSet") == []

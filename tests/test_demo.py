@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.without_extras import ENGINES, python_without
@@ -37,3 +40,25 @@ def test_demo_trains_through_a_preemption_and_fails_fast_on_a_bug(tmp_path: Path
 def test_make_demo_installs_the_core_alone() -> None:
     plan = subprocess.run(["make", "-n", "-B", "demo"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "pip install --quiet -e .\n" in plan and "[dev]" not in plan and "[flyte]" not in plan, plan
+
+
+def test_ctrl_c_stops_the_demo_with_one_line_exit_130_and_no_files_left() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JOBSET_LOCAL_FAULTS"}
+    proc = subprocess.Popen([sys.executable, str(DEMO)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    workdir = None
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "pod logs are kept in " in line:
+                workdir = Path(line.split("pod logs are kept in ", 1)[1].split()[0])
+            if "[submitted]" in line:
+                break
+        assert workdir is not None and workdir.exists()
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert err.strip() == "demo: interrupted; every pod process it started was stopped and its temporary files removed"
+    assert not workdir.parent.exists(), "the demo's temporary directory is removed"

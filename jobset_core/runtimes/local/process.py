@@ -234,9 +234,16 @@ def _kill_everything_at_exit() -> None:
         stop_processes(live, grace_seconds=1.0)
 
 
+# Erase the line first on a terminal: a run's live progress line (jobset_core.progress) may be there, with the
+# cursor at its start; a log file or a pipe gets the text alone.
+CLEAR_LINE = "\r\x1b[K"
+
+
 def _write_stdout(text: str) -> None:
     with _OUTPUT_LOCK:
         try:
+            if sys.stdout.isatty():
+                text = CLEAR_LINE + text
             sys.stdout.write(text)
             sys.stdout.flush()
         except (ValueError, OSError):  # the parent's stdout was closed or replaced (pytest capture ends)

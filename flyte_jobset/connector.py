@@ -374,6 +374,15 @@ def read_user_errors(output_prefix: str) -> list[UserError]:
     return sorted(found, key=lambda e: e.timestamp)
 
 
+def _tell_local_run(phase: int, message: str, info: dict[str, Any], meta: Any, result: Any) -> None:
+    """A local `pyflyte run` prints this answer itself (LocalRun): the phase, the cause and the culprit's trace."""
+    local = local_run.CURRENT.get()
+    if local is None:
+        return
+    local.phase, local.message, local.custom_info = phase, message, info
+    local.trace = _culprit_trace(meta.output_prefix, result) if result.done and not result.succeeded else ""
+
+
 def _culprit_trace(output_prefix: str, result: Any) -> str:
     """The traceback flytekit wrote for the replica the diagnosis blames (else the earliest), for a local run to
     print after the cause."""
@@ -510,10 +519,7 @@ class JobSetConnector(AsyncConnectorBase):
             info["history"] = _history_lines(attempts)
             html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=info["budget"], summary=message)
             timeline_uri = self._publish(html, meta)
-        local = local_run.CURRENT.get()
-        if local is not None:
-            local.phase, local.message, local.custom_info = phase, message, info
-            local.trace = _culprit_trace(meta.output_prefix, result) if result.done and not result.succeeded else ""
+        _tell_local_run(phase, message, info, meta, result)
         links = self.log_links(meta, runtime, observation, result.diagnosis)
         if timeline_uri and meta.runtime != c.RUNTIME_LOCAL:
             links.append(TaskLog(uri=timeline_url(timeline_uri), name=c.TIMELINE_LINK_NAME))

@@ -32,7 +32,7 @@ from jobset_core import Coordinator, JobSetSpec, ReplicatedJob, SpecError
 from jobset_core import constants as c
 
 PAYLOAD_ENV = "JOBSET_TASK_PAYLOAD"
-RESULT_MARKER = "JOBSET_TASK_RESULT "
+RESULT_MARKER = c.RESULT_MARKER
 LEADER = "leader"
 WORKERS = "workers"
 DEFAULT_IMAGE = "python:3.11-slim"

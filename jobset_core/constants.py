@@ -377,3 +377,7 @@ ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 # MAX_ARG_STRLEN = 32 pages of 4 KiB, counting "NAME=" and the final NUL): a longer one fails the container's
 # start with "argument list too long" (E2BIG).
 LINUX_MAX_ARG_STRLEN = 32 * 4096
+
+# Our own: the line a `@task.jobset` leader prints its JSON result on (base64), read back from its log. Kept in
+# the pod's log, never shown in a task log or on a terminal, where it would be a blob of noise.
+RESULT_MARKER = "JOBSET_TASK_RESULT "

@@ -53,6 +53,7 @@ def test_the_function_runs_on_every_replica_and_the_leader_result_is_returned(ca
     assert value == {"rank": 0, "value": 10, "world": 3}
     printed = capfd.readouterr().out
     assert all(f"replica {r} rank" in printed for r in ("leader-0", "workers-0", "workers-1"))
+    assert "JOBSET_TASK_RESULT" not in printed  # the result travels in the leader's log, not on the screen
     assert ti.xcoms["diagnosis"] is None
 
 

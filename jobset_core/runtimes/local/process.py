@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import tenacity
 
+from jobset_core import constants as c
 from jobset_core.runtimes.local.objects import main_container
 
 _OUTPUT_LOCK = threading.Lock()
@@ -332,7 +333,8 @@ class LocalProcess:
                 self._log.write(raw)
                 self._log.flush()
                 line = raw.decode("utf-8", errors="replace").rstrip()
-                if line:  # the log keeps every byte; the terminal gets no line that says nothing but a prefix
+                # the log keeps every byte; the terminal gets no empty line and no result blob
+                if line and not line.startswith(c.RESULT_MARKER):
                     _write_stdout(f"[{self._prefix}] {line}\n")
         finally:
             with contextlib.suppress(OSError):

@@ -190,3 +190,16 @@ def test_a_list_item_without_kind_is_refused_naming_it_not_dropped() -> None:
     pod = dump["pods"][0]["metadata"]["name"]
     assert one_line(done.stderr) == (f"jobset explain: items[{1 + len(dump['jobs'])}] ({pod}) has no kind; dump with "
                                      "`kubectl get ... -o json`, which writes it")
+
+
+@pytest.mark.faults
+def test_a_server_that_never_answers_is_one_line_after_the_request_timeout(
+    tmp_path: Path, silent_server: SilentServer
+) -> None:
+    done = jobset("explain", "train", "-n", "ml-team", kubeconfig=kubeconfig(tmp_path, silent_server.url))
+    assert silent_server.connected.is_set()
+    assert done.returncode == EXIT_USAGE and done.stdout == ""
+    line = one_line(done.stderr)
+    assert line.startswith(f"jobset explain: cannot reach the Kubernetes API server at {silent_server.url} "
+                           "(kubeconfig context 'lab'")
+    assert "timed out" in line.lower() and line.endswith("check that the cluster is up and the kubeconfig points at it")

@@ -1,21 +1,32 @@
-# `make demo` and `make test` each create .venv when missing and install what they need.
+# `make demo`, `make demo-flyte`, `make demo-airflow` and `make test` each create .venv when missing and
+# install what they need (the demo: the core alone).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-flyte test lint bench clean
+.PHONY: demo demo-flyte demo-airflow test test-install lint bench clean
 
-$(VENV)/.installed: pyproject.toml
+# The core alone (kubernetes, tenacity, pyyaml, the schema checkers): all `make demo` needs.
+$(VENV)/.installed-core: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# Everything the tests use: both extras and the tools.
+$(VENV)/.installed: $(VENV)/.installed-core
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed-core
 	$(PY) examples/demo.py
 
-$(VENV)/.installed-flyte: $(VENV)/.installed
+$(VENV)/.installed-flyte: $(VENV)/.installed-core
 	$(PY) -m pip install --quiet -e '.[flyte]'
+	touch $@
+
+$(VENV)/.installed-airflow: $(VENV)/.installed-core
+	$(PY) -m pip install --quiet -e '.[airflow]'
 	touch $@
 
 # The Flyte example through `pyflyte run` on the local runtime (no cluster): a clean run, then a preempted one.
@@ -23,9 +34,19 @@ demo-flyte: $(VENV)/.installed-flyte
 	$(VENV)/bin/pyflyte run examples/flyte_train.py train_wf
 	$(VENV)/bin/pyflyte run examples/flyte_train.py train_preempted_wf
 
+# The example DAG under `airflow dags test` on the local runtime, in a throwaway AIRFLOW_HOME (about a minute).
+demo-airflow: $(VENV)/.installed-airflow
+	export AIRFLOW_HOME=$$(mktemp -d) AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/examples && \
+	$(VENV)/bin/airflow db migrate > /dev/null && $(VENV)/bin/airflow dags test jobset_example; \
+	status=$$?; rm -rf "$$AIRFLOW_HOME"; exit $$status
+
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
+
+# Each extra resolves with pip 23.2 and the current pip, in throwaway venvs (a dry run against the index).
+test-install: $(VENV)/.installed
+	$(PY) -m pytest -q -m install tests/test_install.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -6,7 +6,30 @@ Airflow 3.3. Names are loaded lazily so that `import airflow_jobset` stays cheap
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import Any
+
+# The distributions the `airflow` extra brings; checked by their metadata without importing Airflow (cheap), so
+# a missing extra is one line naming the install instead of a traceback from deep inside an import.
+_NEEDS = ("apache-airflow", "apache-airflow-providers-cncf-kubernetes")
+
+
+def _missing() -> list[str]:
+    missing = []
+    for distribution in _NEEDS:
+        try:
+            importlib.metadata.distribution(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(distribution)
+    return missing
+
+
+if _missing():
+    raise ModuleNotFoundError(
+        f"airflow_jobset needs {' and '.join(_missing())}, which is not installed: "
+        "pip install 'jobset-plugins[airflow]' (from a clone of the repository: pip install -e '.[airflow]')",
+        name="airflow",
+    )
 
 _EXPORTS = {
     "JobSetOperator": "airflow_jobset.operators",

@@ -5,15 +5,19 @@ Built with `task_decorator_factory`, as `@task.kubernetes` is. The function's so
 stripped) and its arguments travel as JSON in one environment variable; every pod runs the same small
 bootstrap with `python -c`, finds its place in the gang from the JobSet environment, and the leader (the
 coordinator's replicated job, job 0, pod 0) prints its return value as one marked line, which the operator
-reads back from the leader's log. Arguments and the return value must be JSON-serializable.
+reads back from the leader's log. Arguments and the return value must be JSON-serializable, the function must
+not use names from outside itself (refused at DAG parse, naming them), and the arguments must fit in one
+environment variable (128 KiB; refused before submission, with the size).
 """
 
 from __future__ import annotations
 
 import ast
 import base64
+import builtins
 import inspect
 import json
+import symtable
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -24,19 +28,22 @@ from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_d
 from airflow_jobset.logs import leader_output
 from airflow_jobset.operators import JobSetOperator
 from airflow_jobset.runtimes import LOCAL
-from jobset_core import Coordinator, JobSetSpec, ReplicatedJob
+from jobset_core import Coordinator, JobSetSpec, ReplicatedJob, SpecError
+from jobset_core import constants as c
 
 PAYLOAD_ENV = "JOBSET_TASK_PAYLOAD"
-RESULT_MARKER = "JOBSET_TASK_RESULT "
+RESULT_MARKER = c.RESULT_MARKER
 LEADER = "leader"
 WORKERS = "workers"
 DEFAULT_IMAGE = "python:3.11-slim"
 
 BOOTSTRAP = f"""
-import base64, json, os
+import __future__, base64, json, os
 payload = json.loads(base64.b64decode(os.environ[{PAYLOAD_ENV!r}]))
 namespace = {{"__name__": "__jobset_task__"}}
-exec(compile(payload["source"], "<@task.jobset " + payload["name"] + ">", "exec"), namespace)
+code = compile(payload["source"], "<@task.jobset " + payload["name"] + ">", "exec",
+               flags=__future__.annotations.compiler_flag, dont_inherit=True)  # annotations stay text
+exec(code, namespace)
 result = namespace[payload["name"]](*payload["args"], **payload["kwargs"])
 me = (os.environ.get("REPLICATED_JOB_NAME"), os.environ.get("JOB_INDEX", "0"), os.environ.get("JOB_COMPLETION_INDEX", "0"))
 if me == (payload["leader"], "0", "0"):
@@ -49,6 +56,57 @@ def function_source(fn: Callable) -> str:
     source = textwrap.dedent(inspect.getsource(fn))
     node = ast.parse(source).body[0]
     return "\n".join(source.splitlines()[node.lineno - 1 :]) + "\n"
+
+
+def outside_names(fn: Callable) -> list[str]:
+    """Names the shipped source uses but does not define: module-level helpers, imports and constants of the
+    function's module, which the pods will not have (only the function's own source is shipped). Annotations
+    are not evaluated there, so they do not count; default values do."""
+    source = function_source(fn)
+    table = symtable.symtable("from __future__ import annotations\n" + source, "<task>", "exec")
+    function = next(t for t in table.get_children() if t.get_name() == fn.__name__)
+    names: set[str] = set()
+    pending = [function]
+    while pending:  # the function and what it nests (inner functions, lambdas, comprehensions)
+        scope = pending.pop()
+        names.update(sym.get_name() for sym in scope.get_symbols() if sym.is_global() and sym.is_referenced())
+        pending.extend(scope.get_children())
+    node = ast.parse(source).body[0]
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
+        names.update(n.id for n in ast.walk(default) if isinstance(n, ast.Name))
+    return sorted(names - set(dir(builtins)))
+
+
+def check_shippable(fn: Callable) -> None:
+    """Refuse at DAG parse a function whose pods would fail with NameError, or whose source cannot be read."""
+    try:
+        missing = outside_names(fn)
+    except (OSError, TypeError) as exc:
+        raise SpecError(f"@task.jobset {getattr(fn, '__name__', fn)!s}", f"its source cannot be read ({exc})",
+                        "define the function in a file (its source is what the pods run)") from None
+    if missing:
+        raise SpecError(
+            f"@task.jobset {fn.__name__}",
+            f"uses {', '.join(missing)} from outside the function; only the function's own source is shipped to the "
+            "pods, so they would fail with NameError",
+            "import modules and define helpers inside the function, or put them in a module installed in the image "
+            "and import it inside the function",
+        )
+
+
+def payload_env(payload: dict[str, Any]) -> str:
+    """The payload as the environment variable's value, refused when Linux could not start a program with it."""
+    value = base64.b64encode(json.dumps(payload).encode()).decode()
+    size = len(PAYLOAD_ENV) + 1 + len(value) + 1  # NAME=value and the NUL, as execve counts it
+    if size > c.LINUX_MAX_ARG_STRLEN:
+        raise SpecError(
+            f"@task.jobset {payload['name']}",
+            f"its arguments and source come to {size} bytes in the {PAYLOAD_ENV} environment variable, over the "
+            f"{c.LINUX_MAX_ARG_STRLEN} bytes Linux allows one (its pods could not start: argument list too long)",
+            "pass large data by reference: a path or URL the function reads, or an XCom it pulls",
+        )
+    return value
 
 
 def result_from_log(text: str) -> Any:
@@ -80,6 +138,7 @@ class _JobSetDecoratedOperator(DecoratedOperator, JobSetOperator):
         self.env = dict(env or {})
         self.resources = resources
         self.jobset_name = name or kwargs["python_callable"].__name__.replace("_", "-").lower()
+        check_shippable(kwargs["python_callable"])
         super().__init__(jobset={}, **kwargs)
 
     def build_spec(self, context: Any) -> JobSetSpec:
@@ -92,7 +151,7 @@ class _JobSetDecoratedOperator(DecoratedOperator, JobSetOperator):
             "leader": LEADER,
         }
         python = sys.executable if self.runtime == LOCAL else "python"
-        env = {**self.env, PAYLOAD_ENV: base64.b64encode(json.dumps(payload).encode()).decode()}
+        env = {**self.env, PAYLOAD_ENV: payload_env(payload)}
         common: dict[str, Any] = dict(image=self.image, command=[python, "-c", BOOTSTRAP], env=env, resources=self.resources)
         jobs = [ReplicatedJob(LEADER, **common)]
         if self.workers:

@@ -29,6 +29,7 @@ from jobset_core.constants import (
     PHASE_RUNNING,
     POD_ENDED_PHASES,
     REPLICATED_JOB_LABEL,
+    RESULT_MARKER,
 )
 
 TAIL_LINES = 20
@@ -159,14 +160,21 @@ class LeaderLog:
                     return
                 *lines, pending = (pending + chunk).split(b"\n")  # chunks do not end on line breaks
                 for line in lines:
-                    self.emit(f"[{pod}] {line.decode('utf-8', errors='replace')}")
+                    self._emit(pod, line)
             if pending:
-                self.emit(f"[{pod}] {pending.decode('utf-8', errors='replace')}")
+                self._emit(pod, pending)
         finally:
             with self._stream_lock:
                 self._stream = None
             with contextlib.suppress(Exception):
                 stream.close()  # closes the connection: it never goes back to a pool half read
+
+
+    def _emit(self, pod: str, raw: bytes) -> None:
+        """One line of the leader's log into the task log: not an empty one, not a `@task.jobset` result blob."""
+        line = raw.decode("utf-8", errors="replace").rstrip()
+        if line and not line.startswith(RESULT_MARKER):
+            self.emit(f"[{pod}] {line}")
 
 
 def _interrupt(stream: Any) -> None:

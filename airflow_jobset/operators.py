@@ -58,6 +58,7 @@ from jobset_core import (
     State,
     make_run_key,
 )
+from jobset_core.runtimes.local import parse_faults
 
 HANDLE_KEY = "jobset_handle"  # task state store key; renaming it breaks in-flight retries
 XCOM_NAME = "jobset_name"
@@ -138,6 +139,8 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         self.runtime = check_runtime(runtime)
         self.delete_on_finish = delete_on_finish
         self.get_logs = get_logs
+        if local_faults is not None:  # refused at DAG import, naming the argument the user wrote
+            parse_faults(local_faults, "local_faults")
         self.local_faults = local_faults
         self._run: JobSetRun | None = None
         self._runtime_obj: Any = None

@@ -38,7 +38,7 @@ def local_runtime(faults: str | None = None, *, stream_output: bool = True) -> L
         runtime = _local.get((faults, stream_output))
         if runtime is None:
             runtime = LocalRuntime(
-                faults=parse_faults(faults) if faults is not None else None,
+                faults=parse_faults(faults, "local_faults") if faults is not None else None,
                 grace_seconds=2,
                 stream_output=stream_output,
             )

@@ -38,7 +38,7 @@ with DAG(dag_id="jobset_example", schedule=None, start_date=datetime(2025, 1, 1)
         jobset={
             "name": "train",
             "replicated_jobs": [
-                {"name": "leader", "image": "python:3.11-slim", "command": [sys.executable, PROGRAM], "env": {"CHECKPOINT_DIR": CHECKPOINTS}},
+                {"name": "leader", "image": "python:3.11-slim", "command": [sys.executable, PROGRAM], "env": {"CHECKPOINT_DIR": CHECKPOINTS, "REMOVE_CHECKPOINT_DIR": "1"}},
                 {"name": "workers", "replicas": 3, "image": "python:3.11-slim", "command": [sys.executable, PROGRAM], "env": {"CHECKPOINT_DIR": CHECKPOINTS}},
             ],
             "coordinator": {"replicated_job": "leader"},

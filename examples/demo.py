@@ -27,10 +27,10 @@ from jobset_core import (
     Preempt,
     ReplicatedJob,
     RetryPolicy,
-    RunEvent,
     RunResult,
     make_run_key,
 )
+from jobset_core.progress import ProgressPrinter
 from jobset_core.runtimes.local import FAULTS_ENV
 
 PROGRAM = Path(__file__).resolve().with_name("sharded_regression.py")
@@ -54,16 +54,16 @@ def training_jobset(name: str, checkpoint_dir: Path, bug_in: str | None = None) 
     )
 
 
-def show(event: RunEvent) -> None:
-    if event.type != "progress":  # progress lines are for decks and task logs; keep the demo readable
-        print(f"  [{event.type}] {event.message}", flush=True)
-
-
 def run(title: str, spec: JobSetSpec, runtime: LocalRuntime) -> tuple[JobSetRun, RunResult, float]:
     print(f"\n=== {title} ===", flush=True)
-    job = JobSetRun(spec, runtime, run_key=make_run_key("demo", spec.name, os.getpid()), on_event=show)
+    # on a terminal: one live line of progress (ready, restarts, elapsed); in a pipe or a log: plain lines
+    progress = ProgressPrinter()
+    job = JobSetRun(spec, runtime, run_key=make_run_key("demo", spec.name, os.getpid()), on_event=progress)
     started = time.monotonic()
-    result = job.run()
+    try:
+        result = job.run()
+    finally:
+        progress.close()
     return job, result, time.monotonic() - started
 
 
@@ -118,4 +118,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the local runtime stopped every pod process it started before this
+        print("\ndemo: interrupted; every pod process it started was stopped and its temporary files removed",
+              file=sys.stderr)
+        sys.exit(130)

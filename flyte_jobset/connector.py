@@ -119,7 +119,7 @@ def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
             if name == c.RUNTIME_LOCAL:
                 from jobset_core.runtimes.local import LocalRuntime, faults_from_env, parse_faults
 
-                faults = parse_faults(local_faults) if local_faults else faults_from_env()
+                faults = parse_faults(local_faults, "local_faults") if local_faults else faults_from_env()
                 _SHARED[key] = LocalRuntime(faults=faults, grace_seconds=2)
             else:
                 from jobset_core import KEEP_STREAMS_SECONDS, KubernetesRuntime
@@ -186,6 +186,9 @@ def _replica_env(local: bool, argv: Sequence[str] = ()) -> list[dict[str, Any]]:
     if local:  # a local replica imports the task's module the way this process did
         paths = [*_module_roots(argv), *(p for p in sys.path if p and Path(p).is_dir())]
         env.append({"name": "PYTHONPATH", "value": os.pathsep.join(dict.fromkeys(paths))})
+        # flytekit in a replica logs the user's traceback as it writes the error file; on this terminal that
+        # would come before the cause. The run prints the cause first, then the culprit's traceback (LocalRun).
+        env.append({"name": c.FLYTEKIT_LOGGING_ENV, "value": str(c.FLYTEKIT_LOGGING_QUIET)})
     return env
 
 
@@ -371,6 +374,24 @@ def read_user_errors(output_prefix: str) -> list[UserError]:
     return sorted(found, key=lambda e: e.timestamp)
 
 
+def _tell_local_run(phase: int, message: str, info: dict[str, Any], meta: Any, result: Any) -> None:
+    """A local `pyflyte run` prints this answer itself (LocalRun): the phase, the cause and the culprit's trace."""
+    local = local_run.CURRENT.get()
+    if local is None:
+        return
+    local.phase, local.message, local.custom_info = phase, message, info
+    local.trace = _culprit_trace(meta.output_prefix, result) if result.done and not result.succeeded else ""
+
+
+def _culprit_trace(output_prefix: str, result: Any) -> str:
+    """The traceback flytekit wrote for the replica the diagnosis blames (else the earliest), for a local run to
+    print after the cause."""
+    errors = read_user_errors(output_prefix)
+    pod = getattr(result.diagnosis, "pod", None)
+    chosen = next((e for e in errors if pod and e.worker == pod), errors[0] if errors else None)
+    return chosen.message.strip() if chosen is not None else ""
+
+
 # ----- the connector --------------------------------------------------------------------------------------------
 
 
@@ -498,9 +519,7 @@ class JobSetConnector(AsyncConnectorBase):
             info["history"] = _history_lines(attempts)
             html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=info["budget"], summary=message)
             timeline_uri = self._publish(html, meta)
-        local = local_run.CURRENT.get()
-        if local is not None:
-            local.phase, local.message, local.custom_info = phase, message, info
+        _tell_local_run(phase, message, info, meta, result)
         links = self.log_links(meta, runtime, observation, result.diagnosis)
         if timeline_uri and meta.runtime != c.RUNTIME_LOCAL:
             links.append(TaskLog(uri=timeline_url(timeline_uri), name=c.TIMELINE_LINK_NAME))

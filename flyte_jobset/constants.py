@@ -57,3 +57,8 @@ FLYTEKIT_ERROR_BANNER = "!! End Error Captured by Flyte !!"
 
 # Our own annotation on an attempt's JobSet: the one-line cause this connector gave Flyte for it.
 SUMMARY_ANNOTATION = PROJECT_PREFIX + "flyte-summary"
+
+# flytekit's logging level (flytekit/loggers.py LOGGING_ENV_VAR); a local replica runs at CRITICAL so that its
+# logged copy of the user's traceback does not come before the run's one-line cause.
+FLYTEKIT_LOGGING_ENV = "FLYTE_SDK_LOGGING_LEVEL"
+FLYTEKIT_LOGGING_QUIET = 50

@@ -29,6 +29,7 @@ class LocalRun:
     timeline_html: str | None = None
     timeline_path: str | None = None
     runtime: str = RUNTIME_LOCAL
+    trace: str = ""  # the culprit's traceback from flytekit's error file, printed after the cause
 
     @property
     def retryable(self) -> bool:
@@ -41,7 +42,7 @@ class LocalRun:
 
     def next_attempt(self) -> None:
         self.attempt += 1
-        self.phase, self.message, self.custom_info, self.timeline_path = None, "", {}, None
+        self.phase, self.message, self.custom_info, self.timeline_path, self.trace = None, "", {}, None, ""
 
     def lines(self) -> list[str]:
         """What a local run prints when an attempt ends: phase, cause, decision, restarts and budget."""
@@ -55,6 +56,9 @@ class LocalRun:
             out.append(f"[jobset]   budget: {self.custom_info['budget']}")
         if self.timeline_path:
             out.append(f"[jobset]   timeline: {self.timeline_path}")
+        if self.trace:
+            out.append("[jobset]   the culprit's traceback (flytekit's error file):")
+            out.extend(f"[jobset]     {line}" for line in self.trace.splitlines() if line.strip())
         if self.retryable:
             out.append(f"[jobset] retrying as Flyte attempt {self.attempt + 1} of the same run (one retry count)")
         return out

@@ -84,7 +84,7 @@ class JobSet:
         if self.runtime is not None and self.runtime not in RUNTIMES:
             raise SpecError("runtime", f"{self.runtime!r} is not one of {', '.join(RUNTIMES)}", 'use runtime="local" or "kubernetes"')
         if self.local_faults is not None:
-            parse_faults(self.local_faults)
+            parse_faults(self.local_faults, "local_faults")
 
     def shape(self) -> list[ReplicatedJob]:
         if self.replicated_jobs:

@@ -7,7 +7,8 @@ and diagnoses it with the run's own step and policy; `--from-file dump.json` rea
 {"jobset", "jobs", "pods", "events"} object our tests and captures use; `-` is stdin) for offline use.
 
 Exit codes, for scripts: 0 succeeded, 1 failed (with a diagnosis), 2 usage or access error (no such object,
-no kubeconfig, unreachable server, unreadable input), 3 still running or no failure yet.
+no kubeconfig, unreachable server, unreadable input), 3 still running or no failure yet, 130 interrupted
+(Ctrl-C), 141 the reader of the output went away (`| head`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -46,8 +48,12 @@ EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_RUNNING = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command whose reader went away
 # A person is waiting: give a server that does not answer a few seconds, not the runtime's minutes.
 REQUEST_TIMEOUT_SECONDS = 5.0
+# Nothing listening at the address is said at once (a second of retries covers a server that is restarting).
+REFUSED_SECONDS = 0.5
 SUCCESS_CONDITIONS = (CONDITION_COMPLETED, CONDITION_COMPLETE)
 
 
@@ -168,7 +174,8 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, An
 
     if api_client is None:
         api_client = default_api_client()
-    retry = ApiRetry(max_seconds=REQUEST_TIMEOUT_SECONDS, initial=0.2, max_wait=1.0, request_timeout=REQUEST_TIMEOUT_SECONDS)
+    retry = ApiRetry(max_seconds=REQUEST_TIMEOUT_SECONDS, initial=0.2, max_wait=1.0, request_timeout=REQUEST_TIMEOUT_SECONDS,
+                     refused_seconds=REFUSED_SECONDS)
     runtime = KubernetesRuntime(api_client, namespace, retry=retry, read_only=True)
     main = None
     for kind in ("JobSet", "Job"):
@@ -303,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jobset",
         description="Explain JobSet and gang Job failures; serve an offline cluster to test them.",
         epilog="exit codes: 0 succeeded, 1 failed (the diagnosis is printed), 2 usage or access error, "
-        "3 still running or no failure yet",
+        "3 still running or no failure yet, 130 interrupted, 141 output pipe closed",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("explain", help="print the root cause of a JobSet's or Job's failure")
@@ -327,12 +334,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR, format="jobset: %(message)s")
     from jobset_core.runtimes.kube.client import KubeApiError
 
+    command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
     try:
         return args.func(args)
     except (ValueError, LookupError, KubeApiError) as exc:  # DumpError and SpecError are ValueErrors
-        command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
         print(f"jobset {command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        return closed_pipe()
+    except KeyboardInterrupt:
+        # explain only reads, so nothing is left half done; the offline cluster handles its own Ctrl-C (exit 0)
+        print(f"jobset {command}: interrupted; nothing was changed", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def closed_pipe() -> int:
+    """The reader went away (`jobset explain ... | head`): stop quietly, as a shell's own tools do. Standard
+    output is pointed at /dev/null first, so that the interpreter's final flush does not fail a second time
+    with an "Exception ignored" message."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

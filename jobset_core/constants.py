@@ -387,3 +387,16 @@ CAUSE_FIELD_VALUE_FORBIDDEN = "FieldValueForbidden"
 # The official client logs every response body at DEBUG (kubernetes/client/rest.py): pod specs with their env.
 CLIENT_REST_LOGGER = "kubernetes.client.rest"
 CLIENT_RESPONSE_BODY_LOG = "response body"
+
+# etcd's default --max-request-bytes (1.5 MiB), the largest object the API server can store: a larger create is
+# refused with "etcdserver: request is too large" (etcd server/embed/config.go DefaultMaxRequestBytes).
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+
+# The longest single argument or environment string Linux passes to a new program (include/uapi/linux/binfmts.h:
+# MAX_ARG_STRLEN = 32 pages of 4 KiB, counting "NAME=" and the final NUL): a longer one fails the container's
+# start with "argument list too long" (E2BIG).
+LINUX_MAX_ARG_STRLEN = 32 * 4096
+
+# Our own: the line a `@task.jobset` leader prints its JSON result on (base64), read back from its log. Kept in
+# the pod's log, never shown in a task log or on a terminal, where it would be a blob of noise.
+RESULT_MARKER = "JOBSET_TASK_RESULT "

@@ -15,6 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException  # noqa: E402
 
 from airflow_jobset.decorators import function_source, result_from_log  # noqa: E402
 from airflow_jobset.provider import get_provider_info  # noqa: E402
+from jobset_core import SpecError  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance  # noqa: E402
 
 
@@ -52,6 +53,7 @@ def test_the_function_runs_on_every_replica_and_the_leader_result_is_returned(ca
     assert value == {"rank": 0, "value": 10, "world": 3}
     printed = capfd.readouterr().out
     assert all(f"replica {r} rank" in printed for r in ("leader-0", "workers-0", "workers-1"))
+    assert "JOBSET_TASK_RESULT" not in printed  # the result travels in the leader's log, not on the screen
     assert ti.xcoms["diagnosis"] is None
 
 
@@ -81,3 +83,56 @@ def test_decorators_are_not_part_of_the_shipped_source() -> None:
 
     assert function_source(plain).startswith("def plain(")
     assert result_from_log("noise\nJOBSET_TASK_RESULT WzFd\nJOBSET_TASK_RESULT WzJd\n") == [2]
+
+
+SCALE = 3
+
+
+def scaled(x: int) -> int:
+    return x * SCALE
+
+
+def test_a_function_using_names_from_outside_it_is_refused_at_dag_parse_naming_them() -> None:
+    import json as js
+
+    with DAG("decorated", schedule=None, start_date=datetime(2025, 1, 1)), pytest.raises(SpecError) as err:
+
+        @task.jobset(workers=1, runtime="local")
+        def uses_helpers(x: int, offset: int = SCALE) -> str:
+            return js.dumps([scaled(i) for i in range(x + offset)])
+
+        uses_helpers(2)
+    assert str(err.value) == (
+        "@task.jobset uses_helpers: uses SCALE, js, scaled from outside the function; only the function's own source "
+        "is shipped to the pods, so they would fail with NameError; import modules and define helpers inside the "
+        "function, or put them in a module installed in the image and import it inside the function"
+    )
+
+
+def test_annotations_naming_outside_types_are_shipped_as_text() -> None:
+    """The pods do not evaluate annotations, so a type from the DAG file's imports is no reason to refuse."""
+    with DAG("decorated", schedule=None, start_date=datetime(2025, 1, 1)):
+
+        @task.jobset(workers=1, runtime="local", retries=0)
+        def annotated(when: datetime) -> DAG | None:
+            return None
+
+        out = annotated("2025-01-01")
+    value, _ = run_task(out, "annotated")
+    assert value is None
+
+
+def test_arguments_too_large_for_one_environment_variable_are_refused_before_submission() -> None:
+    with DAG("decorated", schedule=None, start_date=datetime(2025, 1, 1)):
+
+        @task.jobset(workers=1, runtime="local", retries=3)
+        def takes_a_lot(blob: str) -> int:
+            return len(blob)
+
+        out = takes_a_lot("x" * 200_000)
+    with pytest.raises(AirflowFailException) as err:
+        run_task(out, "too-large")
+    message = str(err.value)
+    assert "@task.jobset takes_a_lot: its arguments and source come to" in message
+    assert "over the 131072 bytes Linux allows one (its pods could not start: argument list too long)" in message
+    assert "pass large data by reference: a path or URL the function reads, or an XCom it pulls" in message

@@ -43,6 +43,7 @@ from jobset_core import (  # noqa: E402
     KubernetesRuntime,
     ReplicatedJob,
     RetryPolicy,
+    SpecError,
     cleared_record,
 )
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
@@ -618,6 +619,13 @@ def test_a_bad_workload_fails_without_a_retry_or_a_submission(server: LocalApiSe
     assert jobsets(server) == []
     with pytest.raises(ValueError, match="name"):  # a spec object is checked when the DAG is parsed
         JobSetOperator(task_id="train", jobset=dataclasses.replace(make_spec(), name="Train_1"))
+
+
+def test_bad_local_faults_are_refused_at_dag_parse_naming_the_argument() -> None:
+    with pytest.raises(SpecError) as err:
+        JobSetOperator(task_id="train", jobset=make_spec(), runtime="local", local_faults="preempt:workers-1-0@soon")
+    assert str(err.value).startswith("local_faults: 'preempt:workers-1-0@soon': is not kind:replica")
+    assert "JOBSET_LOCAL_FAULTS" not in str(err.value)  # an environment variable the user never set
 
 
 def test_gang_spec_from_a_yaml_file(tmp_path: Path) -> None:

@@ -102,11 +102,12 @@ def test_backoff_uses_the_tenacity_strategy():
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        ({"retries": -1}, "retry.retries: must be an integer >= 0, got -1"),
+        ({"retries": -1}, "retry.retries: -1 is not an integer from 0 to 2147483647"),
+        ({"retries": 10**12}, "retry.retries: 1000000000000 is not an integer from 0 to 2147483647 (the bound of"),
         ({"retries": 1, "retryable_exit_codes": [0]}, "retry.retryable_exit_codes: 0 is not an exit code"),
         ({"retries": 1, "retryable_exit_codes": [256]}, "retry.retryable_exit_codes: 256 is not an exit code"),
         ({"retries": 1, "retry_on": ["Preempted", "Gremlins"]}, "retry.retry_on: unknown failure kind 'Gremlins'"),
-        ({"retries": 1, "max_interruptions": -3}, "retry.max_interruptions: must be an integer >= 0, got -3"),
+        ({"retries": 1, "max_interruptions": -3}, "retry.max_interruptions: -3 is not an integer from 0 to 2147483647"),
     ],
 )
 def test_policy_validation(kwargs, message):
@@ -129,6 +130,8 @@ def test_platform_default_env_then_config_then_three(tmp_path, monkeypatch):
         platform_default_retries({"JOBSET_CONFIG": str(tmp_path / "missing.toml")})
     with pytest.raises(SpecError, match="JOBSET_DEFAULT_RETRIES: 'many' is not an integer"):
         platform_default_retries({"JOBSET_DEFAULT_RETRIES": "many"})
+    with pytest.raises(SpecError, match="JOBSET_DEFAULT_RETRIES: 99999999999 is not an integer from 0 to 2147483647"):
+        platform_default_retries({"JOBSET_DEFAULT_RETRIES": "99999999999"})
     monkeypatch.setenv("JOBSET_DEFAULT_RETRIES", "4")
     policy = RetryPolicy()
     assert policy.retries == 4 and policy.retries_source == "env JOBSET_DEFAULT_RETRIES"

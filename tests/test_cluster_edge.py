@@ -172,3 +172,26 @@ def test_a_runtime_without_a_namespace_uses_the_kubeconfig_contexts_like_kubectl
         assert KubernetesRuntime(retry=FAST).namespace == "team-a"
         assert KubernetesRuntime(namespace="other", retry=FAST).namespace == "other"
         assert KubernetesRuntime(server.api_client(), retry=FAST).namespace is None  # a given client: the spec's, else default
+
+
+def test_an_object_larger_than_the_api_server_stores_is_refused_before_any_write(server: LocalApiServer) -> None:
+    big = JobSetSpec(name="train", replicated_jobs=[
+        ReplicatedJob("workers", image="ghcr.io/acme/train:1", command=["python", "-c", "x = '" + "a" * 2_500_000 + "'"]),
+    ])
+    runtime = KubernetesRuntime(server.api_client(), "ml-team", retry=FAST)
+    with pytest.raises(SpecError) as err:
+        runtime.submit(big.manifests(), run_key="k", attempt=0)
+    message = str(err.value)
+    assert message.startswith("JobSet train: is 2.5 MB (")
+    assert "over the 1572864 bytes (1.5 MiB) the API server can store in one object" in message
+    assert "put it in a ConfigMap or a volume" in message
+    assert writes(server) == []
+    from jobset_core import LocalRuntime
+
+    with LocalRuntime(stream_output=False) as local, pytest.raises(SpecError, match="is 2.5 MB"):
+        local.submit(big.manifests(), run_key="k", attempt=0)
+    # just under the bound is accepted
+    fits = JobSetSpec(name="train", replicated_jobs=[
+        ReplicatedJob("workers", image="ghcr.io/acme/train:1", command=["python", "-c", "x = '" + "a" * 1_400_000 + "'"]),
+    ])
+    assert runtime.submit(fits.manifests(), run_key="k2", attempt=0).name == "train"

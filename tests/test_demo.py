@@ -5,18 +5,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
+from tests.without_extras import ENGINES, python_without
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "examples" / "demo.py"
 
 
-def test_demo_trains_through_a_preemption_and_fails_fast_on_a_bug() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "JOBSET_LOCAL_FAULTS"}
-    done = subprocess.run(
-        [sys.executable, str(DEMO)], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
+def test_demo_trains_through_a_preemption_and_fails_fast_on_a_bug(tmp_path: Path) -> None:
+    """`make demo` installs the core alone, so the demo runs here with flytekit and Airflow truly absent."""
+    python, env = python_without(tmp_path, *ENGINES)
+    done = subprocess.run([*python, "-c", "import flytekit"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "No module named 'flytekit'" in done.stderr  # the check can fail
+    done = subprocess.run([*python, str(DEMO)], capture_output=True, text=True, timeout=120, env=env, check=False)
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     trained, crashed = out.split("=== run 2")
@@ -30,3 +35,30 @@ def test_demo_trains_through_a_preemption_and_fails_fast_on_a_bug() -> None:
     assert "-workers-2-0-" in crashed and "TypeError: unsupported operand" in crashed
     assert "decision: not retrying: ApplicationError is not retryable" in crashed
     assert "budget  : 0 in-cluster restarts + 0 resubmissions used" in crashed
+
+
+def test_make_demo_installs_the_core_alone() -> None:
+    plan = subprocess.run(["make", "-n", "-B", "demo"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "pip install --quiet -e .\n" in plan and "[dev]" not in plan and "[flyte]" not in plan, plan
+
+
+def test_ctrl_c_stops_the_demo_with_one_line_exit_130_and_no_files_left() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JOBSET_LOCAL_FAULTS"}
+    proc = subprocess.Popen([sys.executable, str(DEMO)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    workdir = None
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "pod logs are kept in " in line:
+                workdir = Path(line.split("pod logs are kept in ", 1)[1].split()[0])
+            if "[submitted]" in line:
+                break
+        assert workdir is not None and workdir.exists()
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert err.strip() == "demo: interrupted; every pod process it started was stopped and its temporary files removed"
+    assert not workdir.parent.exists(), "the demo's temporary directory is removed"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,21 @@ def test_pyflyte_run_trains_and_a_preempted_run_is_retried_once(tmp_path: Path) 
     assert len(timelines) == 2, preempted[-3000:]
     for path in timelines:
         assert "<html" in Path(path.removeprefix("file://")).read_text().lower()
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_a_failed_task_says_its_cause_in_one_line_before_any_traceback(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBSET_RUNTIME", "JOBSET_LOCAL_FAULTS")}
+    env["FLYTE_LOCAL_CACHE_ENABLED"] = "false"
+    done = subprocess.run([str(PYFLYTE), "run", "tests/flyte_workflows/buggy.py", "buggy_wf"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-4000:]
+    lines = out.splitlines()
+    cause = next(i for i, line in enumerate(lines) if line.startswith("[jobset] Flyte attempt 0: FAILED: "))
+    assert "ApplicationError: container main in pod buggy-" in lines[cause] and "ValueError: bad learning rate" in lines[cause]
+    assert not any("Traceback" in line for line in lines[:cause]), "no traceback before the cause"
+    # then the culprit's own traceback, from flytekit's error file, ending in the user's line
+    trace = lines.index("[jobset]   the culprit's traceback (flytekit's error file):")
+    assert trace > cause and any('raise ValueError("bad learning rate")' in line for line in lines[trace:])
+    assert not [line for line in lines if re.fullmatch(r"\[buggy-[^\]]+\]\s*", line)], "no empty pod lines"

@@ -161,7 +161,7 @@ def test_the_connector_is_registered_for_the_task_type() -> None:
         ({"workers": -1}, "workers"),
         ({"workers": 2, "retries": -2}, "retries"),
         ({"workers": 2, "runtime": "locale"}, "runtime"),
-        ({"workers": 2, "local_faults": "preempt:"}, "JOBSET_LOCAL_FAULTS"),
+        ({"workers": 2, "local_faults": "preempt:"}, "local_faults"),  # the argument written, not an env var
         ({"workers": 2, "namespace": "ML"}, "namespace"),
         ({"workers": 2, "interruptible": "yes"}, "interruptible"),
     ],

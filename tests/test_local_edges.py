@@ -3,7 +3,6 @@ and the temporary directory it leaves (none)."""
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 import textwrap
@@ -74,16 +73,29 @@ def test_gang_job_faults_name_completion_indexes(tmp_path) -> None:
         rt.submit(gang.manifests(), run_key="k", attempt=0)
 
 
-def test_a_fault_that_never_fired_is_a_warning_when_the_submission_ends(tmp_path, capsys, caplog) -> None:
-    caplog.set_level(logging.WARNING, logger="jobset_core.runtimes.local.runtime")
-    rt = LocalRuntime(workdir=tmp_path, stream_output=True, grace_seconds=0.5, tick_seconds=0.1,
-                      faults=[Preempt("workers-1-0", after_seconds=120)])
-    with rt:
-        result = JobSetRun(spec(), rt, run_key="k", sleep=lambda s: None).run()
-    assert result.succeeded
+NEVER_FIRES = """
+from jobset_core import JobSetRun, JobSetSpec, LocalRuntime, Preempt, ReplicatedJob, RetryPolicy
+import sys
+quick = [sys.executable, "-c", "pass"]
+spec = JobSetSpec(name="t", retry=RetryPolicy(retries=1), replicated_jobs=[
+    ReplicatedJob("leader", image="x", command=quick), ReplicatedJob("workers", image="x", command=quick, replicas=2)])
+with LocalRuntime(stream_output={stream}, grace_seconds=0.5, tick_seconds=0.1,
+                  faults=[Preempt("workers-1-0", after_seconds=120)]) as rt:
+    assert JobSetRun(spec, rt, run_key="k", sleep=lambda s: None).run().succeeded
+"""
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_fault_that_never_fired_is_one_warning_when_the_submission_ends(stream: bool) -> None:
+    """In a program of the user's own (no logging set up: Python prints warnings to stderr itself), the warning
+    is printed once: on the streamed output when pod output is streamed, else as a logged warning."""
+    done = subprocess.run([sys.executable, "-c", NEVER_FIRES.format(stream=stream)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
     expected = "fault never fired: preempt workers-1-0 after 120s (attempt 0, restart 0)"
-    assert f"[jobset-local] warning: {expected}" in capsys.readouterr().out
-    assert any(expected in r.getMessage() for r in caplog.records)
+    both = done.stdout + done.stderr
+    assert both.count(expected) == 1, both
+    assert (f"[jobset-local] warning: {expected}" in done.stdout) is stream
 
 
 def test_a_fault_that_fired_is_not_reported(tmp_path, capsys) -> None:
@@ -143,3 +155,12 @@ def test_the_temporary_workdir_is_removed_at_interpreter_exit_without_close(tmp_
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
     workdir = Path(done.stdout.strip().splitlines()[-1])
     assert workdir.name.startswith("jobset-local-") and not workdir.exists()
+
+
+def test_a_fault_at_an_attempt_the_run_never_reaches_is_refused_before_anything_starts(tmp_path) -> None:
+    once = JobSetSpec(name="t", retry=RetryPolicy(retries=0), replicated_jobs=[ReplicatedJob("w", image="x", command=QUICK)])
+    with runtime(tmp_path, faults=parse_faults("preempt:w-0-0@1s,attempt=1")) as rt, pytest.raises(SpecError) as err:
+        JobSetRun(once, rt, run_key="k").run()
+    assert str(err.value).startswith("faults[0].attempt: the run of 't-")
+    assert "has at most 1 attempt (0..0): attempt 1 never happens; use an attempt between 0 and 0" in str(err.value)
+    assert rt.cluster.list("jobset.x-k8s.io/v1alpha2", "JobSet") == []

@@ -156,3 +156,39 @@ def test_printed_output_is_what_the_cli_prints(mark: str, body: str, in_repo_roo
     assert shown[0] == printed[0]
     at = [printed.index(line) for line in shown]
     assert at == sorted(at), "the README's lines must appear in the CLI's order"
+
+
+# A path the README names: a folder of the repository, then anything without spaces, ending in a file suffix or a
+# slash; optionally `::test_name`.
+PATH = re.compile(r"`((?:jobset_core|flyte_jobset|airflow_jobset|plugins|examples|tests|docs|benchmarks)/[^`\s]*?)(?:::(\w+))?`")
+
+
+def test_every_file_and_test_the_readme_names_is_in_the_repository() -> None:
+    """A newcomer reads only the README: whatever it points at must be there (no design notes or fixtures kept
+    elsewhere), and each test it cites as proof must exist by that name."""
+    named = PATH.findall(README)
+    assert len(named) > 30
+    for path, test in named:
+        target = ROOT / path.rstrip("/")
+        assert target.exists() or any(ROOT.glob(path)), f"the README names {path}, which is not in the repository"
+        if test:
+            assert re.search(rf"^(async )?def {test}\(", target.read_text(), re.M), f"{path} has no {test}"
+    assert "../" not in README
+
+
+def test_the_readme_states_the_airflow_versions_pyproject_allows() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (airflow,) = [d for d in project["optional-dependencies"]["airflow"] if d.startswith("apache-airflow>")]
+    low = re.search(r">=(\d+\.\d+)", airflow)[1]
+    assert f"Airflow {low} or later in {low.split('.')[0]}.x" in README
+
+
+def test_benchmarks_is_the_last_section_and_holds_only_the_summary() -> None:
+    headings = re.findall(r"^## (.+)$", README, re.M)
+    assert headings[-1] == "Benchmarks"
+    benchmarks = README.split("\n## Benchmarks\n", 1)[1]
+    assert "docs/BENCHMARKS.md" in benchmarks and len(benchmarks.splitlines()) < 30
+    for needed in ("Install", "First run", "Troubleshooting", "Exit codes", "What happens when...", "One retry budget"):
+        assert needed in headings

@@ -223,7 +223,7 @@ BAD_INPUT = [
     (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(depends_on=["leader"]), startup_policy="InOrder"), "startup_policy: InOrder and depends_on cannot be combined"),
     (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), coordinator=Coordinator("nope")), "coordinator.replicated_job: 'nope' is unknown"),
     (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), labels={"team": "a b"}), "labels['team']: value 'a b' is not a valid label value"),
-    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), retry=RetryPolicy(retries=-1)), "retry.retries: must be an integer >= 0, got -1"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), retry=RetryPolicy(retries=-1)), "retry.retries: -1 is not an integer from 0 to 2147483647"),
     (lambda: GangJobSpec(name="g", image=IMAGE, command=CMD, pods=0), "pods: must be an integer >= 1, got 0"),
     (lambda: GangJobSpec(name="g", image=IMAGE, command=CMD, pods=4, gang=Volcano(min_available=5)), "gang.min_available: 5 is more than the 4 pods"),
     (lambda: GangJobSpec(name="g", image=IMAGE, command=CMD, pods=2, gang=WorkloadAPI(api_version="scheduling.k8s.io/v1")), "gang.api_version: 'scheduling.k8s.io/v1' is not a Workload API version"),

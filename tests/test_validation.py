@@ -75,7 +75,7 @@ REFUSED = [
     (lambda: js(replicated_jobs=[rj(replicas=2**31)]), "replicated_jobs[0].replicas: 2147483648 is more than 2147483647"),
     (lambda: js(replicated_jobs=[rj(parallelism=2**31, completions=2**31)]), "parallelism: 2147483648 is more than"),
     (lambda: js(ttl_seconds_after_finished=2**40), "ttl_seconds_after_finished: 1099511627776 is more than"),
-    (lambda: js(retry=RetryPolicy(retries=2**31)), "retry.retries: must be an integer >= 0"),
+    (lambda: js(retry=RetryPolicy(retries=2**31)), "retry.retries: 2147483648 is not an integer from 0 to 2147483647"),
     (lambda: gj(pods=2**31), "pods: 2147483648 is more than"),
     (lambda: gj(active_deadline_seconds=2**31), "active_deadline_seconds: 2147483648 is more than"),
     # env

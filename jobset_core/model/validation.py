@@ -10,12 +10,14 @@ resource.Quantity.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.errors import SpecError
 
 DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -319,3 +321,18 @@ def check_env_value(field: str, value: object) -> str:
     if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
         return str(value)
     raise SpecError(field, f"{value!r} is not an env var value", "give a string (use '' for an empty value)")
+
+
+def check_object_size(obj: dict[str, Any]) -> None:
+    """Refuse an object etcd could not store, before anything is created: the API server would take the
+    request and fail it with "etcdserver: request is too large", or a later update of its status would fail."""
+    size = len(json.dumps(obj, separators=(",", ":")).encode())
+    if size <= c.ETCD_MAX_REQUEST_BYTES:
+        return
+    meta = obj.get("metadata") or {}
+    raise SpecError(
+        f"{obj.get('kind', 'object')} {meta.get('name', '?')}",
+        f"is {size / 1e6:.1f} MB ({size} bytes) as JSON, over the {c.ETCD_MAX_REQUEST_BYTES} bytes (1.5 MiB) the "
+        "API server can store in one object",
+        "keep large data out of the spec: put it in a ConfigMap or a volume, or pass a path or URL to it",
+    )

@@ -69,8 +69,8 @@ def _retries_from_env(raw: object) -> int:
         value = int(str(raw).strip())
     except ValueError as exc:
         raise SpecError(RETRIES_ENV, f"{raw!r} is not an integer", "set it to a whole number such as 3") from exc
-    if value < 0:
-        raise SpecError(RETRIES_ENV, f"{value} is negative", "set it to 0 or more")
+    if not _is_count(value):
+        raise SpecError(RETRIES_ENV, f"{value} is {COUNT_BOUNDS}", "set it to a whole number such as 3")
     return value
 
 
@@ -104,8 +104,12 @@ def _retries_from_config(path: Path) -> int | None:
         return None
     value = section["default_retries"]
     if not _is_count(value):
-        raise SpecError(f"{path}: {CONFIG_SECTION}.default_retries", f"{value!r} is not an integer >= 0", "use e.g. 3")
+        raise SpecError(f"{path}: {CONFIG_SECTION}.default_retries", f"{value!r} is {COUNT_BOUNDS}", "use e.g. 3")
     return value
+
+
+# A count lands in int32 fields (the JobSet's maxRestarts, annotations read back as int32): say the bound.
+COUNT_BOUNDS = f"not an integer from 0 to {INT32_MAX} (the bound of the JobSet's int32 maxRestarts)"
 
 
 def _is_count(value: object) -> bool:
@@ -235,7 +239,7 @@ class RetryPolicy:
             object.__setattr__(self, "retries", value)
             object.__setattr__(self, "retries_source", source)
         elif not _is_count(self.retries):
-            raise SpecError("retry.retries", f"must be an integer >= 0, got {self.retries!r}", "use e.g. retries=3")
+            raise SpecError("retry.retries", f"{self.retries!r} is {COUNT_BOUNDS}", "use e.g. retries=3")
 
     def _check_shapes(self) -> None:
         """Lists are lists, flags are bools, the interruptible keys and the backoff have their types."""
@@ -256,7 +260,7 @@ class RetryPolicy:
         """The interruption cap is a count; the grace periods and the unschedulable timeout are seconds."""
         if self.max_interruptions is not None and not _is_count(self.max_interruptions):
             raise SpecError(
-                "retry.max_interruptions", f"must be an integer >= 0, got {self.max_interruptions!r}", "use e.g. 10"
+                "retry.max_interruptions", f"{self.max_interruptions!r} is {COUNT_BOUNDS}", "use e.g. 10"
             )
         for name in ("image_pull_grace_seconds", "config_error_grace_seconds", "create_container_grace_seconds"):
             value = getattr(self, name)

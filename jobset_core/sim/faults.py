@@ -414,7 +414,8 @@ def never_fires(fault: Fault, main: Mapping[str, Any], where: str) -> SpecError 
                          f"name a pod that exists: {pod_names(main)}")
     last = _last_attempt(main)
     if fault.attempt is not None and last is not None and fault.attempt > last:
-        return SpecError(f"{where}.attempt", f"the run of {name!r} has at most {last + 1} attempts (0..{last}): "
+        attempts = "1 attempt" if last == 0 else f"{last + 1} attempts"
+        return SpecError(f"{where}.attempt", f"the run of {name!r} has at most {attempts} (0..{last}): "
                          f"attempt {fault.attempt} never happens", f"use an attempt between 0 and {last}")
     last = _last_restart(main)
     if fault.restart is not None and last is not None and fault.restart > last:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import tenacity
 import urllib3
+import yaml
 from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
@@ -93,11 +94,10 @@ def default_api_client() -> Any:
             config.load_kube_config(config_file=path, client_configuration=configuration)
             _, active = config.list_kube_config_contexts(config_file=path)
             context = f"kubeconfig context {active.get('name')!r} ({path})"
-        except (config.ConfigException, OSError, TypeError, ValueError) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
             raise NotConfiguredError(
                 f"no Kubernetes cluster configured: not running in a cluster and no usable kubeconfig at {path} "
-                f"({reason}); set KUBECONFIG or run `kubectl config use-context`"
+                f"({kubeconfig_problem(path, exc)}); set KUBECONFIG or run `kubectl config use-context`"
             ) from None
     setattr(configuration, CONTEXT_ATTRIBUTE, context)
     return without_transport_retries(client.ApiClient(configuration))
@@ -116,9 +116,23 @@ def kubeconfig_namespace() -> str:
 
     try:
         _, active = config.list_kube_config_contexts(config_file=kubeconfig_path())
-    except (config.ConfigException, OSError, TypeError, ValueError):
-        return "default"
+    except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError):
+        return "default"  # default_api_client says what is wrong with the file, in one line
     return ((active or {}).get("context") or {}).get("namespace") or "default"
+
+
+def kubeconfig_problem(path: str, exc: BaseException) -> str:
+    """What is wrong with the kubeconfig, in a few words: the client's messages for a missing file ("Invalid
+    kube-config file. No configuration found.") and a YAML error (a multi-line parser trace) say neither."""
+    if not os.path.exists(path):
+        return "no such file"
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"not valid YAML: {exc.problem or exc.context}{where}"
+    if isinstance(exc, yaml.YAMLError):
+        return f"not valid YAML: {_one_line(exc)}"
+    return _one_line(exc)
 
 
 def kubeconfig_path() -> str:
@@ -177,6 +191,19 @@ def cannot_connect(exc: BaseException | None) -> bool:
     )
 
 
+def connection_refused(exc: BaseException | None) -> bool:
+    """Nothing listens at the address: the connection was refused (urllib3 wraps the OSError it met)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ConnectionRefusedError):
+            return True
+        exc = getattr(exc, "reason", None) if isinstance(exc, urllib3.exceptions.MaxRetryError) else (
+            exc.__cause__ or exc.__context__
+        )
+    return False
+
+
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in TRANSIENT_STATUS or exc.status == 0
@@ -218,6 +245,9 @@ class ApiRetry:
     # One call that takes longer than this (an overloaded API server, a half-open connection) is abandoned
     # and retried like a 503, instead of hanging the watcher forever.
     request_timeout: float | None = 30.0
+    # How long a refused connection (nothing listens at the address) is retried. None: as long as a server that
+    # does not answer. A long-lived run rides out an API server restart; a person at a terminal is told at once.
+    refused_seconds: float | None = None
 
     @property
     def unreachable_seconds(self) -> float:
@@ -232,7 +262,8 @@ class ApiRetry:
         return tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient),
             wait=self.wait(),
-            stop=tenacity.stop_after_delay(self.max_seconds) | stop_unreachable_after(self.unreachable_seconds),
+            stop=tenacity.stop_after_delay(self.max_seconds)
+            | stop_unreachable_after(self.unreachable_seconds, self.refused_seconds),
             reraise=True,
             before_sleep=lambda state: log.warning(
                 "Kubernetes API call failed (%s), retrying", _short(state.outcome.exception() if state.outcome else None)
@@ -258,11 +289,16 @@ class stop_unreachable_after(tenacity.stop.stop_base):  # noqa: N801 - tenacity'
     full budget."""
 
     seconds: float
+    refused_seconds: float | None = None
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
         outcome = retry_state.outcome
-        failed = outcome is not None and outcome.failed and cannot_connect(outcome.exception())
-        return bool(failed and (retry_state.seconds_since_start or 0) >= self.seconds)
+        if outcome is None or not outcome.failed or not cannot_connect(outcome.exception()):
+            return False
+        limit = self.seconds
+        if self.refused_seconds is not None and connection_refused(outcome.exception()):
+            limit = self.refused_seconds
+        return (retry_state.seconds_since_start or 0) >= limit
 
 
 def _short(exc: BaseException | None) -> str:

@@ -33,6 +33,7 @@ from jobset_core.constants import RUN_KEY_LABEL
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled, state_of
 from jobset_core.model.gang import unserved_workload_api
+from jobset_core.model.validation import check_object_size
 from jobset_core.offload import offload
 from jobset_core.runtimes.kube.client import (
     ApiRetry,
@@ -221,6 +222,8 @@ class KubernetesRuntime:
     def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle:
         """Create gang objects, then the JobSet/Job; adopt on 409 when it belongs to the same run."""
         *extras, main = [json.loads(json.dumps(m)) for m in manifests]
+        for obj in [*extras, main]:
+            check_object_size(obj)  # before the first create: never half a workload the server refused
         namespace = self._namespace_for(main)
         for obj in [*extras, main]:
             obj["metadata"]["namespace"] = namespace

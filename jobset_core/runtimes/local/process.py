@@ -24,6 +24,7 @@ from typing import IO, Any
 
 import tenacity
 
+from jobset_core import constants as c
 from jobset_core.runtimes.local.objects import main_container
 
 _OUTPUT_LOCK = threading.Lock()
@@ -234,9 +235,16 @@ def _kill_everything_at_exit() -> None:
         stop_processes(live, grace_seconds=1.0)
 
 
+# Erase the line first on a terminal: a run's live progress line (jobset_core.progress) may be there, with the
+# cursor at its start; a log file or a pipe gets the text alone.
+CLEAR_LINE = "\r\x1b[K"
+
+
 def _write_stdout(text: str) -> None:
     with _OUTPUT_LOCK:
         try:
+            if sys.stdout.isatty():
+                text = CLEAR_LINE + text
             sys.stdout.write(text)
             sys.stdout.flush()
         except (ValueError, OSError):  # the parent's stdout was closed or replaced (pytest capture ends)
@@ -324,10 +332,10 @@ class LocalProcess:
             for raw in iter(stream.readline, b""):
                 self._log.write(raw)
                 self._log.flush()
-                line = raw.decode("utf-8", errors="replace")
-                if not line.endswith("\n"):
-                    line += "\n"
-                _write_stdout(f"[{self._prefix}] {line}")
+                line = raw.decode("utf-8", errors="replace").rstrip()
+                # the log keeps every byte; the terminal gets no empty line and no result blob
+                if line and not line.startswith(c.RESULT_MARKER):
+                    _write_stdout(f"[{self._prefix}] {line}\n")
         finally:
             with contextlib.suppress(OSError):
                 stream.close()

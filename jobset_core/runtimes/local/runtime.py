@@ -26,6 +26,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle, Observation
+from jobset_core.model.validation import check_object_size
 from jobset_core.runtimes.local.kubelet import Node
 from jobset_core.runtimes.local.objects import admitted_by_kueue, run_key_of, with_jobset_defaults
 from jobset_core.runtimes.local.process import LocalProcess, stop_processes, write_notice
@@ -143,6 +144,8 @@ class LocalRuntime:
     def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle:
         """Create the JobSet (or gang Job) and start its first pods; adopt it if this run already made it."""
         main, extras = _split(manifests)
+        for obj in [*extras, main]:
+            check_object_size(obj)  # as a cluster would refuse it, so that a local run does not hide it
         meta = main["metadata"]
         meta["namespace"] = meta.get("namespace") or DEFAULT_NAMESPACE
         kind, namespace, name = main["kind"], meta["namespace"], meta["name"]
@@ -485,9 +488,10 @@ class LocalRuntime:
                     f"warning: fault never fired: {fault.describe()} (attempt {fault.attempt}, restart {fault.restart}); "
                     f"{sub.handle.kind} {sub.handle.name} ended first"
                 )
-                log.warning("%s", message)
-                if self.stream_output:
+                if self.stream_output:  # on the terminal once: a logged copy would reach stderr too
                     write_notice(message)
+                else:
+                    log.warning("%s", message)
 
     def _busy(self) -> bool:
         return (

@@ -100,6 +100,7 @@ class JobSetMeta(ResourceMeta):
     template: str | None = None
     interruptible: bool = False
     service_account: str | None = None
+    env: dict[str, str] | None = None
 
 
 # ----- runtimes: one per process and kind, so local create/get/delete see the same in-memory state -----------
@@ -156,19 +157,22 @@ def _resources(res: Resources | None) -> dict[str, dict[str, str]]:
 def _replica_args(argv: list[str], output_prefix: str, leader: bool) -> list[str]:
     """Only the leader writes to the task's output prefix; the others get their own, so their `outputs.pb`
     never replaces the leader's and their error files are still found under the task's prefix."""
-    if leader or c.OUTPUT_PREFIX_FLAG not in argv:
+    flag = next((f for f in c.OUTPUT_PREFIX_FLAGS if f in argv), None)
+    if leader or flag is None:
         return argv
-    i = argv.index(c.OUTPUT_PREFIX_FLAG) + 1
+    i = argv.index(flag) + 1
     argv = list(argv)
     argv[i] = f"{output_prefix.rstrip('/')}/{c.REPLICAS_DIR}/$({c.POD_NAME_ENV})"
     return argv
 
 
 def _module_roots(argv: Sequence[str]) -> list[str]:
-    """Where this process imported the task's module from (`task-module <name>` in the resolver's args)."""
-    if "task-module" not in argv:
+    """Where this process imported the task's module from (`task-module <name>` or `mod <name>` in the
+    resolver's args)."""
+    flag = next((f for f in c.MODULE_ARGS if f in argv[:-1]), None)
+    if flag is None:
         return []
-    name = argv[argv.index("task-module") + 1]
+    name = argv[argv.index(flag) + 1]
     module = sys.modules.get(name)
     path = getattr(module, "__file__", None)
     if not path:
@@ -190,9 +194,9 @@ def _replica_env(local: bool, argv: Sequence[str] = ()) -> list[dict[str, Any]]:
 
 
 def _local_argv(argv: list[str]) -> list[str]:
-    """Locally the replica runs this interpreter's `pyflyte-execute`, whatever PATH holds."""
-    if argv and argv[0] == "pyflyte-execute":
-        beside = Path(sys.executable).with_name("pyflyte-execute")
+    """Locally the replica runs this interpreter's entrypoint (`pyflyte-execute`, `a0`), whatever PATH holds."""
+    if argv and argv[0] in c.ENTRYPOINTS:
+        beside = Path(sys.executable).with_name(argv[0])
         if beside.exists():
             return [str(beside), *argv[1:]]
     return argv
@@ -268,11 +272,13 @@ def spec_from_template(
     local: bool,
     interruptible: bool = False,
     service_account: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> JobSetSpec:
-    """The JobSet the task's config describes, every replica running the task's `pyflyte-execute` command.
+    """The JobSet the task's config describes, every replica running the task's entrypoint command.
 
     `custom` is read through `read_custom` (numbers as protobuf carries them), the count from Flyte's own
-    `retries`, which propeller spends on RETRYABLE_FAILED."""
+    `retries`, which propeller spends on RETRYABLE_FAILED. `env` is what the engine gives every replica
+    beside the template's (Flyte 2's runtime reads its run and action from there)."""
     custom = read_custom(template.custom)
     pod, container_name, argv = _base_template(template, output_prefix)
     if local:
@@ -290,7 +296,7 @@ def spec_from_template(
                 replicas=job.replicas,
                 parallelism=job.parallelism,
                 completions=job.completions,
-                env=[*_replica_env(local, argv), *_env_items(job.env)],
+                env=[*_replica_env(local, argv), *_env_items(env), *_env_items(job.env)],
                 resources=job.resources,
                 node_selector={**selector, **(job.node_selector or {})} or None,
                 tolerations=job.tolerations,
@@ -361,7 +367,7 @@ def read_user_errors(output_prefix: str) -> list[UserError]:
         err = doc.error
         found.append(
             UserError(
-                worker=err.worker,
+                worker=err.worker or _folder_worker(str(path)),
                 recoverable=err.kind == errors_pb2.ContainerError.RECOVERABLE,
                 message=err.message,
                 code=err.code,
@@ -369,6 +375,13 @@ def read_user_errors(output_prefix: str) -> list[UserError]:
             )
         )
     return sorted(found, key=lambda e: e.timestamp)
+
+
+def _folder_worker(path: str) -> str:
+    """The replica an error file belongs to when the file does not say (Flyte 2's `error.pb` has no worker):
+    the pod folder it is in under `replicas/`, else the leader's (at the prefix itself)."""
+    parts = path.rstrip("/").split("/")
+    return parts[-2] if len(parts) > 2 and parts[-3] == c.REPLICAS_DIR else ""
 
 
 # ----- the connector --------------------------------------------------------------------------------------------
@@ -415,7 +428,10 @@ class JobSetConnector(AsyncConnectorBase):
         output_prefix: str,
         inputs: LiteralMap | None,
         metadata: TaskExecutionMetadata | None,
+        env: Mapping[str, str] | None = None,
+        meta_type: type[JobSetMeta] = JobSetMeta,
     ) -> JobSetMeta:
+        """`env` and `meta_type` are a Flyte 2 connector's (its replicas' env, its ResourceMeta class)."""
         custom = read_custom(template.custom)
         run_key, attempt, default_runtime, default_namespace = _run_identity(template, metadata)
         runtime_name = custom.runtime or os.environ.get(c.RUNTIME_ENV) or default_runtime
@@ -437,13 +453,14 @@ class JobSetConnector(AsyncConnectorBase):
             local=runtime_name == c.RUNTIME_LOCAL,
             interruptible=interruptible,
             service_account=account,
+            env=env,
         )
         runtime = self.runtime(runtime_name, custom.local_faults)
         run = JobSetRun(spec, runtime, run_key=run_key, engine_attempt=attempt, resubmit=False, on_event=_echo())
         handle = run.start()
         # The template rides along only when a free interruption may need a fresh JobSet in this Flyte attempt.
         free = not spec.policy.count_interruptions
-        return JobSetMeta(
+        return meta_type(
             handle.to_dict(),
             attempt,
             output_prefix,
@@ -453,6 +470,7 @@ class JobSetConnector(AsyncConnectorBase):
             template=_pack_template(template) if free else None,
             interruptible=interruptible,
             service_account=account,
+            env=dict(env) if env else None,
         )
 
     @staticmethod
@@ -518,6 +536,7 @@ class JobSetConnector(AsyncConnectorBase):
             local=meta.runtime == c.RUNTIME_LOCAL,
             interruptible=meta.interruptible,
             service_account=meta.service_account,
+            env=meta.env,
         )
         run = JobSetRun(spec, runtime, run_key=handle.run_key, engine_attempt=meta.engine_attempt, resubmit=False, on_event=_echo())
         return run.start()

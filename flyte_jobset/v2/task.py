@@ -112,7 +112,7 @@ class JobSetTaskTemplate(AsyncFunctionTaskTemplate):
             raise flyte.errors.NonRecoverableError(str(exc), code=_kind_of(state)) from None
         finally:
             local_run.CURRENT.reset(token)
-            await _report(state)
+            await _report(state, tctx)
         outputs = await io.load_outputs(io.outputs_path(prefix))
         return await convert.convert_outputs_to_native(self.interface, outputs)
 
@@ -134,12 +134,14 @@ def _kind_of(state: local_run.LocalRun) -> str:
     return str(diagnosis.get("kind") or "JobSetFailed")
 
 
-async def _report(state: local_run.LocalRun) -> None:
-    """The run's timeline (every attempt, its pods, the cause and the budget) as the task's report."""
+async def _report(state: local_run.LocalRun, tctx: TaskContext) -> None:
+    """The run's timeline (every attempt, its pods, the cause and the budget) as the task's report; its
+    path is printed, as the flytekit plugin prints its deck's."""
     if not state.timeline_html:
         return
     await flyte.report.replace.aio(state.timeline_html)
     await flyte.report.flush.aio()
+    print(f"[jobset] report: {io.report_path(tctx.output_path)}", flush=True)
 
 
 TaskPluginRegistry.register(JobSet, JobSetTaskTemplate)

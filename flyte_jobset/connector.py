@@ -420,9 +420,9 @@ class JobSetConnector(AsyncConnectorBase):
         task_execution_metadata: TaskExecutionMetadata | None = None,
         **kwargs: Any,
     ) -> JobSetMeta:
-        return await asyncio.to_thread(self._create, task_template, output_prefix, inputs, task_execution_metadata)
+        return await asyncio.to_thread(self.create_sync, task_template, output_prefix, inputs, task_execution_metadata)
 
-    def _create(
+    def create_sync(
         self,
         template: TaskTemplate,
         output_prefix: str,
@@ -431,7 +431,8 @@ class JobSetConnector(AsyncConnectorBase):
         env: Mapping[str, str] | None = None,
         meta_type: type[JobSetMeta] = JobSetMeta,
     ) -> JobSetMeta:
-        """`env` and `meta_type` are a Flyte 2 connector's (its replicas' env, its ResourceMeta class)."""
+        """`create`'s body, shared with Flyte 2's connector and local runs: submit this Flyte attempt's JobSet.
+        `env` and `meta_type` are Flyte 2's (its replicas' env, its ResourceMeta class)."""
         custom = read_custom(template.custom)
         run_key, attempt, default_runtime, default_namespace = _run_identity(template, metadata)
         runtime_name = custom.runtime or os.environ.get(c.RUNTIME_ENV) or default_runtime
@@ -486,9 +487,10 @@ class JobSetConnector(AsyncConnectorBase):
     # --- get ----------------------------------------------------------------------------------------------------
 
     async def get(self, resource_meta: JobSetMeta, **kwargs: Any) -> Resource:
-        return await asyncio.to_thread(self._get, resource_meta)
+        return await asyncio.to_thread(self.get_sync, resource_meta)
 
-    def _get(self, meta: JobSetMeta) -> Resource:
+    def get_sync(self, meta: JobSetMeta) -> Resource:
+        """`get`'s body, shared with Flyte 2's connector and local runs: one step of the core over the ledger."""
         runtime = self.runtime(meta.runtime, meta.local_faults)
         handle = current_handle(meta, runtime)
         run = JobSetRun.resume(handle, runtime, engine_attempt=meta.engine_attempt)

@@ -14,6 +14,9 @@ from jobset_core import Coscheduling, RetryPolicy
 ONCE = RetryPolicy(in_cluster_restarts=False)
 
 gang = flyte.TaskEnvironment(name="gang", plugin_config=JobSet(workers=2, retry=ONCE))
+free = flyte.TaskEnvironment(
+    name="free", plugin_config=JobSet(workers=1, retry=RetryPolicy(in_cluster_restarts=False, count_interruptions=False, max_interruptions=3))
+)
 preempted = flyte.TaskEnvironment(name="preempted", plugin_config=JobSet(workers=2, retry=ONCE, local_faults="preempt:workers-1-0@1.5s"))
 everything = flyte.TaskEnvironment(
     name="everything",
@@ -53,6 +56,11 @@ def bad_shard(base: int) -> int:
 def slow(base: int) -> int:
     """Long enough for the injected preemption of worker 1 to strike the first attempt."""
     time.sleep(3)
+    return base
+
+
+@free.task(retries=0)
+def free_interruptions(base: int) -> int:
     return base
 
 

@@ -132,6 +132,7 @@ def test_an_application_error_fails_at_once_naming_the_pod_and_exit_code(capsys:
         run_locally(tasks.bad_shard, base=1)
     message = str(failed.value)
     assert "ApplicationError" in message and "workers-1-0" in message and "exited 1" in message
+    assert message.endswith("(0 in-cluster restarts + 0 resubmissions used)")  # the budget spent
     out = capsys.readouterr().out
     assert "Flyte attempt 0: FAILED" in out and "Flyte attempt 1" not in out  # retries=2, none spent on a bug
     assert "0 in-cluster restarts + 0 resubmissions used" in out
@@ -254,6 +255,25 @@ def test_the_connector_server_retries_a_preemption_and_fails_a_bug_at_once(
     assert any(link.name.startswith("culprit ") for link in bug.log_links)
     for meta in metas:
         delete(server, meta)
+
+
+def test_a_free_preemption_is_resubmitted_within_the_attempt_with_the_replicas_env(
+    offline: tuple[FakeCluster, FlyteConnectorServer], tmp_path: Path
+) -> None:
+    """retries=0: one attempt. The free resubmission (from a later GetTask, which has only the meta) builds the
+    next JobSet with the same `a0` environment, and the task succeeds without a RETRYABLE_FAILED."""
+    cluster, server = offline
+    name = f"r{uuid.uuid4().hex[:10]}"
+    cluster.preempt("workers-0-0", after=0.3, jobset=jobsets_of(name, 0))
+    cluster.succeed("*", times=None, after=0.5, jobset=jobsets_of(name, 1))
+
+    meta = server.stub().CreateTask(attempt_request(tasks.free_interruptions, name, 0, tmp_path / name, base=1), timeout=30).resource_meta
+    resource = until_terminal(server, meta)
+
+    assert TaskExecution.Phase.Name(resource.phase) == "SUCCEEDED", resource.message
+    first, second = run_objects(cluster, name)
+    assert env_of(second, "leader") == env_of(first, "leader") and env_of(second, "leader")[V2_RUN_NAME_ENV] == name
+    delete(server, meta)
 
 
 def test_the_flyte2_connector_is_the_flytekit_connector_behind_flyte2s_interface() -> None:

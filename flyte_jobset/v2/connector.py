@@ -64,7 +64,7 @@ class JobSetConnectorV2(AsyncConnector[JobSetMetaV2]):
             await write_inputs(task_template, inputs, output_prefix)
         env = wire.remote_env(task_execution_metadata, output_prefix)
         return await asyncio.to_thread(
-            self.shared._create,
+            self.shared.create_sync,
             wire.template_of(task_template),
             output_prefix,
             None,
@@ -74,7 +74,7 @@ class JobSetConnectorV2(AsyncConnector[JobSetMetaV2]):
         )
 
     async def get(self, resource_meta: JobSetMetaV2, **kwargs: Any) -> Resource:
-        resource = await asyncio.to_thread(self.shared._get, resource_meta)
+        resource = await asyncio.to_thread(self.shared.get_sync, resource_meta)
         links = [TaskLog(name=link.name, uri=link.uri) for link in resource.log_links or []]
         return Resource(phase=resource.phase, message=resource.message, log_links=links, custom_info=resource.custom_info)
 

@@ -95,9 +95,9 @@ class JobSetTaskTemplate(AsyncFunctionTaskTemplate):
             prefix = base / str(state.attempt)
             prefix.mkdir(parents=True, exist_ok=True)
             (prefix / INPUTS_FILE).write_bytes(inputs.proto_inputs.SerializeToString())
-            meta = connector._create(template, str(prefix), None, None, env)
+            meta = connector.create_sync(template, str(prefix), None, None, env)
             while True:
-                resource = connector._get(meta)
+                resource = connector.get_sync(meta)
                 if resource.phase in _TERMINAL:
                     break
                 time.sleep(_POLL_SECONDS)
@@ -109,7 +109,7 @@ class JobSetTaskTemplate(AsyncFunctionTaskTemplate):
             prefix = await asyncio.to_thread(local_run.play, state, attempt, AttemptFailed, lambda: None)
         except AttemptFailed as exc:
             # The core decided (retries included): Flyte 2's local controller must not retry it again.
-            raise flyte.errors.NonRecoverableError(str(exc), code=_kind_of(state)) from None
+            raise flyte.errors.NonRecoverableError(_with_budget(str(exc), state), code=_kind_of(state)) from None
         finally:
             local_run.CURRENT.reset(token)
             await _report(state, tctx)
@@ -126,6 +126,12 @@ def _local_context(tctx: TaskContext) -> SerializationContext:
         org=tctx.action.org,
         root_dir=get_init_config().root_dir or pathlib.Path.cwd(),
     )
+
+
+def _with_budget(message: str, state: local_run.LocalRun) -> str:
+    """The one-line cause, and what the run spent of its count when the cause does not say."""
+    budget = state.custom_info.get("budget")
+    return f"{message} ({budget})" if budget and budget not in message else message
 
 
 def _kind_of(state: local_run.LocalRun) -> str:

@@ -64,6 +64,13 @@ def free_interruptions(base: int) -> int:
     return base
 
 
+@gang.task(retries=0)
+def sleeps(seconds: int) -> int:
+    """Longer than a test waits: only an interrupt ends it early."""
+    time.sleep(seconds)
+    return seconds
+
+
 @everything.task(retries=3)
 def train(steps: int) -> int:
     return steps

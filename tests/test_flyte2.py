@@ -138,6 +138,40 @@ def test_an_application_error_fails_at_once_naming_the_pod_and_exit_code(capsys:
     assert "0 in-cluster restarts + 0 resubmissions used" in out
 
 
+def test_ctrl_c_ends_a_local_run_and_its_replicas(tmp_path: Path) -> None:
+    """Flyte 2's local controller does not cancel a running task on Ctrl-C: the run must still let the process
+    exit, and no replica may outlive it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = "import flyte; from tests import flyte2_tasks as t; flyte.init(); flyte.with_runcontext(mode='local').run(t.sleeps, seconds=120)"
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        run = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    replicas: list[psutil.Process] = []
+    try:
+        while len(replicas) < 3:  # the leader and 2 workers, each its own process
+            assert run.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            replicas = [p for p in psutil.Process(run.pid).children(recursive=True) if "--outputs-path" in " ".join(p.cmdline())]
+            time.sleep(0.3)
+
+        run.send_signal(signal.SIGINT)
+
+        assert run.wait(timeout=60) != 0  # long before the 120 s the function sleeps
+        gone, alive = psutil.wait_procs(replicas, timeout=20)
+        assert alive == [], [p.cmdline() for p in alive]
+    finally:  # a failed check leaves nothing running
+        for process in [*replicas, psutil.Process(run.pid)] if run.poll() is None else replicas:
+            if process.is_running():
+                process.kill()
+
+
 # ----- the connector behind Flyte 2's connector server -----------------------------------------------------------
 
 

@@ -16,12 +16,15 @@ replica's pod the function runs.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import pathlib
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import flyte
 import flyte.errors
@@ -44,6 +47,7 @@ from jobset_core import SpecError
 _TERMINAL = {TaskExecution.SUCCEEDED, TaskExecution.FAILED, TaskExecution.RETRYABLE_FAILED, TaskExecution.ABORTED}
 _POLL_SECONDS = 0.5
 _LOCAL = "local"
+T = TypeVar("T")
 
 
 class AttemptFailed(Exception):
@@ -88,25 +92,10 @@ class JobSetTaskTemplate(AsyncFunctionTaskTemplate):
             run=tctx.action.run_name or tctx.action.name, action=tctx.action.name, run_base=str(base / "base"),
         )
         state = local_run.LocalRun(task=self.name)
+        attempts = _LocalAttempts(template, base, env, inputs.proto_inputs.SerializeToString(), state)
         token = local_run.CURRENT.set(state)
-        connector = JobSetConnector()
-
-        def attempt() -> str:
-            prefix = base / str(state.attempt)
-            prefix.mkdir(parents=True, exist_ok=True)
-            (prefix / INPUTS_FILE).write_bytes(inputs.proto_inputs.SerializeToString())
-            meta = connector.create_sync(template, str(prefix), None, None, env)
-            while True:
-                resource = connector.get_sync(meta)
-                if resource.phase in _TERMINAL:
-                    break
-                time.sleep(_POLL_SECONDS)
-            if resource.phase != TaskExecution.SUCCEEDED:
-                raise AttemptFailed(resource.message)
-            return str(prefix)
-
         try:
-            prefix = await asyncio.to_thread(local_run.play, state, attempt, AttemptFailed, lambda: None)
+            prefix = await _in_daemon_thread(local_run.play, state, attempts.one, AttemptFailed, lambda: None)
         except AttemptFailed as exc:
             # The core decided (retries included): Flyte 2's local controller must not retry it again.
             raise flyte.errors.NonRecoverableError(_with_budget(str(exc), state), code=_kind_of(state)) from None
@@ -115,6 +104,57 @@ class JobSetTaskTemplate(AsyncFunctionTaskTemplate):
             await _report(state, tctx)
         outputs = await io.load_outputs(io.outputs_path(prefix))
         return await convert.convert_outputs_to_native(self.interface, outputs)
+
+
+async def _in_daemon_thread(func: Callable[..., T], *args: Any) -> T:
+    """`func(*args)` in a daemon thread, awaited. Flyte 2's local controller runs the task on a loop of its own
+    and does not cancel it on Ctrl-C, and the interpreter waits for an executor thread (`asyncio.to_thread`)
+    at exit, so Ctrl-C would wait for the JobSet to end; from a daemon thread the process exits, and the local
+    runtime's exit hook kills the replicas."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()  # the local run's state (`local_run.CURRENT`) goes along
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def work() -> None:
+        try:
+            result = context.run(func, *args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=work, name="jobset-local-run", daemon=True).start()
+    return await done
+
+
+class _LocalAttempts:
+    """The Flyte attempts of one local run, each through the shared connector on the local runtime."""
+
+    def __init__(self, template: Any, base: pathlib.Path, env: dict[str, str], inputs: bytes, state: local_run.LocalRun) -> None:
+        self.template, self.base, self.env, self.inputs, self.state = template, base, env, inputs, state
+        self.connector = JobSetConnector()
+
+    def one(self) -> str:
+        """One attempt to its end: its output prefix when it succeeded, else AttemptFailed with the cause."""
+        prefix = self.base / str(self.state.attempt)
+        prefix.mkdir(parents=True, exist_ok=True)
+        (prefix / INPUTS_FILE).write_bytes(self.inputs)  # where every replica's `a0 --inputs` reads them
+        meta = self.connector.create_sync(self.template, str(prefix), None, None, self.env)
+        resource = self.connector.get_sync(meta)
+        while resource.phase not in _TERMINAL:
+            time.sleep(_POLL_SECONDS)
+            resource = self.connector.get_sync(meta)
+        if resource.phase != TaskExecution.SUCCEEDED:
+            raise AttemptFailed(resource.message)
+        return str(prefix)
 
 
 def _local_context(tctx: TaskContext) -> SerializationContext:

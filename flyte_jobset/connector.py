@@ -498,7 +498,7 @@ class JobSetConnector(AsyncConnectorBase):
         result = run.step(reports=lambda: [e.report() for e in read_user_errors(meta.output_prefix)])
         if result.done and not result.succeeded and not result.cancelled:
             self._note_summary(runtime, result)
-        message = result.message
+        message = _unframed(result.message)
         if is_free_retry(result) and meta.template:
             new = self._resubmit_free(meta, runtime)
             # Still this Flyte attempt: propeller would count RETRYABLE_FAILED as a spent retry.
@@ -689,8 +689,9 @@ def _echo() -> Callable[[RunEvent], None]:
 
 
 def _unframed(summary: str) -> str:
-    """A summary whose log excerpt is flytekit's error banner keeps the exit, not the banner."""
-    if c.FLYTEKIT_ERROR_BANNER not in summary:
+    """A summary whose log excerpt is an entrypoint's error framing (flytekit's banner, Flyte 2's upload line)
+    keeps the exit, not the framing: no error file was read to quote the exception instead."""
+    if not any(framing in summary for framing in c.ERROR_FRAMINGS):
         return summary
     return _EXCERPT.sub(lambda m: m.group(1), summary)
 

@@ -60,6 +60,10 @@ TIMELINE_URL_TEMPLATE_ENV = "JOBSET_TIMELINE_URL_TEMPLATE"
 # flytekit's entrypoint frames a user exception in the container log with this banner (bin/entrypoint.py):
 # a log tail that ends with it quotes the framing, not the cause.
 FLYTEKIT_ERROR_BANNER = "!! End Error Captured by Flyte !!"
+# Flyte 2's `a0` ends a failed task's log with "Task <name> failed with error: ... Uploaded error to <path>"
+# (flyte/_internal/runtime/taskrunner.py): a tail with it quotes the framing too.
+FLYTE2_ERROR_FRAMING = "Uploaded error to "
+ERROR_FRAMINGS = (FLYTEKIT_ERROR_BANNER, FLYTE2_ERROR_FRAMING)
 
 # Our own annotation on an attempt's JobSet: the one-line cause this connector gave Flyte for it.
 SUMMARY_ANNOTATION = PROJECT_PREFIX + "flyte-summary"

@@ -132,6 +132,7 @@ def test_an_application_error_fails_at_once_naming_the_pod_and_exit_code(capsys:
         run_locally(tasks.bad_shard, base=1)
     message = str(failed.value)
     assert "ApplicationError" in message and "workers-1-0" in message and "exited 1" in message
+    assert "Uploaded error" not in message  # a0's framing of the failure is not the cause
     assert message.endswith("(0 in-cluster restarts + 0 resubmissions used)")  # the budget spent
     out = capsys.readouterr().out
     assert "Flyte attempt 0: FAILED" in out and "Flyte attempt 1" not in out  # retries=2, none spent on a bug

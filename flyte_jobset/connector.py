@@ -100,6 +100,7 @@ class JobSetMeta(ResourceMeta):
     template: str | None = None
     interruptible: bool = False
     service_account: str | None = None
+    env: dict[str, str] | None = None
 
 
 # ----- runtimes: one per process and kind, so local create/get/delete see the same in-memory state -----------
@@ -156,19 +157,22 @@ def _resources(res: Resources | None) -> dict[str, dict[str, str]]:
 def _replica_args(argv: list[str], output_prefix: str, leader: bool) -> list[str]:
     """Only the leader writes to the task's output prefix; the others get their own, so their `outputs.pb`
     never replaces the leader's and their error files are still found under the task's prefix."""
-    if leader or c.OUTPUT_PREFIX_FLAG not in argv:
+    flag = next((f for f in c.OUTPUT_PREFIX_FLAGS if f in argv), None)
+    if leader or flag is None:
         return argv
-    i = argv.index(c.OUTPUT_PREFIX_FLAG) + 1
+    i = argv.index(flag) + 1
     argv = list(argv)
     argv[i] = f"{output_prefix.rstrip('/')}/{c.REPLICAS_DIR}/$({c.POD_NAME_ENV})"
     return argv
 
 
 def _module_roots(argv: Sequence[str]) -> list[str]:
-    """Where this process imported the task's module from (`task-module <name>` in the resolver's args)."""
-    if "task-module" not in argv:
+    """Where this process imported the task's module from (`task-module <name>` or `mod <name>` in the
+    resolver's args)."""
+    flag = next((f for f in c.MODULE_ARGS if f in argv[:-1]), None)
+    if flag is None:
         return []
-    name = argv[argv.index("task-module") + 1]
+    name = argv[argv.index(flag) + 1]
     module = sys.modules.get(name)
     path = getattr(module, "__file__", None)
     if not path:
@@ -193,9 +197,9 @@ def _replica_env(local: bool, argv: Sequence[str] = ()) -> list[dict[str, Any]]:
 
 
 def _local_argv(argv: list[str]) -> list[str]:
-    """Locally the replica runs this interpreter's `pyflyte-execute`, whatever PATH holds."""
-    if argv and argv[0] == "pyflyte-execute":
-        beside = Path(sys.executable).with_name("pyflyte-execute")
+    """Locally the replica runs this interpreter's entrypoint (`pyflyte-execute`, `a0`), whatever PATH holds."""
+    if argv and argv[0] in c.ENTRYPOINTS:
+        beside = Path(sys.executable).with_name(argv[0])
         if beside.exists():
             return [str(beside), *argv[1:]]
     return argv
@@ -271,11 +275,13 @@ def spec_from_template(
     local: bool,
     interruptible: bool = False,
     service_account: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> JobSetSpec:
-    """The JobSet the task's config describes, every replica running the task's `pyflyte-execute` command.
+    """The JobSet the task's config describes, every replica running the task's entrypoint command.
 
     `custom` is read through `read_custom` (numbers as protobuf carries them), the count from Flyte's own
-    `retries`, which propeller spends on RETRYABLE_FAILED."""
+    `retries`, which propeller spends on RETRYABLE_FAILED. `env` is what the engine gives every replica
+    beside the template's (Flyte 2's runtime reads its run and action from there)."""
     custom = read_custom(template.custom)
     pod, container_name, argv = _base_template(template, output_prefix)
     if local:
@@ -293,7 +299,7 @@ def spec_from_template(
                 replicas=job.replicas,
                 parallelism=job.parallelism,
                 completions=job.completions,
-                env=[*_replica_env(local, argv), *_env_items(job.env)],
+                env=[*_replica_env(local, argv), *_env_items(env), *_env_items(job.env)],
                 resources=job.resources,
                 node_selector={**selector, **(job.node_selector or {})} or None,
                 tolerations=job.tolerations,
@@ -364,7 +370,7 @@ def read_user_errors(output_prefix: str) -> list[UserError]:
         err = doc.error
         found.append(
             UserError(
-                worker=err.worker,
+                worker=err.worker or _folder_worker(str(path)),
                 recoverable=err.kind == errors_pb2.ContainerError.RECOVERABLE,
                 message=err.message,
                 code=err.code,
@@ -390,6 +396,13 @@ def _culprit_trace(output_prefix: str, result: Any) -> str:
     pod = getattr(result.diagnosis, "pod", None)
     chosen = next((e for e in errors if pod and e.worker == pod), errors[0] if errors else None)
     return chosen.message.strip() if chosen is not None else ""
+
+
+def _folder_worker(path: str) -> str:
+    """The replica an error file belongs to when the file does not say (Flyte 2's `error.pb` has no worker):
+    the pod folder it is in under `replicas/`, else the leader's (at the prefix itself)."""
+    parts = path.rstrip("/").split("/")
+    return parts[-2] if len(parts) > 2 and parts[-3] == c.REPLICAS_DIR else ""
 
 
 # ----- the connector --------------------------------------------------------------------------------------------
@@ -428,15 +441,19 @@ class JobSetConnector(AsyncConnectorBase):
         task_execution_metadata: TaskExecutionMetadata | None = None,
         **kwargs: Any,
     ) -> JobSetMeta:
-        return await asyncio.to_thread(self._create, task_template, output_prefix, inputs, task_execution_metadata)
+        return await asyncio.to_thread(self.create_sync, task_template, output_prefix, inputs, task_execution_metadata)
 
-    def _create(
+    def create_sync(
         self,
         template: TaskTemplate,
         output_prefix: str,
         inputs: LiteralMap | None,
         metadata: TaskExecutionMetadata | None,
+        env: Mapping[str, str] | None = None,
+        meta_type: type[JobSetMeta] = JobSetMeta,
     ) -> JobSetMeta:
+        """`create`'s body, shared with Flyte 2's connector and local runs: submit this Flyte attempt's JobSet.
+        `env` and `meta_type` are Flyte 2's (its replicas' env, its ResourceMeta class)."""
         custom = read_custom(template.custom)
         run_key, attempt, default_runtime, default_namespace = _run_identity(template, metadata)
         runtime_name = custom.runtime or os.environ.get(c.RUNTIME_ENV) or default_runtime
@@ -458,13 +475,14 @@ class JobSetConnector(AsyncConnectorBase):
             local=runtime_name == c.RUNTIME_LOCAL,
             interruptible=interruptible,
             service_account=account,
+            env=env,
         )
         runtime = self.runtime(runtime_name, custom.local_faults)
         run = JobSetRun(spec, runtime, run_key=run_key, engine_attempt=attempt, resubmit=False, on_event=_echo())
         handle = run.start()
         # The template rides along only when a free interruption may need a fresh JobSet in this Flyte attempt.
         free = not spec.policy.count_interruptions
-        return JobSetMeta(
+        return meta_type(
             handle.to_dict(),
             attempt,
             output_prefix,
@@ -474,6 +492,7 @@ class JobSetConnector(AsyncConnectorBase):
             template=_pack_template(template) if free else None,
             interruptible=interruptible,
             service_account=account,
+            env=dict(env) if env else None,
         )
 
     @staticmethod
@@ -489,9 +508,10 @@ class JobSetConnector(AsyncConnectorBase):
     # --- get ----------------------------------------------------------------------------------------------------
 
     async def get(self, resource_meta: JobSetMeta, **kwargs: Any) -> Resource:
-        return await asyncio.to_thread(self._get, resource_meta)
+        return await asyncio.to_thread(self.get_sync, resource_meta)
 
-    def _get(self, meta: JobSetMeta) -> Resource:
+    def get_sync(self, meta: JobSetMeta) -> Resource:
+        """`get`'s body, shared with Flyte 2's connector and local runs: one step of the core over the ledger."""
         runtime = self.runtime(meta.runtime, meta.local_faults)
         handle = current_handle(meta, runtime)
         run = JobSetRun.resume(handle, runtime, engine_attempt=meta.engine_attempt)
@@ -499,7 +519,7 @@ class JobSetConnector(AsyncConnectorBase):
         result = run.step(reports=lambda: [e.report() for e in read_user_errors(meta.output_prefix)])
         if result.done and not result.succeeded and not result.cancelled:
             self._note_summary(runtime, result)
-        message = result.message
+        message = _unframed(result.message)
         if is_free_retry(result) and meta.template:
             new = self._resubmit_free(meta, runtime)
             # Still this Flyte attempt: propeller would count RETRYABLE_FAILED as a spent retry.
@@ -537,6 +557,7 @@ class JobSetConnector(AsyncConnectorBase):
             local=meta.runtime == c.RUNTIME_LOCAL,
             interruptible=meta.interruptible,
             service_account=meta.service_account,
+            env=meta.env,
         )
         run = JobSetRun(spec, runtime, run_key=handle.run_key, engine_attempt=meta.engine_attempt, resubmit=False, on_event=_echo())
         return run.start()
@@ -687,8 +708,9 @@ def _echo() -> Callable[[RunEvent], None]:
 
 
 def _unframed(summary: str) -> str:
-    """A summary whose log excerpt is flytekit's error banner keeps the exit, not the banner."""
-    if c.FLYTEKIT_ERROR_BANNER not in summary:
+    """A summary whose log excerpt is an entrypoint's error framing (flytekit's banner, Flyte 2's upload line)
+    keeps the exit, not the framing: no error file was read to quote the exception instead."""
+    if not any(framing in summary for framing in c.ERROR_FRAMINGS):
         return summary
     return _EXCERPT.sub(lambda m: m.group(1), summary)
 

@@ -28,7 +28,13 @@ POD_NAME_FIELD = "metadata.name"
 # Where the non-leader replicas write their outputs and error files, under the task's output prefix: only the
 # leader's `outputs.pb` (at the prefix itself) becomes the task's outputs.
 REPLICAS_DIR = "replicas"
-OUTPUT_PREFIX_FLAG = "--output-prefix"
+# The entrypoint flag that names a replica's output prefix: flytekit's `pyflyte-execute --output-prefix`,
+# Flyte 2's `a0 --outputs-path`.
+OUTPUT_PREFIX_FLAGS = ("--output-prefix", "--outputs-path")
+# The task entrypoints a local replica runs from this interpreter's environment (flytekit's, Flyte 2's).
+ENTRYPOINTS = ("pyflyte-execute", "a0")
+# The resolver argument naming the task's module: flytekit's `task-module <name>`, Flyte 2's `mod <name>`.
+MODULE_ARGS = ("task-module", "mod")
 
 # The key of the primary container's name in a serialized task's `config` (flytekit `_PRIMARY_CONTAINER_NAME_FIELD`).
 PRIMARY_CONTAINER_KEY = "primary_container_name"
@@ -54,6 +60,10 @@ TIMELINE_URL_TEMPLATE_ENV = "JOBSET_TIMELINE_URL_TEMPLATE"
 # flytekit's entrypoint frames a user exception in the container log with this banner (bin/entrypoint.py):
 # a log tail that ends with it quotes the framing, not the cause.
 FLYTEKIT_ERROR_BANNER = "!! End Error Captured by Flyte !!"
+# Flyte 2's `a0` ends a failed task's log with "Task <name> failed with error: ... Uploaded error to <path>"
+# (flyte/_internal/runtime/taskrunner.py): a tail with it quotes the framing too.
+FLYTE2_ERROR_FRAMING = "Uploaded error to "
+ERROR_FRAMINGS = (FLYTEKIT_ERROR_BANNER, FLYTE2_ERROR_FRAMING)
 
 # Our own annotation on an attempt's JobSet: the one-line cause this connector gave Flyte for it.
 SUMMARY_ANNOTATION = PROJECT_PREFIX + "flyte-summary"
@@ -62,3 +72,20 @@ SUMMARY_ANNOTATION = PROJECT_PREFIX + "flyte-summary"
 # logged copy of the user's traceback does not come before the run's one-line cause.
 FLYTEKIT_LOGGING_ENV = "FLYTE_SDK_LOGGING_LEVEL"
 FLYTEKIT_LOGGING_QUIET = 50
+
+# ----- Flyte 2 (`flyte` 2.x) -----------------------------------------------------------------------------------
+# What Flyte 2's task entrypoint `a0` reads from its environment (flyte/_bin/runtime.py): the action and run it
+# runs as, its project, domain and org, and the run's base folder. A Flyte 2 backend sets them on the pods it
+# starts; for the replicas of a JobSet the connector (or a local run) sets them.
+V2_ACTION_NAME_ENV = "ACTION_NAME"
+V2_RUN_NAME_ENV = "RUN_NAME"
+V2_PROJECT_ENV = "FLYTE_INTERNAL_EXECUTION_PROJECT"
+V2_DOMAIN_ENV = "FLYTE_INTERNAL_EXECUTION_DOMAIN"
+V2_ORG_ENV = "_U_ORG_NAME"
+V2_RUN_BASE_ENV = "_U_RUN_BASE"
+# flyte.models.CLUSTERED_WORKER_ENV: a worker of a JobSet-backed task. `a0` then runs with no controller (it
+# enqueues no sub-actions) and exits 1 after writing `error.pb` when the function raised (flyte's taskrunner),
+# so the JobSet sees the failure; without it `a0` exits 0 and the cluster would see a user error as success.
+V2_CLUSTERED_WORKER_ENV = "FLYTE_CLUSTERED_WORKER"
+# Flyte 2's task type version: the connector server looks connectors up by (type, version).
+V2_TASK_TYPE_VERSION = 0

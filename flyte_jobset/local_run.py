@@ -9,9 +9,12 @@ variable: `asyncio.to_thread` copies it into the connector's worker threads) and
 from __future__ import annotations
 
 import contextvars
+import sys
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from flyteidl.core.execution_pb2 import TaskExecution
 
@@ -74,6 +77,28 @@ class LocalRun:
         from flytekit import Deck
 
         Deck("JobSet timeline", self.timeline_html)
+
+
+T = TypeVar("T")
+
+
+def play(state: LocalRun, attempt: Callable[[], T], failed: type[BaseException], publish: Callable[[], None]) -> T:
+    """Flyte attempts as propeller would start them, on this machine: `attempt` runs one to its end (raising
+    `failed` when it did not succeed); a retryable end starts the next attempt of the same run after the
+    decided delay, anything else is raised. `publish` shows the run's timeline where the SDK shows reports."""
+    while True:
+        try:
+            outputs = attempt()
+            state.report(sys.stdout)
+            return outputs
+        except failed:
+            state.report(sys.stdout)
+            if not state.retryable:
+                raise
+            time.sleep(state.delay_seconds)
+            state.next_attempt()
+        finally:
+            publish()
 
 
 CURRENT: contextvars.ContextVar[LocalRun | None] = contextvars.ContextVar("jobset_local_run", default=None)

@@ -8,8 +8,6 @@ submits the JobSet), while inside a launched pod `pyflyte-execute` calls the fun
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -152,6 +150,29 @@ def check_as_connector_would(config: JobSet, policy: RetryPolicy) -> None:
     ).validate()
 
 
+def task_policy(config: JobSet, task_retries: int) -> RetryPolicy:
+    """The task's policy with its one count resolved, checked as the connector will check it: what every Flyte
+    SDK's task of type `jobset` serializes (flytekit's `metadata.retries`, Flyte 2's `RetryStrategy.count`)."""
+    config.shape()
+    config.leader_name()
+    policy = dataclasses.replace(config.retry or RetryPolicy(), retries=resolve_retries(config, task_retries), retries_source="task")
+    check_as_connector_would(config, policy)
+    return policy
+
+
+def custom_of(config: JobSet, policy: RetryPolicy) -> dict[str, Any]:
+    """The template's `custom` for task type `jobset`, read back by `custom.read_custom` in the connector."""
+    return {
+        "replicatedJobs": [_replicated_job_to_dict(rj) for rj in config.shape()],
+        "leader": config.leader_name(),
+        "gang": _gang_to_dict(config.gang),
+        "retry": policy.to_annotation(),
+        "namespace": config.namespace,
+        "runtime": config.runtime,
+        "localFaults": config.local_faults,
+    }
+
+
 def resolve_retries(config: JobSet, task_retries: int) -> int:
     """The one count: the config's, else the policy's, else the task's `retries`, else the platform default."""
     if config.retries is not None:
@@ -173,29 +194,16 @@ class JobSetFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[JobSet]
             raise SpecError("task_config", f"{task_config!r} is not a JobSet", "use task_config=JobSet(workers=...)")
         if task_config.runtime is not None and task_config.runtime not in RUNTIMES:
             raise SpecError("runtime", f"{task_config.runtime!r} is not one of {RUNTIMES}", None)
-        task_config.shape()
-        task_config.leader_name()
         super().__init__(task_config=task_config, task_function=task_function, task_type=self._TASK_TYPE, **kwargs)
         # One count, known to Flyte too: propeller spends `metadata.retries` on RETRYABLE_FAILED, so it must be
         # the count the JobSet's maxRestarts and the ledger draw on.
-        self.metadata.retries = resolve_retries(task_config, self.metadata.retries)
+        self._policy = task_policy(task_config, self.metadata.retries)
+        self.metadata.retries = self._policy.retries
         if task_config.interruptible is not None:
             self.metadata.interruptible = task_config.interruptible
-        policy = task_config.retry or RetryPolicy()
-        self._policy = dataclasses.replace(policy, retries=self.metadata.retries, retries_source="task")
-        check_as_connector_would(task_config, self._policy)
 
     def get_custom(self, settings: SerializationSettings) -> dict[str, Any]:
-        config = self.task_config
-        return {
-            "replicatedJobs": [_replicated_job_to_dict(rj) for rj in config.shape()],
-            "leader": config.leader_name(),
-            "gang": _gang_to_dict(config.gang),
-            "retry": self._policy.to_annotation(),
-            "namespace": config.namespace,
-            "runtime": config.runtime,
-            "localFaults": config.local_faults,
-        }
+        return custom_of(self.task_config, self._policy)
 
     def execute(self, **kwargs: Any) -> Any:
         """Locally: through the connector, retrying from the same count; in a replica's pod: the function."""
@@ -220,19 +228,7 @@ class JobSetFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[JobSet]
             local_run.CURRENT.reset(token)
 
     def _attempts(self, state: local_run.LocalRun, **kwargs: Any) -> Any:
-        while True:
-            try:
-                outputs = AsyncConnectorExecutorMixin.execute(self, **kwargs)
-                state.report(sys.stdout)
-                return outputs
-            except FlyteUserException:
-                state.report(sys.stdout)
-                if not state.retryable:
-                    raise
-                time.sleep(state.delay_seconds)
-                state.next_attempt()
-            finally:
-                state.add_deck()
+        return local_run.play(state, lambda: AsyncConnectorExecutorMixin.execute(self, **kwargs), FlyteUserException, state.add_deck)
 
 
 TaskPlugins.register_pythontask_plugin(JobSet, JobSetFunctionTask)

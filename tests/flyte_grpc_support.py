@@ -68,19 +68,26 @@ class ConnectorServer:
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSET_")}
         env.update({"KUBECONFIG": self.kubeconfig, "PYTHONUNBUFFERED": "1", **self.env})
-        pyflyte = str(Path(sys.executable).with_name("pyflyte"))
-        argv = [pyflyte, "serve", "connector", "--port", str(self.port), "--prometheus_port", str(free_port()), "--worker", "4"]
         with self.log_path.open("ab") as out:
-            self.process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(self.argv(), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self._wait_serving()
         return self
+
+    def argv(self) -> list[str]:
+        """flytekit's connector server, as the connector image runs it."""
+        pyflyte = str(Path(sys.executable).with_name("pyflyte"))
+        return [pyflyte, "serve", "connector", "--port", str(self.port), "--prometheus_port", str(free_port()), "--worker", "4"]
+
+    def service(self) -> str:
+        """The gRPC service the health check asks about."""
+        return service_pb2.DESCRIPTOR.services_by_name["AsyncAgentService"].full_name
 
     def _wait_serving(self) -> None:
         """Ready when the gRPC health service says the connector service is SERVING (what a probe asks)."""
         assert self.channel is not None and self.process is not None
         health = health_pb2_grpc.HealthStub(self.channel)
-        service = service_pb2.DESCRIPTOR.services_by_name["AsyncAgentService"].full_name
+        service = self.service()
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self.process.poll() is not None:

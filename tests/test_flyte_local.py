@@ -1,4 +1,5 @@
-"""`pyflyte run examples/flyte_train.py ...` end to end on the local runtime: no cluster, real replicas.
+"""`pyflyte run examples/flyte_train.py ...` and `python examples/flyte2_train.py` end to end on the local runtime: no
+cluster, real replicas.
 
 Both workflows run at once (two `pyflyte run` processes), as a user would type them: the clean one trains and
 returns the leader's weights; the preempted one shows the diagnosis, spends one retry of the same count at
@@ -32,28 +33,29 @@ def weights(output: str) -> list[float]:
     raise AssertionError(f"no output list in:\n{output[-3000:]}")
 
 
-@pytest.mark.timeout(TIMEOUT + 30)
-def test_pyflyte_run_trains_and_a_preempted_run_is_retried_once(tmp_path: Path) -> None:
+def run_both(commands: dict[str, list[str]], tmp_path: Path) -> dict[str, str]:
+    """Run the commands at once, as a user would type them in two terminals; each must exit 0."""
     env = {k: v for k, v in os.environ.items() if k not in ("JOBSET_RUNTIME", "JOBSET_LOCAL_FAULTS")}
     env["FLYTE_LOCAL_CACHE_ENABLED"] = "false"
     runs = {}
-    for wf in ("train_wf", "train_preempted_wf"):
-        log = (tmp_path / f"{wf}.log").open("w")
-        runs[wf] = (
-            subprocess.Popen([str(PYFLYTE), "run", "examples/flyte_train.py", wf], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT),
-            tmp_path / f"{wf}.log",
-        )
+    for name, argv in commands.items():
+        log = (tmp_path / f"{name}.log").open("w")
+        runs[name] = (subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), tmp_path / f"{name}.log")
     outputs = {}
-    for wf, (proc, path) in runs.items():
+    for name, (proc, path) in runs.items():
         try:
             code = proc.wait(TIMEOUT)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
-        outputs[wf] = path.read_text()
-        assert code == 0, outputs[wf][-4000:]
+        outputs[name] = path.read_text()
+        assert code == 0, outputs[name][-4000:]
+    return outputs
 
-    clean, preempted = outputs["train_wf"], outputs["train_preempted_wf"]
+
+def check_clean_and_preempted(clean: str, preempted: str) -> None:
+    """The clean run trains in one attempt; the preempted one names the worker, spends one retry of the same
+    count at Flyte's level and still returns the weights; each ended attempt's timeline is an HTML file."""
     assert "Flyte attempt 0: SUCCEEDED" in clean and "0 in-cluster restarts + 0 resubmissions used" in clean
     assert "RETRYABLE_FAILED" not in clean
     assert weights(clean) == pytest.approx([3.0, -2.0, 0.5], abs=0.01)
@@ -63,7 +65,6 @@ def test_pyflyte_run_trains_and_a_preempted_run_is_retried_once(tmp_path: Path) 
     assert "retrying as Flyte attempt 1" in preempted
     assert "Flyte attempt 1: SUCCEEDED" in preempted and "0 in-cluster restarts + 1 resubmission used" in preempted
     assert weights(preempted) == pytest.approx([3.0, -2.0, 0.5], abs=0.01)
-    # Each ended attempt prints where its timeline's HTML is, a file that exists and shows the run.
     timelines = [line.split("timeline: ", 1)[1].strip() for line in preempted.splitlines() if "[jobset]   timeline: " in line]
     assert len(timelines) == 2, preempted[-3000:]
     for path in timelines:
@@ -86,3 +87,21 @@ def test_a_failed_task_says_its_cause_in_one_line_before_any_traceback(tmp_path:
     trace = lines.index("[jobset]   the culprit's traceback (flytekit's error file):")
     assert trace > cause and any('raise ValueError("bad learning rate")' in line for line in lines[trace:])
     assert not [line for line in lines if re.fullmatch(r"\[buggy-[^\]]+\]\s*", line)], "no empty pod lines"
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_pyflyte_run_trains_and_a_preempted_run_is_retried_once(tmp_path: Path) -> None:
+    commands = {wf: [str(PYFLYTE), "run", "examples/flyte_train.py", wf] for wf in ("train_wf", "train_preempted_wf")}
+    outputs = run_both(commands, tmp_path)
+    check_clean_and_preempted(outputs["train_wf"], outputs["train_preempted_wf"])
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_the_flyte2_example_trains_and_a_preempted_run_is_retried_once(tmp_path: Path) -> None:
+    """`python examples/flyte2_train.py [--preempt]`, as the README shows: the same story from Flyte 2, with
+    the run's timeline as the task's report."""
+    example = [sys.executable, "examples/flyte2_train.py"]
+    outputs = run_both({"clean": example, "preempted": [*example, "--preempt"]}, tmp_path)
+    check_clean_and_preempted(outputs["clean"], outputs["preempted"])
+    reports = [line.split("report: ", 1)[1].strip() for line in outputs["preempted"].splitlines() if "[jobset] report: " in line]
+    assert len(reports) == 1 and "JobSet run" in Path(reports[0]).read_text()

@@ -24,6 +24,7 @@ EXTRAS = {
     "flyte": {"flytekit", "kubernetes"},
     "airflow": {"apache-airflow", "apache-airflow-providers-cncf-kubernetes", "kubernetes"},
     "flyte,airflow": {"flytekit", "apache-airflow", "kubernetes"},
+    "flyte2": {"flyte", "flytekit", "kubernetes"},
 }
 PIPS = {"pip 23.2": "pip==23.2", "current pip": "pip"}
 # pip 23 backtracking for good runs for many minutes (until it gives up); a resolution that works takes 10-45 s

@@ -94,7 +94,7 @@ def flyte_says(served: FakeClusterServer, handle: Handle, tmp_path: Path) -> tup
 
     assert served.cluster is not None
     connector = JobSetConnector(runtimes={"kubernetes": served.cluster.runtime()})
-    resource = connector._get(JobSetMeta(handle.to_dict(), output_prefix=str(tmp_path / "flyte")))
+    resource = connector.get_sync(JobSetMeta(handle.to_dict(), output_prefix=str(tmp_path / "flyte")))
     lines = [line for line in resource.custom_info["history"] if line.startswith(f"{handle.name} ")]
     restarts = [KINDS[m] for line in lines for m in re.findall(r" restart \d+: (\w+): ", line)]
     final = next((KINDS[m] for line in lines for m in re.findall(r" final: (\w+)", line)), None)

@@ -1,0 +1,14 @@
+"""Flyte 2 plugin (`pip install jobset-plugins[flyte2]`): the same gang tasks, one count and explained failures
+from the `flyte` SDK.
+
+`flyte.TaskEnvironment(name=..., plugin_config=JobSet(workers=2, retry=RetryPolicy(...)))` makes every
+`@env.task` a task of type `jobset` (`JobSetTaskTemplate`); `JobSetConnectorV2` runs it for a Flyte 2 backend
+(`c0`, Flyte 2's connector server, loads it through the `flyte.connectors` entry point). Both share the flytekit
+plugin's config, serialization and connector: one lifecycle.
+"""
+
+from flyte_jobset.task import JobSet
+from flyte_jobset.v2.connector import JobSetConnectorV2, JobSetMetaV2
+from flyte_jobset.v2.task import JobSetTaskTemplate
+
+__all__ = ["JobSet", "JobSetConnectorV2", "JobSetMetaV2", "JobSetTaskTemplate"]

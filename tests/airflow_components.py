@@ -183,6 +183,14 @@ class AirflowComponents:
             parts.append(f"----- {path.name} (last {len(text)} lines) -----\n" + "\n".join(text))
         return "\n".join(parts)
 
+    def lines_about(self, word: str, limit: int = 200) -> str:
+        """Every component's log lines that mention `word` (a task id), for a failure's story."""
+        found = [
+            f"{path.stem}: {line}" for path in sorted(self.logs.glob("*.log"))
+            for line in path.read_text(errors="replace").splitlines() if word in line and "http.access" not in line
+        ]
+        return "\n".join(found[-limit:])
+
     def wait_for(self, check: Callable[[], T | None], timeout: float, what: str, poll: float = 0.5) -> T:
         """Poll `check` until it returns something truthy; fail naming `what` with the logs' tails, or at
         once when a component died meanwhile."""

@@ -29,7 +29,7 @@ import pytest  # noqa: E402
 
 from jobset_core import constants as c  # noqa: E402
 from jobset_core.testing import FakeCluster, FakeClusterServer  # noqa: E402
-from tests.airflow_components import COMPONENTS, AirflowComponents, airflow_env, free_port  # noqa: E402
+from tests.airflow_components import COMPONENTS, AirflowComponents, ComponentFailed, airflow_env, free_port  # noqa: E402
 
 DAG_ID = "jobset_components"
 RUN_ID = "components"
@@ -203,7 +203,11 @@ def test_clearing_a_deferred_task_starts_a_fresh_run_watched_to_its_end(
     airflow.wait_for(lambda: len(running_pods(fake, first_name)) == 3, 60, f"{first_name}'s pods to run")
 
     airflow.clear(DAG_ID, run, "cleared_deferred")
-    ti = ended(airflow, "cleared_deferred")
+    try:
+        ti = ended(airflow, "cleared_deferred")
+    except ComponentFailed as exc:
+        logs = [airflow.task_log(DAG_ID, run, "cleared_deferred", n)[-3000:] for n in (1, 2)]
+        raise ComponentFailed(f"{exc}\n----- about cleared_deferred -----\n{airflow.lines_about('cleared_deferred')}\n{logs}") from None
 
     assert ti["state"] == "success" and ti["try_number"] == 2, (
         ti, airflow.task_log(DAG_ID, run, "cleared_deferred", 2)[-4000:], trigger_logs(airflow, "cleared_deferred", 2)

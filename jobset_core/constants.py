@@ -34,6 +34,10 @@ COSCHEDULING_API_VERSION = COSCHEDULING_API_GROUP + "/v1alpha1"
 VOLCANO_API_GROUP = "scheduling.volcano.sh"  # volcano pkg/apis/scheduling
 VOLCANO_API_VERSION = VOLCANO_API_GROUP + "/v1beta1"
 
+# The largest count Kubernetes stores (int32 fields: maxRestarts, backoffLimit, backoffLimitPerIndex, ...);
+# the API server also defaults backoffLimit to it when backoffLimitPerIndex is set (pkg/apis/batch/v1).
+INT32_MAX = 2**31 - 1
+
 # ----------------------------------------------------------------------------------------------------
 # JobSet labels and annotations (jobset pkg/constants/constants.go, api/jobset/v1alpha2/jobset_types.go)
 

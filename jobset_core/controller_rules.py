@@ -40,7 +40,6 @@ from jobset_core.constants import (
 # ----------------------------------------------------------------------------------------------------
 # Job controller (kubernetes pkg/controller/job)
 
-_INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -191,7 +190,7 @@ def pod_failure_outcome(
         index_failed = index_failure_count(pod) >= int(per_index)
     limit = job_spec.get("backoffLimit")
     if limit is None and per_index is not None:
-        limit = _INT32_MAX  # defaulted by the API server when backoffLimitPerIndex is set
+        limit = c.INT32_MAX  # defaulted by the API server when backoffLimitPerIndex is set
     if exceeds_backoff_limit(failed_before + 1, limit):
         return PodFailureOutcome(True, (JOB_REASON_BACKOFF_LIMIT, JOB_MESSAGE_BACKOFF_LIMIT), match, index_failed)
     return PodFailureOutcome(True, None, match, index_failed)

@@ -22,9 +22,10 @@ from jobset_core import (
     diagnose,
 )
 from jobset_core.controller_rules import condition_rule_message, exit_code_rule_message, rule_applies
-from jobset_core.diagnosis.model import Grace, retryable
+from jobset_core.diagnosis.model import retryable
 from jobset_core.diagnosis.summary import looks_like_error
 from jobset_core.policy import contract as policy_contract
+from jobset_core.policy.grace import Grace
 from jobset_core.policy.kinds import RETRYABLE_BY_DEFAULT, is_retryable
 
 FIXTURES = Path(__file__).parent / "fixtures"

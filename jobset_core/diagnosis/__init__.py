@@ -17,9 +17,10 @@ A pure pipeline, one module per step, read top to bottom:
 - `pipeline`: `diagnose`, the steps above in order.
 """
 
-from jobset_core.diagnosis.model import Diagnosis, Finding, Grace, HistoryEntry
+from jobset_core.diagnosis.model import Diagnosis, Finding, HistoryEntry
 from jobset_core.diagnosis.pipeline import diagnose
 from jobset_core.diagnosis.pods import classify_pod
+from jobset_core.policy.grace import Grace
 from jobset_core.policy.kinds import FailureKind
 
 __all__ = ["Diagnosis", "FailureKind", "Finding", "Grace", "HistoryEntry", "classify_pod", "diagnose"]

@@ -22,11 +22,12 @@ from jobset_core.diagnosis import signals as sig
 from jobset_core.diagnosis import summary as text
 from jobset_core.diagnosis.damage import damaged_fields
 from jobset_core.diagnosis.kueue import kueue_state, never_ready_cause, queued
-from jobset_core.diagnosis.model import Diagnosis, Finding, Grace, HistoryEntry, K, retryable, short
+from jobset_core.diagnosis.model import Diagnosis, Finding, HistoryEntry, K, retryable, short
 from jobset_core.diagnosis.pods import classify_pod
 from jobset_core.diagnosis.root import Peers, pick_root
 from jobset_core.diagnosis.scope import Scope, build_scope
 from jobset_core.policy import contract
+from jobset_core.policy.grace import Grace
 
 T = TypeVar("T")
 # What reading a malformed object can raise; anything else is a bug and should surface.

@@ -16,8 +16,9 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import DISRUPTIONS, WEAK, Finding, Grace, K
+from jobset_core.diagnosis.model import DISRUPTIONS, WEAK, Finding, K
 from jobset_core.diagnosis.signals import error_tail, runtime_hint
+from jobset_core.policy.grace import Grace
 from jobset_core.policy.kinds import FailureKind
 
 DISRUPTION_KINDS = {

@@ -18,7 +18,8 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import SKEW, WEAK, Finding, Grace, K
+from jobset_core.diagnosis.model import SKEW, WEAK, Finding, K
+from jobset_core.policy.grace import Grace
 from jobset_core.policy.kinds import FailureKind
 
 Obj = Mapping[str, Any]

@@ -25,7 +25,6 @@ DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 MAX_LABEL_LENGTH = 63
 MAX_SUBDOMAIN_LENGTH = 253
-INT32_MAX = 2**31 - 1
 # apimachinery's TotalAnnotationSizeLimitB: the sum of every key and value of one object's annotations.
 MAX_ANNOTATIONS_BYTES = 256 * 1024
 # Quantity grammar from k8s.io/apimachinery/pkg/api/resource: a signed decimal number with an optional
@@ -107,7 +106,7 @@ def check_dns_subdomain(field: str, value: object) -> str:
     return value
 
 
-def check_int(field: str, value: object, *, low: int = 1, high: int = INT32_MAX) -> int:
+def check_int(field: str, value: object, *, low: int = 1, high: int = c.INT32_MAX) -> int:
     """Integers within Kubernetes' int32 fields (replicas, parallelism, deadlines, retries...)."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise SpecError(field, f"must be an integer from {low} to {high}, got {value!r}", f"set {field} to a whole number in that range")
@@ -118,8 +117,8 @@ def check_positive_int(field: str, value: object, *, allow_zero: bool = False) -
     low = 0 if allow_zero else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise SpecError(field, f"must be an integer >= {low}, got {value!r}", f"set {field} to {low} or more")
-    if value > INT32_MAX:
-        raise SpecError(field, f"{value} is more than {INT32_MAX}, the largest value Kubernetes stores", "use a smaller number")
+    if value > c.INT32_MAX:
+        raise SpecError(field, f"{value} is more than {c.INT32_MAX}, the largest value Kubernetes stores", "use a smaller number")
     return value
 
 

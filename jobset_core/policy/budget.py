@@ -21,11 +21,10 @@ from typing import Any
 import tenacity
 
 from jobset_core import constants as c
-from jobset_core.diagnosis.model import Grace
 from jobset_core.errors import SpecError
-from jobset_core.model.validation import INT32_MAX
 from jobset_core.policy import contract as policy_contract
 from jobset_core.policy.contract import MAX_EXIT_CODE_VALUES
+from jobset_core.policy.grace import Grace
 from jobset_core.policy.kinds import RETRYABLE_BY_DEFAULT, FailureKind, is_retryable
 from jobset_core.policy.ledger import Ledger
 
@@ -109,12 +108,12 @@ def _retries_from_config(path: Path) -> int | None:
 
 
 # A count lands in int32 fields (the JobSet's maxRestarts, annotations read back as int32): say the bound.
-COUNT_BOUNDS = f"not an integer from 0 to {INT32_MAX} (the bound of the JobSet's int32 maxRestarts)"
+COUNT_BOUNDS = f"not an integer from 0 to {c.INT32_MAX} (the bound of the JobSet's int32 maxRestarts)"
 
 
 def _is_count(value: object) -> bool:
-    """A Kubernetes int32 count: an int (not a bool) in 0..INT32_MAX."""
-    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= INT32_MAX
+    """A Kubernetes int32 count: an int (not a bool) in 0..c.INT32_MAX."""
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= c.INT32_MAX
 
 
 def _is_seconds(value: object) -> bool:

@@ -191,6 +191,12 @@ class AirflowComponents:
         ]
         return "\n".join(found[-limit:])
 
+    def mentions(self, phrases: tuple[str, ...]) -> bool:
+        """Whether any component's log holds one of `phrases`."""
+        return any(
+            phrase in path.read_text(errors="replace") for path in self.logs.glob("*.log") for phrase in phrases
+        )
+
     def wait_for(self, check: Callable[[], T | None], timeout: float, what: str, poll: float = 0.5) -> T:
         """Poll `check` until it returns something truthy; fail naming `what` with the logs' tails, or at
         once when a component died meanwhile."""

@@ -193,6 +193,14 @@ def test_clearing_a_running_task_starts_a_fresh_run_with_the_whole_budget(
     assert f"cleared by the user: {first_name} not counted" in log
 
 
+# What Airflow 3.3 logs when its own state handling fails a try (not the task's code): the execution API
+# refusing to start a task instance the scheduler moved meanwhile, or the scheduler's stale executor event.
+AIRFLOW_CLEAR_RACES = (
+    "TI was not in a state where it could be marked as running",
+    "but the task instance's state attribute is",
+)
+
+
 def test_clearing_a_deferred_task_starts_a_fresh_run_watched_to_its_end(
     airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
 ) -> None:
@@ -209,8 +217,12 @@ def test_clearing_a_deferred_task_starts_a_fresh_run_watched_to_its_end(
         logs = [airflow.task_log(DAG_ID, run, "cleared_deferred", n)[-3000:] for n in (1, 2)]
         raise ComponentFailed(f"{exc}\n----- about cleared_deferred -----\n{airflow.lines_about('cleared_deferred')}\n{logs}") from None
 
-    assert ti["state"] == "success" and ti["try_number"] == 2, (
-        ti, airflow.task_log(DAG_ID, run, "cleared_deferred", 2)[-4000:], trigger_logs(airflow, "cleared_deferred", 2)
+    # Airflow 3.3 itself sometimes fails the first try after a clear before it runs (its API refuses to start a
+    # task instance its scheduler has just put up for retry): one more try, Airflow's doing, never ours.
+    airflows_own_retry = ti["try_number"] == 3 and airflow.mentions(AIRFLOW_CLEAR_RACES)
+    assert ti["state"] == "success" and (ti["try_number"] == 2 or airflows_own_retry), (
+        ti, airflow.task_log(DAG_ID, run, "cleared_deferred", 2)[-4000:], trigger_logs(airflow, "cleared_deferred", 2),
+        airflow.lines_about("cleared_deferred"),
     )
     [second] = jobsets(fake, "cleardefer")
     assert second["metadata"]["name"] == first_name[:-1] + "1"
@@ -220,7 +232,7 @@ def test_clearing_a_deferred_task_starts_a_fresh_run_watched_to_its_end(
     # The old try's trigger either was cancelled (its on_kill deleted only attempt 0), or, where Airflow on
     # SQLite gave the new try's trigger the old one's id, reported attempt 0 to the new try, which then
     # deferred again on its own attempt: the same end either way.
-    assert "Trigger fired event" in "".join(trigger_logs(airflow, "cleared_deferred", try_number=2))
+    assert "Trigger fired event" in "".join(trigger_logs(airflow, "cleared_deferred", try_number=ti["try_number"]))
 
 
 def test_a_deferral_past_its_execution_timeout_deletes_the_jobset_and_fails(

@@ -31,7 +31,11 @@ with DAG(dag_id="jobset_components", schedule=None, start_date=datetime(2025, 1,
     JobSetOperator(task_id="cleared", jobset=gang("cleared"), retries=2)
     JobSetOperator(task_id="handover", jobset=gang("handover"), retries=2, deferrable=True)
     JobSetOperator(task_id="moved", jobset=gang("moved"), retries=2, deferrable=True)
-    JobSetOperator(task_id="cleared_deferred", jobset=gang("cleardefer"), retries=2, deferrable=True)
+    # retry_delay: a try Airflow itself fails in its clear race (see the test) is retried within the test's wait
+    JobSetOperator(
+        task_id="cleared_deferred", jobset=gang("cleardefer"), retries=2, deferrable=True,
+        retry_delay=timedelta(seconds=3),
+    )
     JobSetOperator(
         task_id="timed_out", jobset=gang("timedout"), retries=0, deferrable=True, execution_timeout=timedelta(seconds=30)
     )

@@ -382,8 +382,31 @@ def _policy(retry: RetryPolicy | None) -> RetryPolicy:
     return retry
 
 
+class _Submittable:
+    """What a workload hands a runtime, from its one `_build(remaining)`: the workload (JobSet or gang Job)
+    and the objects its gang backend needs before the pods exist."""
+
+    def _build(self, remaining: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        raise NotImplementedError
+
+    def to_manifest(self, remaining: int | None = None) -> dict[str, Any]:
+        """The workload; `remaining` (from the ledger) becomes its retry limit, default: the full count."""
+        manifest, _ = self._build(remaining)
+        return manifest
+
+    def extra_objects(self) -> list[dict[str, Any]]:
+        """Objects the gang backend needs before the pods exist (PodGroups, Workloads)."""
+        _, extras = self._build(None)
+        return extras
+
+    def manifests(self, remaining: int | None = None) -> list[dict[str, Any]]:
+        """Everything to submit, in order: extra objects first, the workload last."""
+        manifest, extras = self._build(remaining)
+        return [*extras, manifest]
+
+
 @dataclass(frozen=True)
-class JobSetSpec:
+class JobSetSpec(_Submittable):
     """A JobSet: several replicated jobs started, restarted and failed together."""
 
     name: str
@@ -546,21 +569,6 @@ class JobSetSpec:
             for rj, out in zip(self.replicated_jobs, replicated_jobs, strict=True)
         ]
 
-    def to_manifest(self, remaining: int | None = None) -> dict[str, Any]:
-        """The JobSet; `remaining` (from the ledger) becomes maxRestarts, default: the full count."""
-        manifest, _ = self._build(remaining)
-        return manifest
-
-    def extra_objects(self) -> list[dict[str, Any]]:
-        """Objects the gang backend needs before the pods exist (PodGroups, Workloads)."""
-        _, extras = self._build(None)
-        return extras
-
-    def manifests(self, remaining: int | None = None) -> list[dict[str, Any]]:
-        """Everything to submit, in order: extra objects first, the JobSet last."""
-        manifest, extras = self._build(remaining)
-        return [*extras, manifest]
-
     def _build(self, remaining: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         self.validate()
         policy = self.policy
@@ -614,7 +622,7 @@ class JobSetSpec:
 
 
 @dataclass(frozen=True)
-class GangJobSpec:
+class GangJobSpec(_Submittable):
     """One Indexed Job whose N pods are scheduled all-or-nothing (completions == parallelism == pods).
 
     A headless Service named after the Job gives every pod a stable `<job>-<index>.<job>` address, the way
@@ -724,18 +732,6 @@ class GangJobSpec:
         if self.gang is not None:
             self.gang.validate(self.pods, self.suspend)
         self.policy  # noqa: B018
-
-    def to_manifest(self, remaining: int | None = None) -> dict[str, Any]:
-        manifest, _ = self._build(remaining)
-        return manifest
-
-    def extra_objects(self) -> list[dict[str, Any]]:
-        _, extras = self._build(None)
-        return extras
-
-    def manifests(self, remaining: int | None = None) -> list[dict[str, Any]]:
-        manifest, extras = self._build(remaining)
-        return [*extras, manifest]
 
     def _build(self, remaining: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         self.validate()

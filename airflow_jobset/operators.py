@@ -373,8 +373,8 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             raise AirflowFailException(f"{what} was cancelled")
         if not data.get("done", True):
             raise JobSetFailed(f"{what} did not finish: {data.get('message')}", diagnosis, decision)
-        if decision is not None and decision.retry and not decision.counted and handle.kind == "Job":
-            return self._run_the_gang_again(context, handle)
+        if decision is not None and decision.retry and not decision.counted:
+            return self._run_again_free(context, handle, diagnosis)
         if decision is not None and decision.retry:
             raise JobSetFailed(message, diagnosis, decision)
         if self.delete_on_finish:
@@ -389,15 +389,19 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             self._delete(handle)
         return data
 
-    def _run_the_gang_again(self, context: Any, failed: Handle) -> Any:
-        """A gang Job's free interruption: the whole gang runs again as a fresh Job within this try, as a
-        JobSet's free restart happens in the cluster, so a free retry never spends one of Airflow's tries
-        (which are the budget's count). `start` submits it free (the failed Job's recorded outcome says so)."""
+    def _run_again_free(self, context: Any, failed: Handle, diagnosis: Diagnosis | None) -> Any:
+        """A free retry: a gang Job's free interruption (the whole gang again as a fresh Job), or a hardware
+        failure (a JobSet the cluster cannot restart away from the broken node), runs again within this try, as
+        a JobSet's free restart happens in the cluster, so a free retry never spends one of Airflow's tries
+        (which are the budget's count). `start` submits it free (the failed attempt's recorded outcome says so)
+        and away from the nodes the run record keeps it off."""
         new = self.submit_job(context)
         store = context.get("task_state_store")
         if store is not None:
             store.set(self.external_id_key, new)
-        self.log.info("the gang of %s runs again as %s within this try (a free interruption)", failed.name, new["name"])
+        why = diagnosis.kind if diagnosis is not None else "a free retry"
+        what = "the gang of " if failed.kind == "Job" else ""
+        self.log.info("%s%s runs again as %s within this try (%s, free)", what, failed.name, new["name"], why)
         return self.poll_until_complete(new, context)
 
     def _log_failure(self, handle: Handle, message: str, diagnosis: Diagnosis | None, ledger: Any) -> None:

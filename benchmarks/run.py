@@ -7,6 +7,7 @@ from benchmarks import (
     api_requests,
     detection,
     diagnose_scale,
+    diagnose_tails,
     manifests,
     peer,
     polling,
@@ -28,6 +29,7 @@ def main() -> None:
     polling.main([])
     print("\n## 3. diagnose on big gangs")
     diagnose_scale.main()
+    diagnose_tails.main([])
     print("\n## 4. cluster time an application bug burns")
     wasted_time.main([])
     print("\n## 5. manifest build and validation, 100 replicated jobs")

@@ -480,8 +480,9 @@ class JobSetConnector(AsyncConnectorBase):
         runtime = self.runtime(runtime_name, custom.local_faults)
         run = JobSetRun(spec, runtime, run_key=run_key, engine_attempt=attempt, resubmit=False, on_event=_echo())
         handle = run.start()
-        # The template rides along only when a free interruption may need a fresh JobSet in this Flyte attempt.
-        free = not spec.policy.count_interruptions
+        # The template rides along only when a free retry (an interruption, a hardware failure) may need a fresh
+        # JobSet in this Flyte attempt.
+        free = spec.policy.may_retry_free()
         return meta_type(
             handle.to_dict(),
             attempt,
@@ -513,10 +514,10 @@ class JobSetConnector(AsyncConnectorBase):
     def get_sync(self, meta: JobSetMeta) -> Resource:
         """`get`'s body, shared with Flyte 2's connector and local runs: one step of the core over the ledger."""
         runtime = self.runtime(meta.runtime, meta.local_faults)
-        handle = current_handle(meta, runtime)
-        run = JobSetRun.resume(handle, runtime, engine_attempt=meta.engine_attempt)
+        run = JobSetRun.resume(meta.handle, runtime, engine_attempt=meta.engine_attempt)
+        handle = current_handle(meta, run.attempts)
         # flytekit's error files say whether the user's exception is recoverable: an input of the decision
-        result = run.step(reports=lambda: [e.report() for e in read_user_errors(meta.output_prefix)])
+        result = run.step(handle, reports=lambda: [e.report() for e in read_user_errors(meta.output_prefix)])
         if result.done and not result.succeeded and not result.cancelled:
             self._note_summary(runtime, result)
         message = _unframed(result.message)
@@ -674,18 +675,14 @@ def is_free_retry(result: RunResult) -> bool:
     return bool(result.done and not result.succeeded and not result.cancelled and decision and decision.retry and not decision.counted)
 
 
-def current_handle(meta: JobSetMeta, runtime: Runtime) -> Handle:
+def current_handle(meta: JobSetMeta, attempts: Sequence[Handle]) -> Handle:
     """The run's newest submission: the meta's, or one a free resubmission made later in this Flyte attempt
-    (the meta cannot change, the cluster knows). Only submissions from the meta's on are this attempt's."""
+    (the meta cannot change, the cluster knows: `attempts` are the run's submissions, as `resume` just read them).
+    Only submissions from the meta's on are this attempt's."""
     handle = Handle.from_dict(meta.handle)
     if not meta.template:
         return handle
-    newest = handle
-    for obj in runtime.find(handle.run_key, handle.namespace):
-        found = handle_of(obj, handle.run_key, handle.namespace)
-        if found.attempt > newest.attempt:
-            newest = found
-    return newest
+    return max((h for h in attempts if h.attempt >= handle.attempt), key=lambda h: h.attempt, default=handle)
 
 
 def timeline_url(uri: str) -> str:

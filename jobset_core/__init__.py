@@ -39,7 +39,7 @@ from jobset_core.policy.kinds import FailureKind
 from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
 from jobset_core.timeline import AttemptTimeline, render_timeline
 
-_FAULTS = ("Crash", "Evict", "NodeShutdown", "OOMKill", "Preempt")
+_FAULTS = ("Crash", "Evict", "Hardware", "NodeShutdown", "OOMKill", "Preempt")
 
 
 def __getattr__(name: str):
@@ -93,6 +93,7 @@ __all__ = [
     "GangJobSpec",
     "Grace",
     "Handle",
+    "Hardware",
     "HistoryEntry",
     "Interruptible",
     "JobSetRun",

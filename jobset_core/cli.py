@@ -63,7 +63,7 @@ class DumpError(ValueError):
 
 # A List item's kind -> where split_dump sorts it; other kinds (Services, PodGroups...) are not evidence.
 _SORTED_KINDS = {"JobSet": "jobsets", "Job": "jobs", "Pod": "pods", "Event": "events", "Workload": "workloads",
-                 "ConfigMap": "configmaps"}
+                 "ConfigMap": "configmaps", "Node": "nodes"}
 
 
 def split_dump(data: Any, name: str | None = None) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def split_dump(data: Any, name: str | None = None) -> dict[str, Any]:
     if isinstance(data, dict) and any(k in data for k in ("jobset", "jobs", "pods", "events")):
         return _captured(data, name)
     sorted_items = _by_kind(_list_items(data))
-    out = {k: sorted_items[k] for k in ("jobs", "pods", "events", "workloads")}
+    out = {k: sorted_items[k] for k in ("jobs", "pods", "events", "workloads", "nodes")}
     jobset = _pick_jobset(sorted_items["jobsets"], out, name)
     if jobset is not None:
         out["jobset"] = jobset
@@ -81,7 +81,7 @@ def split_dump(data: Any, name: str | None = None) -> dict[str, Any]:
 
 def _captured(data: dict[str, Any], name: str | None) -> dict[str, Any]:
     """The {"jobset", "jobs", "pods", "events"} object our tests and captures use."""
-    found = {k: data.get(k) for k in ("jobset", "jobs", "pods", "events", "workloads") if data.get(k) is not None}
+    found = {k: data.get(k) for k in ("jobset", "jobs", "pods", "events", "workloads", "nodes") if data.get(k) is not None}
     main = found.get("jobset") or next(iter(found.get("jobs") or []), {})
     if name and ((main or {}).get("metadata") or {}).get("name") != name:
         raise DumpError(f"no JobSet or Job named {name!r} in the file")
@@ -154,8 +154,14 @@ def _only_of(objects: dict[str, Any], name: str) -> dict[str, Any]:
     # as a run's own look: the Jobs a restart deleted are named by the controller's scheme and by their pods
     owned = {name, *(name_of(j) for j in jobs), *(name_of(p) for p in pods), *job_names_of_pods(pods),
              *child_job_names(objects.get("jobset") or {})}
-    events = [e for e in objects["events"] if (e.get("involvedObject") or {}).get("name") in owned]
-    return {**objects, "jobs": jobs, "pods": pods, "events": events}
+    nodes = _nodes_of(pods)  # and what the nodes its pods ran on said of their GPUs
+    events = [e for e in objects["events"] if (e.get("involvedObject") or {}).get("name") in owned | nodes]
+    return {**objects, "jobs": jobs, "pods": pods, "events": events,
+            "nodes": [n for n in objects.get("nodes") or [] if name_of(n) in nodes]}
+
+
+def _nodes_of(pods: list[dict[str, Any]]) -> set[str]:
+    return {(p.get("spec") or {}).get("nodeName") for p in pods} - {None, ""}
 
 
 def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, Any]:
@@ -195,7 +201,8 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, An
 
         raise explain_api_error(exc, ("list", "events", "")) from None
     objects = {"jobset": observation.main if kind == "JobSet" else None, "jobs": observation.jobs,
-               "pods": observation.pods, "events": observation.events, "workloads": observation.workloads}
+               "pods": observation.pods, "events": observation.events, "workloads": observation.workloads,
+               "nodes": observation.nodes}
     if kind == "Job":
         objects["jobs"] = [observation.main, *observation.jobs]
     return objects
@@ -218,7 +225,7 @@ def diagnose_objects(objects: dict[str, Any]) -> Diagnosis:
         return diagnose(**objects)
     observation = Observation(main=main, jobs=[j for j in objects.get("jobs") or [] if j is not main],
                               pods=list(objects.get("pods") or []), events=list(objects.get("events") or []),
-                              workloads=list(objects.get("workloads") or []))
+                              workloads=list(objects.get("workloads") or []), nodes=list(objects.get("nodes") or []))
     return diagnose_observation(observation, policy_of(main), datetime.now(UTC))
 
 
@@ -226,9 +233,11 @@ def render(d: Diagnosis) -> str:
     lines = [d.summary]
     if d.failed:  # a running or succeeded workload has no failure kind to report
         lines.append(f"kind: {d.kind} ({'retryable' if d.retryable else 'not retryable'})")
-    for label, value in (("pod", d.pod), ("container", d.container), ("exit code", d.exit_code), ("node", d.node)):
+    for label, value in (("pod", d.pod), ("rank", d.rank), ("container", d.container), ("exit code", d.exit_code), ("node", d.node)):
         if value is not None:
             lines.append(f"{label}: {value}")
+    if d.faulty_nodes:
+        lines.append(f"faulty nodes: {', '.join(d.faulty_nodes)} (a retry is placed away from them)")
     if d.evidence:
         lines.append("evidence:")
         lines.extend(f"  - {e}" for e in d.evidence)

@@ -200,6 +200,45 @@ def restart_attempt(obj: Mapping[str, Any]) -> int | None:
     return as_int(labels_of(obj).get(c.RESTART_ATTEMPT_LABEL))
 
 
+def _completions(job_spec: Mapping[str, Any]) -> int:
+    return as_int(job_spec.get("completions")) or as_int(job_spec.get("parallelism")) or 1
+
+
+def gang_rank(main: Mapping[str, Any] | None, replicated_job: str | None, job_index: int, index: int) -> int:
+    """RANK of a pod: pods numbered across the JobSet's replicated jobs in spec order, then their Jobs, then the
+    completion indexes (what the local runtime gives each replica, and a torchrun node rank); a gang Job's pod
+    is its completion index."""
+    if replicated_job is None or main is None:
+        return index
+    base = 0
+    for rj in as_list(spec_of(main).get("replicatedJobs")):
+        rj = as_map(rj)
+        per_job = _completions(as_map(as_map(rj.get("template")).get("spec")))
+        if rj.get("name") == replicated_job:
+            return base + job_index * per_job + index
+        base += (as_int(rj.get("replicas")) or 1) * per_job
+    return base + index
+
+
+def pod_rank(pod: Mapping[str, Any], jobset: Mapping[str, Any] | None = None) -> int | None:
+    """A pod's rank in its gang from its labels and, for a JobSet, the JobSet's shape; None when they do not
+    say (a pod of a JobSet not handed over, of a replicated job it does not list)."""
+    labels = labels_of(pod)
+    index = as_int(labels.get(c.JOB_COMPLETION_INDEX_KEY))
+    if index is None:
+        index = as_int(as_map(meta(pod).get("annotations")).get(c.JOB_COMPLETION_INDEX_KEY))
+    rjob = as_str(labels.get(c.REPLICATED_JOB_LABEL)) or None
+    if index is None:
+        return None
+    if rjob is None:
+        return index
+    names = [as_map(rj).get("name") for rj in as_list(spec_of(jobset).get("replicatedJobs"))] if jobset else []
+    job_index = as_int(labels.get(c.JOB_INDEX_LABEL))
+    if rjob not in names or job_index is None:
+        return None
+    return gang_rank(jobset, rjob, job_index, index)
+
+
 def ensure_objects(name: str, value: Any) -> list[dict[str, Any]]:
     """Accept lists, tuples, generators and `kind: List` objects; reject anything else clearly.
 

@@ -852,3 +852,30 @@ def test_an_event_about_another_attempt_than_the_trys_own_defers_again_on_its_ow
 
     assert again.value.trigger.handle == mine and again.value.method_name == "execute_complete"
     assert len(jobsets(server)) == 1
+
+
+def test_a_gpu_fault_runs_the_jobset_again_within_the_try_away_from_its_node(
+    server: LocalApiServer, driver: ClusterDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """retries=0: a hardware failure is the platform's, free, and the JobSet cannot be restarted away from the
+    broken node in the cluster, so the operator runs it again within the same try (no Airflow retry spent), kept
+    off the node; the task log says why."""
+    ti, store = ti_for("gpufault"), StateStore()
+    driver.hardware("workers-0-0", xid=79, jobset="gpu-*-0", after=0.3)
+    driver.succeed("*", times=None, after=0.5, jobset="gpu-*-1")
+    spec = {"name": "gpu", "replicated_jobs": [{"name": "workers", "image": "busybox", "command": ["true"],
+                                                "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}
+    caplog.set_level(logging.INFO)
+    outcome: Tries = in_thread(lambda: run_tries(
+        lambda: JobSetOperator(task_id="train", jobset=spec, kubernetes_conn_id=CONN, retries=0), ti, store))
+    assert outcome.state == "success" and outcome.tries == 1, outcome.errors
+    assert outcome.value["handle"]["name"].endswith("-1") and store[HANDLE_KEY]["name"] == outcome.value["handle"]["name"]
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "HardwareFailure: GPU on node node-" in said and "fallen off the bus" in said
+    assert "attempts left, free)" in said and " is kept off node node-" in said
+    first = next(js for js in jobsets(server) if js["metadata"]["name"].endswith("-0"))
+    bad = {p["spec"]["nodeName"] for p in server.list("v1", "Pod", NS)
+           if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == first["metadata"]["name"]}
+    second = [p for p in server.list("v1", "Pod", NS)
+              if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == outcome.value["handle"]["name"]]
+    assert second and not {p["spec"]["nodeName"] for p in second} & bad

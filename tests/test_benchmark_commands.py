@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import api_requests, peer, scale
+from benchmarks import api_requests, diagnose_tails, peer, scale
 from jobset_core import constants as c
 
 
@@ -21,6 +21,7 @@ from jobset_core import constants as c
         (peer, ["--concurrent", "0"], "--concurrent"),
         (peer, ["--peer-poll", "never"], "--peer-poll"),
         (peer, ["--no-such-option"], "--no-such-option"),
+        (diagnose_tails, ["--rounds", "0"], "--rounds"),
     ],
 )
 def test_a_bad_argument_is_one_line_and_exit_status_2(module, argv, named, capsys) -> None:

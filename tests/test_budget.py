@@ -10,7 +10,15 @@ import tenacity
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobset_core import FailureKind, Ledger, RetryPolicy, SpecError, Submission, strip_interruptible
+from jobset_core import (
+    FailureKind,
+    Ledger,
+    RetryDecision,
+    RetryPolicy,
+    SpecError,
+    Submission,
+    strip_interruptible,
+)
 from jobset_core.policy.budget import platform_default_retries
 from tests.schemas import validate_jobset, validate_kubernetes
 
@@ -37,7 +45,11 @@ DEFAULT_RETRYABLE = {K.PREEMPTED, K.NODE_FAILURE, K.EVICTED, K.INTERRUPTED, K.UN
 def test_every_kind_against_every_budget_state(kind, spent):
     policy = RetryPolicy(retries=3, backoff=NO_WAIT)
     decision = policy.decide(D(kind), used(spent))
-    if kind not in DEFAULT_RETRYABLE:
+    if kind is K.HARDWARE_FAILURE:  # the platform's failure: free by default, whatever the count says
+        assert decision.retry and not decision.counted
+        assert decision.remaining == 4 - spent and not decision.final_attempt
+        assert "HardwareFailure is retryable and free, hardware failure 1 of 10 free" in decision.reason
+    elif kind not in DEFAULT_RETRYABLE:
         assert not decision.retry
         assert decision.reason == f"not retrying: {kind} is not retryable"
     elif spent < 4:
@@ -241,18 +253,22 @@ kinds = st.sampled_from(list(FailureKind))
 
 
 @settings(max_examples=200, deadline=None)
-@given(retries=st.integers(0, 6), free=st.booleans(), cap=st.integers(0, 4), seq=st.lists(kinds, min_size=1, max_size=40))
-def test_property_total_attempts_never_exceed_the_budget(retries, free, cap, seq):
-    policy = RetryPolicy(retries=retries, count_interruptions=not free, max_interruptions=cap, backoff=NO_WAIT)
+@given(retries=st.integers(0, 6), free=st.booleans(), hardware_free=st.booleans(), cap=st.integers(0, 4),
+       seq=st.lists(kinds, min_size=1, max_size=40))
+def test_property_total_attempts_never_exceed_the_budget(retries, free, hardware_free, cap, seq):
+    policy = RetryPolicy(retries=retries, count_interruptions=not free, count_hardware_failures=not hardware_free,
+                         max_interruptions=cap, backoff=NO_WAIT)
     ledger = Ledger((Submission("s-0", 0),))
     for kind in seq:
         decision = policy.decide(D(kind), ledger)
         if not decision.retry:
             break
         ledger = ledger.with_submission(Submission(f"s-{ledger.next_attempt}", ledger.next_attempt, free=not decision.counted))
+    # free interruptions and free hardware failures share one cap
+    any_free = free or hardware_free
     assert ledger.counted_attempts <= retries + 1
-    assert ledger.free_interruptions <= (cap if free else 0)
-    assert ledger.attempts <= retries + 1 + (cap if free else 0)
+    assert ledger.free_interruptions <= (cap if any_free else 0)
+    assert ledger.attempts <= retries + 1 + (cap if any_free else 0)
 
 
 @pytest.mark.parametrize(
@@ -288,3 +304,83 @@ def test_a_cleared_attempt_is_history_that_spends_nothing() -> None:
     assert Submission.from_dict(cleared.to_dict()) == cleared
     before_clear = Ledger((Submission("train-0", 0, restarts=1, counted_restarts=1),), engine_attempt=0)
     assert policy.remaining(before_clear) == 1  # the same attempt, not cleared, spent two
+
+
+@dataclass
+class HD:  # a hardware failure's diagnosis, as decide() reads it
+    kind: FailureKind = K.HARDWARE_FAILURE
+    exit_code: int | None = 1
+    faulty_nodes: tuple[str, ...] = ("gke-a3-7",)
+
+
+def test_a_hardware_failure_is_free_up_to_the_cap_shared_with_free_interruptions_and_avoids_its_node():
+    policy = RetryPolicy(retries=1, max_interruptions=2, backoff=NO_WAIT)
+    first = policy.decide(HD(), used(1))
+    assert (first.retry, first.counted, first.avoid_nodes) == (True, False, ("gke-a3-7",))
+    assert first.reason.endswith("; the next attempt avoids node gke-a3-7")
+    assert RetryDecision.from_dict(first.to_dict()) == first
+    # two free retries spent (a free interruption and a hardware failure count alike): the cap stops the third
+    over = policy.decide(HD(), used(1, free=2))
+    assert not over.retry and "the cap of 2 free retries (max_interruptions) is used" in over.reason
+    assert over.avoid_nodes == ()
+
+
+def test_counting_hardware_failures_spends_the_count_and_still_avoids_the_node():
+    policy = RetryPolicy(retries=1, count_hardware_failures=True, backoff=NO_WAIT)
+    decision = policy.decide(HD(), used(1))
+    assert decision.retry and decision.counted and decision.final_attempt
+    assert decision.avoid_nodes == ("gke-a3-7",)
+    assert not policy.decide(HD(), used(2)).retry
+    assert not RetryPolicy(retries=3, retry_on=["Preempted"]).decide(HD(), used(1)).retry
+
+
+def test_the_platform_config_sets_hardware_counting_and_site_signatures(tmp_path, monkeypatch):
+    config = tmp_path / "config.toml"
+    config.write_text('''[retry]
+count_hardware_failures = true
+
+[signatures]
+"NVRM: Xid .*: 48," = "HardwareFailure"
+'my_lib\\.RetryableError' = "SystemError"
+''')
+    monkeypatch.setenv("JOBSET_CONFIG", str(config))
+    policy = RetryPolicy(retries=2, signatures={"CUDA error: unknown error": "HardwareFailure"})
+    assert policy.count_hardware_failures is True
+    assert policy.all_signatures == (
+        ("CUDA error: unknown error", "HardwareFailure"),
+        ("NVRM: Xid .*: 48,", "HardwareFailure"),
+        ("my_lib\\.RetryableError", "SystemError"),
+    )
+    # a watcher elsewhere decides with what was submitted, never with its own file
+    monkeypatch.delenv("JOBSET_CONFIG")
+    again = RetryPolicy.from_annotation(policy.to_annotation(), base=policy)
+    assert again.all_signatures == policy.all_signatures and again.count_hardware_failures is True
+    assert RetryPolicy(retries=2).count_hardware_failures is False and RetryPolicy(retries=2).site_signatures == ()
+
+
+@pytest.mark.parametrize(
+    "signatures,field,problem",
+    [
+        ({"(unclosed": "HardwareFailure"}, "retry.signatures['(unclosed']", "is not a regular expression"),
+        ({"Xid 48": "Hardware"}, "retry.signatures['Xid 48']", "unknown failure kind 'Hardware'"),
+        ("Xid 48", "retry.signatures", "must be a mapping of pattern -> failure kind"),
+        ({"": "HardwareFailure"}, "retry.signatures", "is not a (pattern, failure kind) pair"),
+        ({"x" * 501: "HardwareFailure"}, "retry.signatures['" + "x" * 501 + "']", "more than 500"),
+    ],
+)
+def test_a_bad_signature_is_a_spec_error_naming_it(signatures, field, problem):
+    with pytest.raises(SpecError) as info:
+        RetryPolicy(retries=1, signatures=signatures)
+    assert info.value.field == field and problem in info.value.problem
+
+
+def test_a_bad_signature_in_the_platform_config_names_the_file_and_the_pattern(tmp_path, monkeypatch):
+    config = tmp_path / "config.toml"
+    config.write_text('[signatures]\n"Xid (48" = "HardwareFailure"\n')
+    monkeypatch.setenv("JOBSET_CONFIG", str(config))
+    with pytest.raises(SpecError) as info:
+        RetryPolicy(retries=1)
+    assert info.value.field == f"{config}: signatures['Xid (48']"
+    config.write_text("[retry]\ncount_hardware_failures = 1\n")
+    with pytest.raises(SpecError, match="is not true or false"):
+        RetryPolicy(retries=1)

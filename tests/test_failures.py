@@ -30,6 +30,7 @@ def run(objects: dict, now: datetime = NOW) -> Diagnosis:
         pods=objects.get("pods") or (),
         events=objects.get("events") or (),
         workloads=objects.get("workloads") or (),
+        nodes=objects.get("nodes") or (),
         now=now,
     )
 

@@ -15,7 +15,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from jobset_core.testing import LocalApiServer, PolicyRule, rules_from_yaml
 from tests.kube_driver import JOBSET_API, ClusterDriver
 from tests.test_kube_runtime import NS, leftovers, make_runtime, make_spec, run_to_end
 from tests.test_lifecycle_drivers import DRIVERS, KubeCluster
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -48,15 +49,6 @@ def cluster() -> Iterator[KubeCluster]:
         yield KubeCluster(server, driver)
         assert not driver.errors, driver.errors
 
-
-def wait_until(predicate: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
-    try:
-        return tenacity.Retrying(
-            stop=tenacity.stop_after_delay(timeout), wait=tenacity.wait_fixed(0.05),
-            retry=tenacity.retry_if_result(lambda value: not value), reraise=True,
-        )(predicate)
-    except tenacity.RetryError:
-        pytest.fail(f"timed out waiting for {what}")
 
 
 def restarts(cluster: KubeCluster, name: str) -> int:

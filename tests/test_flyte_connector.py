@@ -365,3 +365,34 @@ def test_the_connector_survives_api_faults_with_a_new_process_per_call(
     assert resource.custom_info["budget"] == "1 in-cluster restart + 0 resubmissions used"
     assert len(jobsets(server)) == 1
     assert [r for r in server.requests if r.status in (500, 502, 503, 429)], "the storm did not happen"
+
+
+def test_a_hardware_fault_is_resubmitted_within_the_flyte_attempt_away_from_its_node(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    """retries=0, as propeller sends it: a GPU fault is the platform's failure, so the connector resubmits inside
+    the same Flyte attempt (propeller would spend a retry on RETRYABLE_FAILED), kept off the broken node, and says
+    so in the phase message; the next JobSet succeeds."""
+    driver.hardware("workers-*", xid=48, jobset="train-*-0", after=0.3)
+    driver.succeed("*", times=None, after=0.3, jobset="train-*-1")
+    meta = flyte.create(train_once, 0)
+    seen: list[Resource] = []
+
+    def resubmitted() -> bool:
+        seen.append(flyte.get(meta))
+        return "resubmitted as" in seen[-1].message
+
+    driver.run_until(resubmitted, PHASE_TIMEOUT, "the free resubmission")
+    message = seen[-1].message
+    assert seen[-1].phase == TaskExecution.RUNNING
+    assert message.startswith("HardwareFailure: GPU on node node-") and "reported an uncorrectable ECC error (rank " in message
+    bad = message.split("GPU on node ", 1)[1].split(" ", 1)[0]
+    assert f"the next attempt avoids node {bad}; resubmitted as " in message and message.endswith("within Flyte attempt 0")
+    assert seen[-1].custom_info["decision"]["avoid_nodes"] == [bad]
+    resource = flyte.until_terminal(meta)
+    assert resource.phase == TaskExecution.SUCCEEDED, resource.message
+    second = max(jobsets(server), key=lambda js: js["metadata"]["creationTimestamp"])
+    pods = [p for p in server.list("v1", "Pod", NS) if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == second["metadata"]["name"]]
+    assert pods and all(p["spec"]["nodeName"] != bad for p in pods)

@@ -108,7 +108,8 @@ def offline_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     """The offline cluster served as `jobset fake-cluster` serves it, and the kubeconfig it wrote for it (what
     the connector process uses); the tests script the pods' fates on its in-process cluster."""
     path = tmp_path_factory.mktemp("kube") / "config"
-    with FakeClusterServer(port=0, kubeconfig=str(path), namespaces=(NS,)) as server:
+    # every node a spot node: the interruptible tasks select one (JOBSET_INTERRUPTIBLE_NODE_SELECTOR below)
+    with FakeClusterServer(port=0, kubeconfig=str(path), namespaces=(NS,), node_labels={SPOT: "true"}) as server:
         assert server.cluster is not None
         yield server.cluster, server.kubeconfig
 
@@ -370,7 +371,7 @@ def test_every_option_reaches_the_cluster_as_written(propeller: Propeller, clust
 
     assert [a.phase_name for a in attempts] == ["SUCCEEDED"], attempts[-1].message
     policy_line = attempts[0].custom_info["policy"]
-    assert policy_line == "retries=3 (Flyte task retries), interruptions free up to 10"  # not 3.0, 10.0
+    assert policy_line == "retries=3 (Flyte task retries), interruptions and hardware failures free up to 10"  # not 3.0, 10.0
     (js,) = run_objects(cluster, name)
     workers = container(js, "workers")
     assert workers["resources"]["limits"]["nvidia.com/gpu"] == "8"

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tenacity
 
 from jobset_core import (
     EventType,
@@ -27,15 +26,10 @@ from jobset_core.model.gang import Kueue
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import JOBSET_API, ClusterDriver
 from tests.test_lifecycle_drivers import NS, PY, KubeCluster, LocalCluster, cluster, policy  # noqa: F401
+from tests.waiting import wait_until
 
 SPOT = {"cloud.google.com/gke-spot": "true"}
 
-
-def wait_until(predicate: Any, timeout: float = 15.0) -> Any:
-    return tenacity.Retrying(
-        stop=tenacity.stop_after_delay(timeout), wait=tenacity.wait_fixed(0.05),
-        retry=tenacity.retry_if_result(lambda value: not value), reraise=True,
-    )(predicate)
 
 
 def events_to(bucket: list[RunEvent]) -> Any:

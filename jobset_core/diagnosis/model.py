@@ -26,6 +26,7 @@ LONG_AGO = datetime.min.replace(tzinfo=UTC)
 # Lower ranks win ties at the same second: infrastructure first, then what the application did, then the
 # weak signals (SIGTERM/SIGKILL, unknown containers) that usually follow another failure.
 RANK = {
+    K.HARDWARE_FAILURE: 0,
     K.PREEMPTED: 0,
     K.NODE_FAILURE: 0,
     K.EVICTED: 0,
@@ -42,14 +43,38 @@ RANK = {
 WEAK = frozenset({K.INTERRUPTED, K.SYSTEM_ERROR, K.UNKNOWN})
 # Disruptions the cluster did to a pod: they explain whatever the pod's containers did next.
 DISRUPTIONS = INTERRUPTIONS - {K.INTERRUPTED}
+# A fabric error at the same second as another rank's application error may be that rank's exit seen from the
+# wire: it ranks after it (a peer's death reaches the link only after the adapter's retries).
+FABRIC_TIE_RANK = RANK[K.APPLICATION_ERROR] + 1
+
+
+LOG_SOURCE = "its log"  # HardwareFault.source when the pod's own log tail said it
+SITE_SIGNATURE = "SiteSignature"  # Finding.reason when a site's own signature named the kind
+DEVICE_SHAPED, HUNG = "device", "hung"  # Finding.suspect
 
 
 @dataclass(frozen=True, slots=True)
+class HardwareFault:
+    """What failed in the hardware and who said so: the pod's log, or the node's event, condition or taint."""
+
+    component: str  # "GPU", "NVLink", "InfiniBand link", "network adapter mlx5_0"
+    what: str  # "reported an uncorrectable ECC error"
+    quote: str  # the line that says it, as written
+    source: str  # "its log", "node event XIDError from nvidia-gpu-device-plugin", "node condition ..."
+    reason: str  # a stable name: ECCUncorrectable, Xid79, IBCompletionError, SiteSignature...
+    time: datetime | None = None  # when it was said
+    exited: datetime | None = None  # when the pod's container ended
+    fabric: bool = False  # the network, not the GPU
+
+
+@dataclass(slots=True, eq=False)
 class Finding:
     """One fact that could be the root cause.
 
     Slotted: a large gang holds one per pod until the root is chosen, and slots make each one smaller
-    and quicker to build.
+    and quicker to build. Not frozen, though nothing ever writes to one (every change is a
+    `dataclasses.replace`): a frozen dataclass sets each of its fields through `object.__setattr__`, which is
+    most of what building one costs, once per pod. Compared by identity, as the pipeline compares them.
     """
 
     kind: FailureKind
@@ -69,9 +94,21 @@ class Finding:
     peer_loss: bool = False  # the container failed because a peer vanished (connection reset, NCCL abort)
     deleted_at: datetime | None = None  # when someone asked to delete the pod (deletionTimestamp - grace)
     recovering: bool = False  # a previous run of a container that restarted in place and runs again
+    hardware: HardwareFault | None = None  # what failed, when the kind is HardwareFailure
+    # An exit a broken GPU or link could cause (DEVICE_SHAPED: a CUDA or NCCL error, a lost peer; HUNG: a collective
+    # that timed out, which every rank of a hung gang says alike): the node's words decide. None: the program's own.
+    suspect: str | None = None
+
+    @property
+    def device_shaped(self) -> bool:
+        return self.suspect is not None
+
+    @property
+    def hung(self) -> bool:
+        return self.suspect == HUNG
 
     def sort_key(self) -> tuple[datetime, int, bool]:
-        return (self.time or NEVER, RANK[self.kind], self.peer_loss)
+        return (self.time or NEVER, FABRIC_TIE_RANK if self.hardware is not None and self.hardware.fabric else RANK[self.kind], self.peer_loss)
 
 
 @dataclass(frozen=True)
@@ -128,6 +165,9 @@ class Diagnosis:
     # The Job controller has decided (FailureTarget/Failed) and the JobSet has not acted yet: `failed` stays
     # False until the JobSet writes Failed, because the watcher ends runs that are failed but not finished.
     in_flight: bool = False
+    rank: int | None = None  # the culprit pod's rank in the gang (replicated jobs in order, Jobs, indexes)
+    # Nodes a hardware failure implicates, the culprit's first: a retry is placed away from them.
+    faulty_nodes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -144,6 +184,8 @@ class Diagnosis:
             "time": _iso(self.time),
             "peers_terminated": self.peers_terminated,
             "in_flight": self.in_flight,
+            "rank": self.rank,
+            "faulty_nodes": list(self.faulty_nodes),
             "evidence": list(self.evidence),
             "history": [h.to_dict() for h in self.history],
         }
@@ -166,6 +208,8 @@ class Diagnosis:
             job=data.get("job"),
             peers_terminated=int(data.get("peers_terminated", 0)),
             in_flight=bool(data.get("in_flight", False)),
+            rank=data.get("rank"),
+            faulty_nodes=[str(n) for n in data.get("faulty_nodes") or []],
         )
 
     def history_line(self) -> str:

@@ -7,6 +7,7 @@ evidence and skipped, so a damaged dump still gets the best diagnosis the rest o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from jobset_core import constants as c
 from jobset_core import controller_rules as rules
 from jobset_core import evidence as ev
 from jobset_core.diagnosis import gangs
+from jobset_core.diagnosis import hardware as hw
 from jobset_core.diagnosis import history as hist
 from jobset_core.diagnosis import jobs as jobs_
 from jobset_core.diagnosis import signals as sig
@@ -28,6 +30,7 @@ from jobset_core.diagnosis.root import Peers, pick_root
 from jobset_core.diagnosis.scope import Scope, build_scope
 from jobset_core.policy import contract
 from jobset_core.policy.grace import Grace
+from jobset_core.policy.kinds import FailureKind
 
 T = TypeVar("T")
 # What reading a malformed object can raise; anything else is a bug and should surface.
@@ -50,18 +53,38 @@ def unreadable(what: str, exc: Exception) -> str:
 # Step 1: input
 
 
+Objects = list[dict[str, Any]]
+
+
 def read_input(
-    jobset: Any, jobs: Any, pods: Any, events: Any, workloads: Any
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    jobset: Any, jobs: Any, pods: Any, events: Any, workloads: Any, nodes: Any = ()
+) -> tuple[dict[str, Any] | None, Objects, Objects, Objects, Objects, Objects]:
     """The top level must be Kubernetes JSON (ValueError otherwise); what is inside objects is not checked."""
     if jobset is not None and (not isinstance(jobset, Mapping) or not isinstance(jobset.get("metadata"), Mapping)):
         raise ValueError("jobset: expected a JobSet object (a JSON mapping with metadata), got " + type(jobset).__name__)
     if jobset is not None and jobset.get("kind") not in (None, "JobSet"):
         raise ValueError(f"jobset: expected kind JobSet, got {jobset.get('kind')!r}")
-    lists = [ev.ensure_objects(name, value) for name, value in (("jobs", jobs), ("pods", pods), ("events", events), ("workloads", workloads))]
+    named = (("jobs", jobs), ("pods", pods), ("events", events), ("workloads", workloads), ("nodes", nodes))
+    lists = [ev.ensure_objects(name, value) for name, value in named]
     if jobset is None and not any(lists[:3]):
         raise ValueError("nothing to diagnose: pass a jobset, jobs, pods or events")
     return (dict(jobset) if jobset is not None else None, *lists)  # type: ignore[return-value]
+
+
+def read_signatures(signatures: Iterable[Any]) -> hw.Signatures:
+    """A site's (pattern, kind) pairs, compiled once per set; ValueError names a pair that cannot be read."""
+    pairs = []
+    for item in signatures:
+        try:
+            pattern, kind = item
+            text = pattern if isinstance(pattern, str) else pattern.pattern
+            pairs.append((text, FailureKind.parse(kind).value))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"signatures: {item!r} is not a (pattern, failure kind) pair ({exc})") from None
+    try:
+        return hw.compile_signatures(tuple(pairs))
+    except re.error as exc:
+        raise ValueError(f"signatures: {exc.pattern!r} is not a regular expression ({exc})") from None
 
 
 def _damage(scope: Scope) -> list[str]:
@@ -81,9 +104,12 @@ class Evidence:
     findings: list[Finding]
     history: list[HistoryEntry]
     codes: frozenset[int] | None  # the workload's retryable exit codes; None when it has no policy of ours
+    deletions: frozenset[str] = frozenset()  # pods the Job controller deleted itself (SuccessfulDelete)
+    deleting_jobs: frozenset[str] = frozenset()  # Jobs whose controller's deletions are on record
 
 
-def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int], kills: dict[str, sig.ProbeKill]) -> list[Finding]:
+def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int], kills: dict[str, sig.ProbeKill],
+                   signatures: hw.Signatures = ()) -> list[Finding]:
     """Every current pod, each on its own: one unreadable pod is named and skipped, the others still count.
 
     What the pod's events add is applied here: a probe kill turns its SIGKILL into the application's
@@ -93,7 +119,7 @@ def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[i
     claims = any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in scope.events)
     for pod in scope.current_pods:
         try:
-            found = classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes)
+            found = classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes, signatures=signatures)
             kill = kills.get(ev.name_of(pod)) if kills else None
             if kill is not None:
                 found = [sig.probe_killed(f, kill) for f in found]
@@ -156,7 +182,7 @@ def _gang_replacements(scope: Scope, pod_findings: list[Finding]) -> tuple[list[
     return [*earlier, *gang], [f for f in pod_findings if f.pod not in replaced]
 
 
-def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None) -> Evidence:
+def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None, signatures: hw.Signatures = ()) -> Evidence:
     notes = scope.notes
     pods_by_name = {ev.name_of(p): p for p in scope.pods}
     job_events = guarded(notes, "the Job events", lambda: jobs_.job_event_findings(scope.events, codes, pods_by_name), [])
@@ -164,7 +190,7 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
     old_end = guarded(notes, "the restart events", lambda: hist.earlier_attempts_end(scope), None)
     kills = guarded(notes, "the probe events", lambda: sig.probe_kills(scope.events), {})
     findings: list[Finding] = []
-    pod_findings = _classify_pods(scope, now, grace, codes or frozenset(), kills)
+    pod_findings = _classify_pods(scope, now, grace, codes or frozenset(), kills, signatures)
     if not history:
         history, pod_findings = _gang_replacements(scope, pod_findings)
     findings += pod_findings
@@ -179,7 +205,10 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
     findings += [f for f in pod_events if current(f)]
     outside = guarded(notes, "the kubelet and Job events", lambda: _outside_pods(scope, set(pods_by_name), kills, now, grace), [])
     findings += [f for f in outside if current(f)]
-    return Evidence(findings, history, codes)
+    faults = guarded(notes, "the nodes' hardware reports", lambda: hw.node_faults(scope.events, scope.nodes, signatures), {})
+    findings = hw.attribute(findings, faults)
+    deleted, deleting = guarded(notes, "the Job controller's deletions", lambda: sig.job_deletions(scope.events), (frozenset(), frozenset()))
+    return Evidence(findings, history, codes, deleted, deleting)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -339,14 +368,15 @@ def _evidence_lines(scope: Scope, v: Verdict, chosen: list[str]) -> list[str]:
 
 
 def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
-    root, peers, chosen = pick_root(v.candidates, v.first_failed_job, v.js_failed)
+    root, peers, chosen = pick_root(v.candidates, v.first_failed_job, v.js_failed, (found.deletions, found.deleting_jobs))
     lines = _evidence_lines(scope, v, chosen)
     if root is None:
         root = _fallback_root(v)
         lines.insert(0, root.evidence)
     root = _capacity(root, v.candidates)
     job = root.job or v.first_failed_job
-    summary = text.failure_summary(root, peers, job)
+    rank = _rank(scope, root)
+    summary = text.failure_summary(root, peers, job, rank)
     held = _held_gang(scope, root)
     if held is not None:
         summary = f"{root.kind}: {held.describe()}"
@@ -370,7 +400,15 @@ def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
         time=root.time,
         job=job,
         peers_terminated=peers.total,
+        rank=rank,
+        faulty_nodes=hw.implicated_nodes(root, v.candidates),
     )
+
+
+def _rank(scope: Scope, root: Finding) -> int | None:
+    """The culprit pod's rank in the gang, when its labels (and the JobSet's shape) say it."""
+    pod = next((p for p in scope.pods if ev.name_of(p) == root.pod), None) if root.pod else None
+    return guarded(scope.notes, "the culprit's rank", lambda: ev.pod_rank(pod, scope.jobset), None) if pod else None
 
 
 def diagnose(
@@ -383,21 +421,27 @@ def diagnose(
     workloads: Iterable[Mapping[str, Any]] = (),
     retryable_exit_codes: Iterable[int] | None = None,
     grace: Grace | None = None,
+    nodes: Iterable[Mapping[str, Any]] = (),
+    signatures: Iterable[Any] = (),
 ) -> Diagnosis:
     """Find the root cause of a JobSet's or gang Job's failure from plain Kubernetes JSON objects.
 
     `failed` is False when the input shows no failure and nothing is stuck (then `kind` says what the
     latest in-cluster restart or Kueue eviction was, if any). Raises ValueError on input that is not
     Kubernetes JSON at the top level; damaged objects inside it are named in the evidence instead.
+
+    `nodes` are the Nodes the pods ran on (their GPU health conditions and taints; their events go with the
+    others); `signatures` a site's own (regular expression, failure kind) pairs, read before the built-in ones.
     """
-    js, job_list, pod_list, event_list, workload_list = read_input(jobset, jobs, pods, events, workloads)
+    js, job_list, pod_list, event_list, workload_list, node_list = read_input(jobset, jobs, pods, events, workloads, nodes)
+    site = read_signatures(signatures)
     now = now or datetime.now(UTC)
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
-    scope = build_scope(js, job_list, pod_list, event_list, workload_list)
+    scope = build_scope(js, job_list, pod_list, event_list, workload_list, node_list)
     scope.notes += _damage(scope)
     given = frozenset(retryable_exit_codes) if retryable_exit_codes is not None else None
     codes = given if given is not None else guarded(scope.notes, "the podFailurePolicy", lambda: contract.policy_exit_codes(scope.jobset, scope.jobs), None)
-    found = collect(scope, now, grace or Grace(), codes)
+    found = collect(scope, now, grace or Grace(), codes, site)
     v = verdict(scope, found)
     if not v.explains:
         return quiet(scope, found, v)

@@ -16,7 +16,17 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import DISRUPTIONS, WEAK, Finding, K
+from jobset_core.diagnosis import hardware as hw
+from jobset_core.diagnosis.model import (
+    DEVICE_SHAPED,
+    DISRUPTIONS,
+    HUNG,
+    LOG_SOURCE,
+    WEAK,
+    Finding,
+    HardwareFault,
+    K,
+)
 from jobset_core.diagnosis.signals import error_tail, runtime_hint
 from jobset_core.policy.grace import Grace
 from jobset_core.policy.kinds import FailureKind
@@ -52,6 +62,7 @@ PEER_LOSS = re.compile(
     r"ORTE has lost communication|lost connection to (?:the )?(?:coordinator|master|leader|peer)",
     re.IGNORECASE,
 )
+TORCH_LOG_PREFIX = re.compile(c.TORCH_LOG_PREFIX_PATTERN)
 # Terminations that are findings whatever their exit code says (or when it is missing).
 TERMINATED_REASONS_WITHOUT_CODE = frozenset(
     {c.REASON_OOM_KILLED, c.REASON_CONTAINER_STATUS_UNKNOWN, c.REASON_START_ERROR, c.REASON_CONTAINER_CANNOT_RUN}
@@ -83,12 +94,29 @@ def sidecars(pod: Mapping[str, Any]) -> set[str]:
 
 
 def last_line(message: str, limit: int = 200) -> str | None:
-    """The line of a termination message worth reading: the last one, where tracebacks put the error."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    """The line of a termination message worth reading: the last one, where tracebacks put the error, past the
+    hints PyTorch prints after a CUDA error ("Compile with `TORCH_USE_CUDA_DSA` ...", "For debugging consider
+    passing CUDA_LAUNCH_BLOCKING=1"), which say nothing of what failed."""
+    lines = _before_torchrun_report([line.strip() for line in message.splitlines() if line.strip()])
     if not lines:
         return None
-    last = lines[-1]
-    return last if len(last) <= limit else last[: limit - 3] + "..."
+    skipped = c.TORCH_CUDA_HINT_PREFIXES + c.ERROR_FRAMING_PREFIXES
+    telling = [line for line in lines if not line.startswith(skipped)]
+    return clip(TORCH_LOG_PREFIX.sub("", (telling or lines)[-1]) or (telling or lines)[-1], limit)
+
+
+def _before_torchrun_report(lines: list[str]) -> list[str]:
+    """torchrun's report of its worker's exit says only the exit code: the worker's own words come before it
+    (or, when the tail kept only the report, its traceback line)."""
+    report = next((i for i, line in enumerate(lines) if line.startswith(c.TORCH_ELASTIC_CHILD_FAILED)), None)
+    if report is None:
+        return lines
+    said = [line for line in lines[report:] if line.startswith(c.TORCH_ELASTIC_TRACEBACK)]
+    return lines[:report] or said or lines
+
+
+def clip(line: str, limit: int = 200) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -121,6 +149,25 @@ def _named_termination(
     return None
 
 
+def _said_by_log(message: str, where: str, code: int | None, at: str, base: dict[str, Any],
+                 signatures: hw.Signatures) -> Finding | None:
+    """What the log tail names whatever the exit code says: a site's own signature, then a hardware fault."""
+    site = hw.site_match(signatures, message) if signatures else None
+    if site is not None:
+        pattern, kind, line = site
+        record = None
+        if kind is K.HARDWARE_FAILURE:
+            record = HardwareFault("hardware", f"failed (the site's signature {pattern.pattern!r})", clip(line), LOG_SOURCE,
+                                      hw.SITE_SIGNATURE, base["time"], base["time"])
+        text = f"{where} exited {code}{at}: {clip(line)} (the site's signature {pattern.pattern!r} says {kind})"
+        return Finding(kind, evidence=text, message=clip(line), hardware=record, **{**base, "reason": hw.SITE_SIGNATURE})
+    fault = hw.log_evidence(message, base["time"], shaped=False).fault
+    if fault is None:
+        return None
+    text = f"{where} exited {code}{at}: {clip(fault.quote)}"
+    return Finding(K.HARDWARE_FAILURE, evidence=text, message=clip(fault.quote), hardware=fault, **{**base, "reason": fault.reason})
+
+
 def terminated_finding(
     pod: Mapping[str, Any],
     container: str,
@@ -128,28 +175,39 @@ def terminated_finding(
     codes: frozenset[int],
     restarted: bool,
     job: str | None = None,
+    signatures: hw.Signatures = (),
 ) -> Finding | None:
-    """A terminated container state as a finding; None for a clean exit."""
-    code = ev.as_int(term.get("exitCode"))
-    reason = ev.as_str(term.get("reason")) or None
+    """A terminated container state as a finding; None for a clean exit. (Read for every pod of a large gang:
+    kept to few statements.)"""
+    code, reason = ev.as_int(term.get("exitCode")), ev.as_str(term.get("reason")) or None
     if not _failed(code, reason):
         return None
-    when = ev.parse_time(term.get("finishedAt"))
-    message = ev.as_str(term.get("message")).strip()
-    name = ev.name_of(pod)
+    when, message, name = ev.parse_time(term.get("finishedAt")), ev.as_str(term.get("message")).strip(), ev.name_of(pod)
     where = f"container {container} in pod {name}"
-    prior = " (previous run of a restarted container)" if restarted else ""
-    at = f"{prior} at {ev.format_time(when)}"
+    at = f"{' (previous run of a restarted container)' if restarted else ''} at {ev.format_time(when)}"
     base = dict(pod=name, container=container, exit_code=code, reason=reason, node=node_of(pod), time=when, job=job)
-    if reason in TERMINATED_REASONS_WITHOUT_CODE or term.get("message"):
-        special = _named_termination(pod, where, at, term, base)
-        if special is not None:
-            return special
+    if reason in TERMINATED_REASONS_WITHOUT_CODE or message:
+        said = _named_termination(pod, where, at, term, base) or (_said_by_log(message, where, code, at, base, signatures) if message else None)
+        if said is not None:
+            return said
     signal = ev.as_int(term.get("signal"))
     if code == c.SIGTERM_EXIT_CODE or signal == 15:
         return Finding(K.INTERRUPTED, evidence=f"{where} exited 143 (SIGTERM){at}", **base)
     if code == c.SIGKILL_EXIT_CODE or signal == 9:
         return Finding(K.INTERRUPTED, evidence=f"{where} exited 137 (SIGKILL, not OOM){at}", **base)
+    return _exited(where, code, at, message, codes, base)
+
+
+def _suspect(message: str) -> str | None:
+    """Whether the device could have caused this exit (the node's words then decide), and how."""
+    if message and c.TORCH_WATCHDOG_TIMEOUT in message:
+        return HUNG
+    return DEVICE_SHAPED if not message or hw.log_evidence(message).device_shaped else None
+
+
+def _exited(where: str, code: int | None, at: str, message: str, codes: frozenset[int], base: dict[str, Any]) -> Finding:
+    """A plain non-zero exit: the program's failure, quoted; a victim when it lost a peer; a suspect the node's
+    words decide on when the device could have caused it."""
     note = " (a retryable exit code)" if code in codes else ""
     excerpt = last_line(message)
     detail = f": {excerpt}" if excerpt else ""
@@ -158,6 +216,7 @@ def terminated_finding(
         evidence=f"{where} exited {code}{note}{at}{detail}",
         message=excerpt,
         peer_loss=bool(PEER_LOSS.search(message)),
+        suspect=_suspect(message),
         **base,
     )
 
@@ -201,7 +260,8 @@ def waiting_finding(
 
 
 def container_finding(
-    pod: Mapping[str, Any], status: Mapping[str, Any], now: datetime, grace: Grace, codes: frozenset[int], job: str | None
+    pod: Mapping[str, Any], status: Mapping[str, Any], now: datetime, grace: Grace, codes: frozenset[int], job: str | None,
+    signatures: hw.Signatures = (),
 ) -> Finding | None:
     """One container's finding from its current state, or from `lastState` when that says more.
 
@@ -210,9 +270,9 @@ def container_finding(
     """
     name = ev.as_str(status.get("name"))
     state, last = ev.as_map(status.get("state")), ev.as_map(status.get("lastState"))
-    previous = terminated_finding(pod, name, last["terminated"], codes, True, job) if _has(last, "terminated") else None
+    previous = terminated_finding(pod, name, last["terminated"], codes, True, job, signatures) if _has(last, "terminated") else None
     if _has(state, "terminated"):
-        current = terminated_finding(pod, name, state["terminated"], codes, False, job)
+        current = terminated_finding(pod, name, state["terminated"], codes, False, job, signatures)
         if current is not None and current.kind in WEAK and previous is not None and previous.kind not in WEAK:
             return replace(previous, evidence=f"{previous.evidence}; then {current.evidence}")
         return current
@@ -230,13 +290,14 @@ def _has(state: Mapping[str, Any], key: str) -> bool:
 
 
 def container_findings(
-    pod: Mapping[str, Any], now: datetime, grace: Grace, codes: frozenset[int], job: str | None
+    pod: Mapping[str, Any], now: datetime, grace: Grace, codes: frozenset[int], job: str | None,
+    signatures: hw.Signatures = (),
 ) -> list[Finding]:
     status, side = ev.status_of(pod), sidecars(pod)
     out: list[Finding] = []
     for key, is_init in (("containerStatuses", False), ("initContainerStatuses", True)):
         for cs in ev.as_list(status.get(key)):
-            found = container_finding(pod, ev.as_map(cs), now, grace, codes, job)
+            found = container_finding(pod, ev.as_map(cs), now, grace, codes, job, signatures)
             if found is None:
                 continue
             if found.container in side:
@@ -363,16 +424,28 @@ def stuck_terminating(pod: Mapping[str, Any], head: Finding | None, now: datetim
     return Finding(kind, time=since, evidence=text, pod=name, node=node, job=job, reason=c.REASON_STUCK_TERMINATING, stuck=True)
 
 
+def _named_hardware(head: Finding, containers: Sequence[Finding]) -> Finding | None:
+    """A pod the node lost (the taint manager removed it) whose own log names the broken GPU: the hardware
+    says more than the node's loss."""
+    named = next((f for f in containers if f.kind is K.HARDWARE_FAILURE), None)
+    if named is None:
+        return None
+    times = [t for t in (named.time, head.time) if t is not None]
+    return replace(named, evidence=f"{named.evidence}; {head.evidence}", time=min(times) if times else None)
+
+
 def classify_pod(
     pod: Mapping[str, Any],
     *,
     now: datetime,
     grace: Grace = DEFAULT_GRACE,
     retryable_exit_codes: frozenset[int] = frozenset(),
+    signatures: hw.Signatures = (),
 ) -> list[Finding]:
-    """Everything one pod says about why it failed, strongest first for that pod."""
+    """Everything one pod says about why it failed, strongest first for that pod. `signatures` are a site's own
+    log patterns (`hardware.compile_signatures`), read before the built-in ones."""
     job = ev.pod_job_name(pod)
-    containers = container_findings(pod, now, grace, retryable_exit_codes, job)
+    containers = container_findings(pod, now, grace, retryable_exit_codes, job, signatures)
     head = pod_level_finding(pod, job)
     deleting = "deletionTimestamp" in ev.meta(pod)
     if deleting:
@@ -380,7 +453,8 @@ def classify_pod(
         if stuck is not None:
             return [stuck]
     if head is not None:
-        return [_with_exit_info(head, containers)]
+        named = _named_hardware(head, containers) if head.kind is K.NODE_FAILURE else None
+        return [named or _with_exit_info(head, containers)]
     deleted_at = deletion_requested(pod, containers) if deleting else None
     if deleted_at is not None:
         # Terminated while being deleted: usually the teardown of a failing set, unless the deletion came

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import DISRUPTIONS, NEVER, SKEW, WEAK, Finding
+from jobset_core.diagnosis.model import DISRUPTIONS, NEVER, SITE_SIGNATURE, SKEW, WEAK, Finding, K
 from jobset_core.policy.kinds import INTERRUPTIONS
 
 
@@ -36,7 +36,11 @@ def _score(f: Finding) -> int:
 
 
 def richer(new: Finding, old: Finding) -> bool:
-    """Pod status beats a Job message beats an event: prefer the finding that names the container."""
+    """Pod status beats a Job message beats an event: prefer the finding that names the container. What the
+    hardware said of a pod beats the exit code a Job message reports for it."""
+    for says_more in (lambda f: f.reason == SITE_SIGNATURE, lambda f: f.kind is K.HARDWARE_FAILURE):
+        if says_more(new) != says_more(old):  # a site's own signature, then the hardware, over an exit code
+            return says_more(new)
     if new.kind in DISRUPTIONS and old.kind not in INTERRUPTIONS:
         return True
     if old.kind in DISRUPTIONS and new.kind not in INTERRUPTIONS:
@@ -56,6 +60,7 @@ def merge(primary: Finding, other: Finding) -> Finding:
         teardown=primary.teardown and other.teardown,
         memory_limit=primary.memory_limit or other.memory_limit,
         deleted_at=min((t for t in (primary.deleted_at, other.deleted_at) if t), default=None),
+        hardware=primary.hardware or other.hardware if primary.kind is K.HARDWARE_FAILURE else primary.hardware,
     )
 
 
@@ -75,19 +80,30 @@ def by_pod(findings: list[Finding]) -> tuple[dict[str, Finding], list[Finding]]:
     return pods, podless
 
 
-def promote_deleted(pods: dict[str, Finding], podless: list[Finding], failed_at: datetime | None) -> None:
-    """A pod whose deletion was asked for before anything else failed was deleted by someone: the cause.
+Deletions = tuple[frozenset[str], frozenset[str]]  # (pods the Job controller deleted, Jobs it deleted them for)
 
-    The JobSet and Job controllers delete pods after a failure; a deletion that precedes every other
-    failure (by more than the clock skew) did not come from them.
-    """
+
+def _deleted_by_someone(f: Finding, first_other: datetime, deletions: Deletions) -> bool:
+    """A deletion that precedes every other failure (by more than the clock skew) did not come from the
+    controllers, which delete after a failure; nor did one of a Job whose controller names the pods it deleted
+    (`SuccessfulDelete`) and not this one, though the Job counted it failed in the same second."""
+    if not f.teardown or f.deleted_at is None:
+        return False
+    if f.deleted_at + SKEW < first_other:
+        return True
+    pods, jobs = deletions
+    return f.job in jobs and f.pod not in pods and f.deleted_at <= first_other + SKEW
+
+
+def promote_deleted(pods: dict[str, Finding], podless: list[Finding], failed_at: datetime | None,
+                    deletions: Deletions = (frozenset(), frozenset())) -> None:
+    """A pod whose deletion someone asked for (not the JobSet or Job controller) was deleted by someone: the cause."""
     others = (f.time for f in (*pods.values(), *podless) if not f.teardown and f.time)
     first_other = min(others, default=NEVER)
     if failed_at is not None:
         first_other = min(first_other, failed_at)
-    deleted_first = {
-        name: f for name, f in pods.items() if f.teardown and f.deleted_at is not None and f.deleted_at + SKEW < first_other
-    }
+    deleted_first = {name: f for name, f in pods.items()
+                     if f.teardown and f.deleted_at is not None and _deleted_by_someone(f, first_other, deletions)}
     for name, f in deleted_first.items():
         text = (
             f"pod {name} was deleted at {ev.format_time(f.deleted_at)} with no DisruptionTarget, eviction or "
@@ -114,8 +130,8 @@ def _choose(candidates: list[Finding], failed_at: datetime | None) -> Finding | 
     if not strong:
         return min(candidates, key=Finding.sort_key) if candidates else None
     first_strong = min(strong, key=Finding.sort_key)
-    if first_strong.kind in DISRUPTIONS:  # an app error is never explained by an earlier peer's SIGTERM
-        return first_strong
+    if first_strong.kind in DISRUPTIONS or first_strong.kind is K.HARDWARE_FAILURE:
+        return first_strong  # neither an app error nor a broken GPU is explained by an earlier peer's SIGTERM
     weak_before = [f for f in candidates if _weak_suspect(f, first_strong, failed_at)]
     return min(weak_before, key=Finding.sort_key) if weak_before else first_strong
 
@@ -146,14 +162,15 @@ def _podless_root(podless: list[Finding], first_failed_job: str | None) -> Findi
 
 
 def pick_root(
-    findings: list[Finding], first_failed_job: str | None, js_failed: Mapping[str, Any] | None
+    findings: list[Finding], first_failed_job: str | None, js_failed: Mapping[str, Any] | None,
+    deletions: Deletions = (frozenset(), frozenset()),
 ) -> tuple[Finding | None, Peers, list[str]]:
     """Earliest non-teardown finding wins; a pod's richest finding stands for that pod."""
     if not findings:
         return None, Peers(), []
     failed_at = ev.parse_time(js_failed.get("lastTransitionTime")) if js_failed else None
     pods, podless = by_pod(findings)
-    promote_deleted(pods, podless, failed_at)
+    promote_deleted(pods, podless, failed_at, deletions)
     root = (
         _choose([f for f in pods.values() if not f.teardown], failed_at)
         or _podless_root(podless, first_failed_job)

@@ -29,6 +29,7 @@ class Scope:
     pods: list[Obj]
     events: list[Obj]
     workloads: list[Obj]
+    nodes: list[Obj]  # the Nodes the pods ran on (their conditions and taints), when handed over
     name: str  # the JobSet's name (given or read off its children's labels), else ""
     restarts: int  # the current restart attempt
     counted_restarts: int  # restarts counted towards maxRestarts (absent in status while 0)
@@ -117,7 +118,15 @@ def _claims(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> set[str]:
     return claims | {name for pod in pods for name in ev.claim_names(pod)}
 
 
-def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: list[Obj], workloads: list[Obj]) -> Scope:
+def _node_names(pods: list[Obj], nodes: list[Obj] | None, events: list[Obj]) -> set[str]:
+    """The nodes the pods ran on, read only when a node said something (a pass over every pod of a large gang)."""
+    if not nodes and not any(ev.involved(e)[0] == c.NODE_KIND for e in events):
+        return set()
+    return {n for n in (ev.as_str(ev.spec_of(p).get("nodeName")) for p in pods) if n}
+
+
+def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: list[Obj], workloads: list[Obj],
+                nodes: list[Obj] | None = None) -> Scope:
     jobs, pods, events, workloads = dedupe(jobs), dedupe(pods), dedupe(events), dedupe(workloads)
     name = ev.name_of(jobset) if jobset else _jobset_name_from_children(jobs, pods)
     jobs, pods = _belongs(jobset, name, jobs, pods)
@@ -127,6 +136,8 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
     claims = _claims(jobset, jobs, pods) if any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in events) else set()
 
     only_events = jobset is None and not jobs and not pods
+    on_nodes = _node_names(pods, nodes, events)
+    nodes = [n for n in dedupe(nodes or []) if ev.name_of(n) in on_nodes]
 
     def mine(event: Mapping[str, Any]) -> bool:
         obj = ev.involved_object(event)
@@ -140,10 +151,10 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
             if only_events:  # nothing to scope by: the events handed over are the workload's
                 return True
             return obj_name in (job_names if kind == "Job" else pod_names) or bool(pattern and pattern.match(obj_name))
-        if kind == "PersistentVolumeClaim":
-            return only_events or obj_name in claims
+        if kind in ("PersistentVolumeClaim", c.NODE_KIND):  # a node's words on its GPUs: the pods' nodes only
+            return only_events or obj_name in (claims if kind == "PersistentVolumeClaim" else on_nodes)
         return kind == "Workload"
 
     events = sorted((e for e in events if mine(e)), key=lambda e: ev.event_time(e) or LONG_AGO)
     restarts, counted = _restarts(jobset, jobs, pods)
-    return Scope(jobset, jobs, pods, events, workloads, name, restarts, counted)
+    return Scope(jobset, jobs, pods, events, workloads, nodes, name, restarts, counted)

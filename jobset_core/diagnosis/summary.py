@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import Finding, HistoryEntry, K
+from jobset_core.diagnosis.model import LOG_SOURCE, Finding, HistoryEntry, K
 from jobset_core.diagnosis.root import Peers
 from jobset_core.policy.kinds import FailureKind
 
@@ -41,7 +41,7 @@ ADVICE = {
 # `error:`/`fatal:`, a panic, an abort, or a Java-like `SomethingException`.
 ERROR_LINE = re.compile(
     r"\b\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)|Traceback|\berror\b|\bfatal\b|\bpanic\b|"
-    r"\bfailed\b|\babort(?:ed)?\b|\bexception\b|\bkilled\b|Segmentation fault|core dumped",
+    r"\bfailed\b|\babort(?:ed)?\b|\bexception\b|\bkilled\b|Segmentation fault|core dumped|\btim(?:ed|ing) out\b",
     re.IGNORECASE,
 )
 
@@ -66,9 +66,43 @@ def _application_error(root: Finding, who: str, when: str, job: str | None) -> s
     line = f"{who} exited {root.exit_code} at {when}"
     if root.message:
         line += f": {root.message}" if looks_like_error(root.message) else f" (last log line: {root.message})"
-    if root.peer_loss:
+    if root.hung:
+        line += " (every rank times out alike and no node reported a hardware fault before it: no rank can be singled out)"
+    elif root.peer_loss:
         line += " (it lost a peer: the pod that failed first may no longer be on record)"
     return line
+
+
+def _hardware_where(root: Finding) -> str:
+    """"GPU on node n reported ..." and, when the node said it, "(node event XIDError ... at T)"."""
+    hw = root.hardware
+    if hw is None:
+        return f"the hardware{f' of node {root.node}' if root.node else ''} failed"
+    line = f"{hw.component} on node {root.node} {hw.what}" if root.node else f"{hw.component} {hw.what}"
+    if hw.source != LOG_SOURCE:
+        line += f" ({hw.source} at {ev.format_time(hw.time)})"
+    return line
+
+
+def _hardware_who(root: Finding, rank: int | None) -> str:
+    """"(rank 3, pod p, container trainer exited 1 at T)": the pod on the broken node and how it ended."""
+    ended = root.hardware.exited if root.hardware is not None and root.hardware.exited is not None else root.time
+    parts = [f"rank {rank}"] if rank is not None else []
+    if root.pod:
+        parts.append(f"pod {root.pod}")
+    if root.container and root.exit_code is not None:
+        parts.append(f"container {root.container} exited {root.exit_code} at {ev.format_time(ended)}")
+    elif ended is not None:
+        parts.append(f"ended at {ev.format_time(ended)}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _hardware(root: Finding, who: str, when: str, rank: int | None) -> str:
+    """"GPU on node n reported an uncorrectable ECC error (rank 3, pod p, container trainer exited 1 at T): <line>":
+    the line quoted is the pod's own that says what failed (its log), else the node's."""
+    quote = root.message or (root.hardware.quote if root.hardware is not None else None)
+    quote = quote.rstrip("; ") if quote else None
+    return _hardware_where(root) + _hardware_who(root, rank) + (f": {quote}" if quote else "")
 
 
 def _interrupted(root: Finding, who: str, when: str, job: str | None) -> str:
@@ -131,11 +165,14 @@ def _plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
-def failure_summary(root: Finding, peers: Peers, job: str | None) -> str:
+def failure_summary(root: Finding, peers: Peers, job: str | None, rank: int | None = None) -> str:
     when = ev.format_time(root.time)
     line_for = _LINES.get(root.kind)
     who = _who(root, job)
-    line = line_for(root, who, when, job) if line_for else f"{who} failed at {when} and nothing explains it"
+    if root.kind is K.HARDWARE_FAILURE:
+        line = _hardware(root, who, when, rank)
+    else:
+        line = line_for(root, who, when, job) if line_for else f"{who} failed at {when} and nothing explains it"
     if peers.terminated:
         line += f"; {peers.terminated} {_plural(peers.terminated, 'peer was', 'peers were')} then terminated"
     if peers.lost_connection:

@@ -65,6 +65,9 @@ class Observation:
     pods: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     workloads: list[dict[str, Any]] = field(default_factory=list)
+    # The Nodes the attempt's failed pods ran on (their conditions and taints say when a GPU broke), read at a
+    # decision for GPU workloads; their events are among `events` (involvedObject kind Node).
+    nodes: list[dict[str, Any]] = field(default_factory=list)
     # The object carried the cancel mark when last seen, though it may be gone now: a watch can deliver the
     # mark and the deletion together, and a cancelled run must not read as one deleted by someone else.
     cancelled: bool = False

@@ -27,6 +27,7 @@ from typing import Any
 from jobset_core import evidence as ev
 from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
+    AVOIDED_NODES_ANNOTATION,
     CANCELLED_ANNOTATION,
     FREE_ANNOTATION,
     GANG_RESTARTS_ANNOTATION,
@@ -55,6 +56,7 @@ from jobset_core.lifecycle.step import (
     notes_for,
 )
 from jobset_core.model.gang import WorkloadAPI
+from jobset_core.model.placement import avoid_nodes
 from jobset_core.model.spec import GangJobSpec, JobSetSpec
 from jobset_core.model.validation import MAX_LABEL_LENGTH
 from jobset_core.offload import offload
@@ -282,6 +284,8 @@ class JobSetRun:
         self._started_here = False
         # What `resume` just read (objects, record, when): the first `step` uses it instead of reading again.
         self._resumed: tuple[list[dict[str, Any]], dict[str, Any], float] | None = None
+        # The run record as this process last read or wrote it (None: not read yet)
+        self._seen_record: dict[str, Any] | None = None
 
     @classmethod
     def resume(
@@ -304,13 +308,11 @@ class JobSetRun:
         objects = runtime.find(handle.run_key, handle.namespace)
         record = runtime.read_run_record(handle.run_key, handle.namespace)
         run._no_record = record is None
+        run._seen_record = dict(record or {})
         run._resumed = (objects, record or {}, time.monotonic())
         run._fix_policy(objects, record)
-        known = {handle.name}
-        run.attempts = [
-            handle_of(o, handle.run_key, handle.namespace) for o in sorted(objects, key=_attempt_of) if ev.name_of(o) not in known
-        ]
-        run.attempts.append(handle)
+        others = [handle_of(o, handle.run_key, handle.namespace) for o in objects if ev.name_of(o) != handle.name]
+        run.attempts = sorted([*others, handle], key=lambda h: h.attempt)
         return run
 
     # ----- events -----------------------------------------------------------------------------------
@@ -353,11 +355,29 @@ class JobSetRun:
     # ----- the cluster's memory of this run ---------------------------------------------------------
 
     def _record(self) -> dict[str, Any]:
-        return self.runtime.read_run_record(self.run_key, self.namespace) or {}
+        record = self.runtime.read_run_record(self.run_key, self.namespace) or {}
+        self._seen_record = dict(record)
+        return record
 
     def _write_record(self, record: Mapping[str, Any]) -> None:
         self._no_record = False
         self.runtime.write_run_record(self.run_key, self.namespace, record)
+        self._seen_record = dict(record)
+
+    def _keep_off(self, handle: Handle, step: Step) -> None:
+        """A retry after a hardware failure: the nodes it implicated go into the run record (once), so this and
+        every later attempt, submitted by any process, is placed away from them."""
+        decision = step.decision
+        if decision is None or not decision.avoid_nodes or step.action is not Action.RESUBMIT:
+            return
+        known = records.avoided_nodes(self._seen_record if self._seen_record is not None else self._record())
+        if all(node in known for node in decision.avoid_nodes):
+            return
+        # what failed, as the summary says it first ("HardwareFailure: GPU on node n reported Xid 79: fallen off the
+        # bus"), without the pod's details: it is said again for every node and on every later attempt
+        why = (step.diagnosis.summary if step.diagnosis is not None else decision.reason).split(" (", 1)[0]
+        record = records.with_avoided(self._record(), decision.avoid_nodes, why, handle.attempt)
+        self._write_record(record)
 
     def _delete_record(self) -> None:
         if not self._no_record:
@@ -407,7 +427,7 @@ class JobSetRun:
     # ----- submission -------------------------------------------------------------------------------
 
     def _manifests(self, attempt: int, remaining: int, final: bool, free: bool,
-                   after: Diagnosis | None = None) -> list[dict[str, Any]]:
+                   after: Diagnosis | None = None, avoid: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         assert self.spec is not None
         name = attempt_name(self.spec, self.run_key, attempt)
         spec = dataclasses.replace(self.spec, name=name, gang=self._gang_for_cluster())
@@ -416,6 +436,10 @@ class JobSetRun:
         main = manifests[-1]
         if final and self.policy.final_attempt_on_demand and attempt > 0:
             main = self.policy.strip_interruptible(main)
+            manifests[-1] = main
+        if avoid:
+            main = avoid_nodes(main, avoid)
+            main.setdefault("metadata", {}).setdefault("annotations", {})[AVOIDED_NODES_ANNOTATION] = json.dumps(dict(avoid), sort_keys=True)
             manifests[-1] = main
         for obj in manifests:
             obj.setdefault("metadata", {})["namespace"] = self.namespace
@@ -438,6 +462,7 @@ class JobSetRun:
         record = self.runtime.read_run_record(self.run_key, self.namespace)
         self._no_record = record is None
         record = record or {}
+        self._seen_record = dict(record)
         self._fix_policy(objects, record)
         mine = sorted(objects, key=_attempt_of)
         obj = adoptable(mine, records.cleared_names(record))
@@ -489,7 +514,8 @@ class JobSetRun:
         remaining = self.policy.remaining(ledger)
         attempt = ledger.next_attempt
         final = not free and remaining <= 1
-        manifests = self._manifests(attempt, remaining, final, free, after)
+        avoid = records.avoided_nodes(self._seen_record or {}) if attempt > 0 else {}
+        manifests = self._manifests(attempt, remaining, final, free, after, avoid)
         self.handle = self.runtime.submit(manifests, run_key=self.run_key, attempt=attempt)
         self.attempts.append(self.handle)
         submitted = submission_from_object(manifests[-1], self.run_key)
@@ -507,10 +533,17 @@ class JobSetRun:
             f"{verb} {self.handle.kind} {self.handle.name} (attempt {attempt}, {remaining} of "
             f"{self.policy.total_attempts} attempts left{', free' if free else ''}){note}",
         )
+        self._report_placement(manifests, avoid)
+        return self.handle
+
+    def _report_placement(self, manifests: Sequence[Mapping[str, Any]], avoid: Mapping[str, str]) -> None:
+        """Who gangs the pods (a Workload API gang), and which nodes the attempt is kept off and why."""
         gang = gang_mode_line(manifests[-1], manifests[:-1])
         if gang is not None:
             self._emit(EventType.POLICY, gang)
-        return self.handle
+        if avoid and self.handle is not None:
+            self._emit(EventType.POLICY, f"{self.handle.name} is kept off node{'s' if len(avoid) > 1 else ''} "
+                       + "; ".join(f"{node} ({why})" for node, why in avoid.items()))
 
     # ----- one step ---------------------------------------------------------------------------------
 
@@ -524,6 +557,7 @@ class JobSetRun:
         step = assess(handle, observation, self._base, self.policy, self._now(), cancelled=cancelled, reports=found)
         self._report_gang(handle, observation)
         self._report(handle, step)
+        self._keep_off(handle, step)
         notes = notes_for(step, handle, observation)
         if notes:
             self._annotate(handle, notes)

@@ -12,11 +12,14 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from jobset_core.model.placement import MAX_AVOIDED_NODES
 from jobset_core.policy.ledger import Submission, submission_from_object
 
 ENDED = "ended"  # attempts the run ended or a clear made history, as Submission dicts
 POLICY = "policy"  # the policy the run decides with (RetryPolicy.to_annotation())
 NOT_BEFORE = "nextAttemptAfter"  # when the next attempt may be submitted (a backoff across processes)
+AVOIDED = "avoidedNodes"  # nodes every later attempt is kept off: [{"node", "why", "attempt"}], newest last
+AVOIDED_WHY_LIMIT = 300  # characters of the cause kept per node (it rides on every later attempt too)
 
 
 def ended_submissions(record: Mapping[str, Any]) -> list[Submission]:
@@ -47,3 +50,17 @@ def cleared_record(record: Mapping[str, Any], objects: Iterable[Mapping[str, Any
         entries[stored_name] = Submission(stored_name, stored_attempt)
     ended = [dataclasses.replace(s, cleared=True).to_dict() for s in sorted(entries.values(), key=lambda s: s.attempt)]
     return {**record, ENDED: ended}
+
+
+def avoided_nodes(record: Mapping[str, Any]) -> dict[str, str]:
+    """{node: why} of the nodes the run keeps its attempts off, oldest first."""
+    return {str(e.get("node")): str(e.get("why") or "") for e in record.get(AVOIDED, []) if e.get("node")}
+
+
+def with_avoided(record: Mapping[str, Any], nodes: Iterable[str], why: str, attempt: int) -> dict[str, Any]:
+    """The record once an attempt's hardware failure implicated `nodes`: they join the run's avoided nodes
+    (the newest `MAX_AVOIDED_NODES` are kept, so the gang can always still be placed somewhere)."""
+    kept = [e for e in record.get(AVOIDED, []) if e.get("node") not in set(nodes)]
+    why = why if len(why) <= AVOIDED_WHY_LIMIT else why[: AVOIDED_WHY_LIMIT - 3] + "..."
+    added = [{"node": node, "why": why, "attempt": attempt} for node in nodes]
+    return {**record, AVOIDED: [*kept, *added][-MAX_AVOIDED_NODES:]}

@@ -297,6 +297,8 @@ def diagnose_observation(observation: Observation, policy: RetryPolicy, now: dat
         now=now,
         retryable_exit_codes=policy.retryable_exit_codes,
         grace=policy.grace,
+        nodes=observation.nodes,
+        signatures=policy.all_signatures,
     )
 
 
@@ -505,7 +507,8 @@ def _deleted_outside(
     summary = f"Unknown: {handle.kind} {handle.name} was deleted before it finished, outside this run"
     diagnosis = Diagnosis(FailureKind.UNKNOWN, False, summary, reason=REASON_DELETED)
     if observation.pods or observation.jobs:
-        found = diagnose(jobs=observation.jobs, pods=observation.pods, events=observation.events, now=now, grace=policy.grace)
+        found = diagnose(jobs=observation.jobs, pods=observation.pods, events=observation.events, now=now, grace=policy.grace,
+                         nodes=observation.nodes, signatures=policy.all_signatures)
         if found.failed:
             diagnosis = replace(found, retryable=False, summary=f"{summary}; before that: {found.summary}")
     decision = RetryDecision(

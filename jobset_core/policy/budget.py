@@ -12,6 +12,7 @@ import copy
 import logging
 import math
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,10 +36,24 @@ DEFAULT_MAX_INTERRUPTIONS = 10
 RETRIES_ENV = "JOBSET_DEFAULT_RETRIES"
 CONFIG_ENV = "JOBSET_CONFIG"
 CONFIG_SECTION = "retry"
-CONFIG_KEYS = {CONFIG_SECTION: ("default_retries",)}
+SIGNATURES_SECTION = "signatures"  # [signatures] "<regular expression>" = "<failure kind>"
+CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures")}
+# A site's and a task's log signatures ride on every submitted object's policy annotation: keep them bounded.
+MAX_SIGNATURES = 64
+MAX_SIGNATURE_LENGTH = 500
 
 def default_config_path() -> Path:
     return Path.home() / ".config" / "jobset-plugins" / "config.toml"
+
+
+def platform_config_path(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The platform config file in force: `JOBSET_CONFIG`, else the per-user default; None when there is none."""
+    environ = os.environ if environ is None else environ
+    named = environ.get(CONFIG_ENV)
+    path = Path(named) if named else default_config_path()
+    if named and not path.is_file():
+        raise SpecError(CONFIG_ENV, f"names {str(path)!r}, which is not a file", "fix the path or unset JOBSET_CONFIG")
+    return path if path.is_file() else None
 
 
 def platform_default_retries(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
@@ -51,15 +66,79 @@ def platform_default_retries(environ: Mapping[str, str] | None = None) -> tuple[
     raw = environ.get(RETRIES_ENV)
     if raw not in (None, ""):
         return _retries_from_env(raw), f"env {RETRIES_ENV}"
-    named = environ.get(CONFIG_ENV)
-    path = Path(named) if named else default_config_path()
-    if named and not path.is_file():
-        raise SpecError(CONFIG_ENV, f"names {str(path)!r}, which is not a file", "fix the path or unset JOBSET_CONFIG")
-    if path.is_file():
+    path = platform_config_path(environ)
+    if path is not None:
         value = _retries_from_config(path)
         if value is not None:
             return value, f"config {path}"
     return DEFAULT_RETRIES, "built-in default"
+
+
+def platform_hardware_setting(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the platform counts hardware failures against the budget (`[retry] count_hardware_failures`);
+    by default it does not: a broken GPU is the platform's failure, not the task's."""
+    path = platform_config_path(environ)
+    value = _read_config(path).get(CONFIG_SECTION, {}).get("count_hardware_failures") if path else None
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise SpecError(f"{path}: {CONFIG_SECTION}.count_hardware_failures", f"{value!r} is not true or false", "use true or false")
+    return value
+
+
+def platform_signatures(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """The site's own log signatures (`[signatures]`: regular expression = failure kind), checked."""
+    path = platform_config_path(environ)
+    table = _read_config(path).get(SIGNATURES_SECTION, {}) if path else {}
+    return check_signatures(table, f"{path}: {SIGNATURES_SECTION}") if table else ()
+
+
+def check_signatures(value: Any, field_name: str = "retry.signatures") -> tuple[tuple[str, str], ...]:
+    """A mapping (or pairs) of regular expression -> failure kind, as (pattern, kind) pairs: each pattern must
+    compile and each kind be one of ours; a bad one is a SpecError naming it, before anything is submitted."""
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise SpecError(field_name, f"must be a mapping of pattern -> failure kind, got {value!r}",
+                        "use e.g. {r'Xid 48': 'HardwareFailure'}")
+    else:
+        items = [tuple(item) if isinstance(item, (list, tuple)) else (item, None) for item in value]
+    if len(items) > MAX_SIGNATURES:
+        raise SpecError(field_name, f"has {len(items)} patterns, more than {MAX_SIGNATURES}", "keep the ones your site needs")
+    return tuple(_check_signature(item, field_name) for item in items)
+
+
+def _check_signature(item: tuple[Any, ...], field_name: str) -> tuple[str, str]:
+    if len(item) != 2 or not isinstance(item[0], str) or not item[0]:
+        raise SpecError(field_name, f"{item!r} is not a (pattern, failure kind) pair", "use e.g. {r'Xid 48': 'HardwareFailure'}")
+    pattern, kind = item
+    where = f"{field_name}[{pattern!r}]"
+    if len(pattern) > MAX_SIGNATURE_LENGTH:
+        raise SpecError(where, f"is {len(pattern)} characters long, more than {MAX_SIGNATURE_LENGTH}", "shorten the pattern")
+    try:
+        re.compile(pattern, re.MULTILINE)
+    except re.error as exc:
+        raise SpecError(where, f"is not a regular expression ({exc})", "fix the pattern (Python `re` syntax)") from None
+    try:
+        return pattern, FailureKind.parse(kind).value
+    except ValueError as exc:
+        raise SpecError(where, str(exc), None) from None
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """The config file's tables, every key known (a misspelt one would leave a default in force silently)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(str(path), f"cannot be read as TOML ({exc})", "fix the file or unset JOBSET_CONFIG") from exc
+    unknown = _unknown_config_keys(data)
+    if unknown:
+        raise SpecError(
+            f"{path}: {unknown[0]}",
+            "is not a setting this project reads",
+            f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}, and [{SIGNATURES_SECTION}]",
+        )
+    return data
 
 
 def _retries_from_env(raw: object) -> int:
@@ -76,7 +155,9 @@ def _retries_from_env(raw: object) -> int:
 def _unknown_config_keys(data: Mapping[str, Any]) -> list[str]:
     """Settings of the config file this project does not read: a misspelt key would otherwise leave the
     built-in default in force without a word."""
-    unknown = sorted(set(data) - set(CONFIG_KEYS))
+    unknown = sorted(set(data) - set(CONFIG_KEYS) - {SIGNATURES_SECTION})
+    if not isinstance(data.get(SIGNATURES_SECTION, {}), dict):
+        unknown.append(SIGNATURES_SECTION)
     section = data.get(CONFIG_SECTION, {})
     if not isinstance(section, dict):
         unknown.append(CONFIG_SECTION)
@@ -87,17 +168,7 @@ def _unknown_config_keys(data: Mapping[str, Any]) -> list[str]:
 
 def _retries_from_config(path: Path) -> int | None:
     """The config file's `[retry] default_retries`, or None when the file does not set it."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError(str(path), f"cannot be read as TOML ({exc})", "fix the file or unset JOBSET_CONFIG") from exc
-    unknown = _unknown_config_keys(data)
-    if unknown:
-        raise SpecError(
-            f"{path}: {unknown[0]}",
-            "is not a setting this project reads",
-            f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}",
-        )
+    data = _read_config(path)
     section = data.get(CONFIG_SECTION, {})
     if "default_retries" not in section:
         return None
@@ -140,6 +211,8 @@ class RetryDecision:
     remaining: int = 0
     final_attempt: bool = False
     counted: bool = True
+    # Nodes the next attempt is kept off (a hardware failure implicated them): a required node affinity
+    avoid_nodes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,6 +223,7 @@ class RetryDecision:
             "remaining": self.remaining,
             "final_attempt": self.final_attempt,
             "counted": self.counted,
+            "avoid_nodes": list(self.avoid_nodes),
         }
 
     @classmethod
@@ -162,6 +236,7 @@ class RetryDecision:
             remaining=int(data.get("remaining", 0)),
             final_attempt=bool(data.get("final_attempt", False)),
             counted=bool(data.get("counted", True)),
+            avoid_nodes=tuple(str(n) for n in data.get("avoid_nodes") or ()),
         )
 
 
@@ -220,6 +295,13 @@ class RetryPolicy:
     create_container_grace_seconds: float = 180.0
     unschedulable_timeout_seconds: float | None = 600.0
     retries_source: str = field(default="task", compare=False)
+    # A broken GPU, its memory, NVLink or the fabric is the platform's failure: free by default (capped by
+    # max_interruptions, like free interruptions); None takes the platform config's `count_hardware_failures`.
+    count_hardware_failures: bool | None = None
+    # The task's own log signatures (regular expression -> failure kind), read before the built-in ones and the
+    # site's; `site_signatures` None takes the platform config's [signatures].
+    signatures: Any = ()
+    site_signatures: Any = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -228,8 +310,20 @@ class RetryPolicy:
         set_(self, "retryable_exit_codes", _exit_codes(self.retryable_exit_codes))
         set_(self, "retry_on", _failure_kinds(self.retry_on))
         self._check_numbers()
+        self._resolve_platform()
         if self.backoff is None:
             set_(self, "backoff", _default_backoff())
+
+    def _resolve_platform(self) -> None:
+        """The hardware setting and the site's signatures: given, or the platform config's, resolved once."""
+        set_ = object.__setattr__
+        if self.count_hardware_failures is None:
+            set_(self, "count_hardware_failures", platform_hardware_setting())
+        elif not isinstance(self.count_hardware_failures, bool):
+            raise SpecError("retry.count_hardware_failures", f"must be True or False, got {self.count_hardware_failures!r}", None)
+        set_(self, "signatures", check_signatures(self.signatures))
+        site = platform_signatures() if self.site_signatures is None else check_signatures(self.site_signatures, "retry.site_signatures")
+        set_(self, "site_signatures", site)
 
     def _resolve_retries(self) -> None:
         """`None` takes the platform default (and says where it came from); anything else must be a count."""
@@ -284,11 +378,28 @@ class RetryPolicy:
     def interruptions_free(self) -> bool:
         return not self.count_interruptions
 
+    def is_free(self, kind: FailureKind) -> bool:
+        """Whether a retry after `kind` spends nothing of the count (it still spends one of the capped free ones)."""
+        if kind.is_hardware:
+            return not self.count_hardware_failures
+        return kind.is_interruption and not self.count_interruptions
+
+    def may_retry_free(self) -> bool:
+        """Whether some failure could be retried free: an engine then keeps what it needs to resubmit itself."""
+        return self.interruptions_free() or not self.count_hardware_failures
+
+    @property
+    def all_signatures(self) -> tuple[tuple[str, str], ...]:
+        """What diagnosis reads, the task's first, then the site's."""
+        return (*self.signatures, *self.site_signatures)
+
     def remaining(self, ledger: Ledger) -> int:
         return max(0, self.total_attempts - ledger.counted_attempts)
 
     def describe(self) -> str:
-        free = "" if self.count_interruptions else f", interruptions free up to {self.interruption_cap}"
+        kinds = [name for name, free in (("interruptions", self.interruptions_free()),
+                                          ("hardware failures", not self.count_hardware_failures)) if free]
+        free = f", {' and '.join(kinds)} free up to {self.interruption_cap}" if kinds else ""
         return f"retries={self.retries} ({self.retries_source}){free}"
 
     def is_retryable(self, kind: FailureKind, exit_code: int | None = None) -> bool:
@@ -330,30 +441,8 @@ class RetryPolicy:
                 attempt=used,
                 remaining=remaining,
             )
-        if kind.is_interruption and not self.count_interruptions:
-            cap = self.interruption_cap
-            if ledger.free_interruptions >= cap:
-                return RetryDecision(
-                    retry=False,
-                    reason=f"not retrying: {kind} is free but the cap of {cap} free interruptions is used ({spent})",
-                    attempt=used,
-                    remaining=remaining,
-                    counted=False,
-                )
-            # A free attempt is never the final one: more attempts may follow it, so it keeps the
-            # interruptible (spot) capacity the task asked for.
-            return RetryDecision(
-                retry=True,
-                reason=(
-                    f"retrying: {kind} is retryable and free, interruption {ledger.free_interruptions + 1} "
-                    f"of {cap}; {remaining} of {self.total_attempts} attempts left ({spent})"
-                ),
-                delay_seconds=self.delay_for(ledger.free_interruptions + used),
-                attempt=used + 1,
-                remaining=remaining,
-                final_attempt=False,
-                counted=False,
-            )
+        if self.is_free(kind):
+            return self._free(kind, ledger, used, remaining, spent, _avoid(diagnosis, kind))
         if remaining <= 0:
             return RetryDecision(
                 retry=False,
@@ -362,13 +451,46 @@ class RetryPolicy:
                 attempt=used,
                 remaining=0,
             )
+        avoid = _avoid(diagnosis, kind)
         return RetryDecision(
             retry=True,
-            reason=f"retrying: {kind} is retryable, attempt {used + 1} of {self.total_attempts} ({spent})",
+            reason=f"retrying: {kind} is retryable, attempt {used + 1} of {self.total_attempts} ({spent}){_avoid_text(avoid)}",
             delay_seconds=self.delay_for(used),
             attempt=used + 1,
             remaining=remaining - 1,
             final_attempt=remaining - 1 == 0,
+            avoid_nodes=avoid,
+        )
+
+    def _free(self, kind: FailureKind, ledger: Ledger, used: int, remaining: int, spent: str,
+              avoid: tuple[str, ...]) -> RetryDecision:
+        """A retry that spends nothing of the count, up to the cap of free ones (interruptions and hardware
+        failures together: a flapping node pool or a rack of bad GPUs must not loop a run forever)."""
+        cap = self.interruption_cap
+        what = "hardware failure" if kind.is_hardware else "interruption"
+        capped = "free retries (max_interruptions)" if kind.is_hardware else "free interruptions"
+        if ledger.free_interruptions >= cap:
+            return RetryDecision(
+                retry=False,
+                reason=f"not retrying: {kind} is free but the cap of {cap} {capped} is used ({spent})",
+                attempt=used,
+                remaining=remaining,
+                counted=False,
+            )
+        # A free attempt is never the final one: more attempts may follow it, so it keeps the
+        # interruptible (spot) capacity the task asked for.
+        return RetryDecision(
+            retry=True,
+            reason=(
+                f"retrying: {kind} is retryable and free, {what} {ledger.free_interruptions + 1} "
+                f"of {cap} free; {remaining} of {self.total_attempts} attempts left ({spent}){_avoid_text(avoid)}"
+            ),
+            delay_seconds=self.delay_for(ledger.free_interruptions + used),
+            attempt=used + 1,
+            remaining=remaining,
+            final_attempt=False,
+            counted=False,
+            avoid_nodes=avoid,
         )
 
     def delay_for(self, attempts_used: int) -> float:
@@ -464,6 +586,9 @@ class RetryPolicy:
             "configErrorGraceSeconds": self.config_error_grace_seconds,
             "createContainerGraceSeconds": self.create_container_grace_seconds,
             "unschedulableTimeoutSeconds": self.unschedulable_timeout_seconds,
+            "countHardwareFailures": self.count_hardware_failures,
+            "signatures": [list(pair) for pair in self.signatures],
+            "siteSignatures": [list(pair) for pair in self.site_signatures],
         }
 
     @classmethod
@@ -491,6 +616,9 @@ class RetryPolicy:
                     "unschedulableTimeoutSeconds", base.unschedulable_timeout_seconds
                 ),
                 retries_source=str(data.get("source") or "submitted policy"),
+                count_hardware_failures=bool(data.get("countHardwareFailures", base.count_hardware_failures)),
+                signatures=[tuple(pair) for pair in data.get("signatures", base.signatures)],
+                site_signatures=[tuple(pair) for pair in data.get("siteSignatures", base.site_signatures)],
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(
@@ -502,6 +630,17 @@ class RetryPolicy:
     def strip_interruptible(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """Return a copy of a JobSet/Job manifest whose pods no longer ask for interruptible capacity."""
         return strip_interruptible(manifest, self.interruptible)
+
+
+def _avoid(diagnosis: Any, kind: FailureKind) -> tuple[str, ...]:
+    """The nodes a hardware failure implicated: the next attempt is placed away from them."""
+    return tuple(getattr(diagnosis, "faulty_nodes", None) or ()) if kind.is_hardware else ()
+
+
+def _avoid_text(nodes: tuple[str, ...]) -> str:
+    if not nodes:
+        return ""
+    return f"; the next attempt avoids node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}"
 
 
 def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ class FailureKind(StrEnum):
 
     PREEMPTED = "Preempted"
     NODE_FAILURE = "NodeFailure"
+    HARDWARE_FAILURE = "HardwareFailure"
     EVICTED = "Evicted"
     INTERRUPTED = "Interrupted"
     UNSCHEDULABLE = "Unschedulable"
@@ -29,6 +30,12 @@ class FailureKind(StrEnum):
     @property
     def retryable_by_default(self) -> bool:
         return self in RETRYABLE_BY_DEFAULT
+
+    @property
+    def is_hardware(self) -> bool:
+        """The node's hardware failed (a GPU, its memory, NVLink, the fabric): the platform's failure, not the
+        workload's, and a retry must land elsewhere. `count_hardware_failures=False` (the default) makes it free."""
+        return self is FailureKind.HARDWARE_FAILURE
 
     @property
     def is_interruption(self) -> bool:
@@ -50,6 +57,7 @@ RETRYABLE_BY_DEFAULT = frozenset(
     {
         FailureKind.PREEMPTED,
         FailureKind.NODE_FAILURE,
+        FailureKind.HARDWARE_FAILURE,
         FailureKind.EVICTED,
         FailureKind.INTERRUPTED,
         FailureKind.UNSCHEDULABLE,

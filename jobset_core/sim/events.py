@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.sim.records import Obj, now_micro, now_seconds
 from jobset_core.sim.store import ClusterStore
 
@@ -33,21 +34,25 @@ def event_object(
     instance: str = "",
     host: str | None = None,
 ) -> Obj:
-    """The Event; `action` given means the events.k8s.io flavour."""
+    """The Event; `action` given means the events.k8s.io flavour. A cluster-scoped object's events (a Node's)
+    go to the `default` namespace and their reference has no namespace, as client-go's recorder makes them."""
     meta = involved["metadata"]
     namespace = meta.get("namespace")
+    reference = {
+        "apiVersion": involved.get("apiVersion"),
+        "kind": involved.get("kind"),
+        "name": meta["name"],
+        "namespace": namespace,
+        "resourceVersion": meta.get("resourceVersion"),
+        "uid": meta.get("uid"),
+    }
+    if namespace is None:
+        del reference["namespace"]
     event: Obj = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": namespace},
-        "involvedObject": {
-            "apiVersion": involved.get("apiVersion"),
-            "kind": involved.get("kind"),
-            "name": meta["name"],
-            "namespace": namespace,
-            "resourceVersion": meta.get("resourceVersion"),
-            "uid": meta.get("uid"),
-        },
+        "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": namespace or c.NODE_EVENTS_NAMESPACE},
+        "involvedObject": reference,
         "type": type_,
         "reason": reason,
         "message": message,

@@ -6,8 +6,10 @@ Job's completion index, `2`), fires `after_seconds` after that pod started runni
 submission number: our ledger's attempt annotation, 0 when absent) and one in-cluster restart (the JobSet's
 restart-attempt label) unless those are `None` (any), at most `times` times (`None`: every matching pod).
 `jobset` narrows it to JobSets (or gang Jobs) whose name matches a glob; `output` is what the container
-printed before it (its log, and for a crash the termination message a FallbackToLogsOnError pod gets); for
-`image-pull` and `unschedulable`, what the kubelet or the scheduler says instead of the default message.
+printed before it (its log; for a crash or a hardware fault the log's tail, 80 lines and 2048 bytes at most, is
+the termination message a FallbackToLogsOnError pod gets; a hardware fault without one prints PyTorch's CUDA
+error); for `image-pull` and `unschedulable`, what the kubelet or the scheduler says instead of the default
+message.
 
 What each fault does, as the matching cluster component would:
 - `Preempt`: DisruptionTarget PreemptionByScheduler, a `Preempted` event, the pod is deleted (SIGTERM, 143).
@@ -17,6 +19,12 @@ What each fault does, as the matching cluster component would:
 - `NodeShutdown`: DisruptionTarget TerminationByKubelet, pod reason `Terminated` with the kubelet's graceful
   shutdown message, SIGTERM (the pod is not deleted).
 - `Crash`: the container exits with `exit_code` (reason Error).
+- `Hardware`: a GPU or its fabric fails under the pod with NVIDIA Xid `xid` (a fatal one: `FATAL_XIDS`; 48 by
+  default), as the real chain reports it: GKE's GPU device plugin posts a Warning event `XIDError` ("Caught XID
+  error, XID=79") on the Node and, for the Xids it monitors (`GKE_MONITORED_XIDS`), sets the Node's condition
+  `XidCriticalError` (reason the JSON map of the Xids, `{"79":true}`); then the training process prints
+  PyTorch's CUDA error (`sim/gpu.py`: an uncorrectable ECC or NVLink error, or an unspecified launch failure
+  for a GPU that fell off the bus) and exits 1 (reason Error), its log tail the termination message.
 - `OOMKill`: the container is OOM-killed: exit 137, reason OOMKilled.
 - `Succeed`: the container exits 0.
 - `ImagePullFailure`: the pod never starts: its containers wait in ImagePullBackOff.
@@ -26,14 +34,16 @@ Two spellings, one parser each way. Text (env `JOBSET_LOCAL_FAULTS`, `--fault`):
 
     faults  := fault (";" fault)*
     fault   := kind ":" replica ["=" exit_code] ["@" delay] ("," option)*
-    kind    := preempt | evict | node-pressure | node-shutdown | crash | oom | succeed | image-pull | unschedulable
+    kind    := preempt | evict | node-pressure | node-shutdown | crash | oom | succeed | image-pull
+             | unschedulable | hardware
     delay   := number ["s" | "ms"]              (seconds by default)
-    option  := ("attempt" | "restart" | "times") "=" (integer | "any") | "jobset=" glob
+    option  := ("attempt" | "restart" | "times") "=" (integer | "any") | "jobset=" glob | "xid=" integer
 
-    e.g.  preempt:workers-0-1@2s;crash:leader-0-0=3@1s,attempt=1
+    e.g.  preempt:workers-0-1@2s;crash:leader-0-0=3@1s,attempt=1;hardware:workers-0-1@2s,xid=79
 
-and mappings (a YAML fates file, a `Fate` object's spec): `{fault: crash, replica: leader-0-0, exitCode: 3,
-after: 1, attempt: 1}`, with keys `fault replica jobset attempt restart after times exitCode output`.
+Only `crash` takes an exit code and only `hardware` an `xid`. Mappings (a YAML fates file, a `Fate` object's
+spec): `{fault: crash, replica: leader-0-0, exitCode: 3, after: 1, attempt: 1}`, `{fault: hardware, replica:
+workers-0-1, after: 2, xid: 79}`, with keys `fault replica jobset attempt restart after times exitCode xid output`.
 """
 
 from __future__ import annotations
@@ -195,12 +205,40 @@ class Unschedulable(Fault):
     while_running: ClassVar[bool] = False
 
 
+DEFAULT_XID = 48  # a double-bit ECC error: the Xid GKE's device plugin marks a GPU unhealthy for by default
+XID_VALUES = ", ".join(str(x) for x in sorted(c.FATAL_XIDS))
+
+
+def check_xid(value: Any, field: str) -> None:
+    """An Xid the emulation plays is a fatal one (`c.FATAL_XIDS`): an application Xid is the program's own."""
+    if isinstance(value, bool) or not isinstance(value, int) or value not in c.FATAL_XIDS:
+        raise SpecError(field, f"{value!r} is not a fatal Xid", f"use one of {XID_VALUES}")
+
+
+@dataclass(frozen=True)
+class Hardware(Fault):
+    """A GPU or its fabric fails under the pod (NVIDIA Xid `xid`): the node reports it, the process exits 1."""
+
+    xid: int = DEFAULT_XID
+    name: ClassVar[str] = "hardware"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_xid(self.xid, "Hardware.xid")
+
+    def describe(self) -> str:
+        component, what = c.FATAL_XIDS[self.xid]
+        return super().describe().replace(
+            f"hardware {self.replica}", f"hardware {self.replica} (Xid {self.xid}: {component}, {what})", 1)
+
+
 KINDS: dict[str, type[Fault]] = {
     cls.name: cls for cls in (Preempt, Evict, NodePressure, NodeShutdown, Crash, OOMKill, Succeed,
-                              ImagePullFailure, Unschedulable)
+                              ImagePullFailure, Unschedulable, Hardware)
 }
 _ALIASES = {"nodeshutdown": "node-shutdown", "node_shutdown": "node-shutdown", "node_pressure": "node-pressure",
-            "oomkill": "oom", "oom-kill": "oom", "image_pull": "image-pull", "imagepull": "image-pull"}
+            "oomkill": "oom", "oom-kill": "oom", "image_pull": "image-pull", "imagepull": "image-pull",
+            "hardware-failure": "hardware", "hardware_failure": "hardware"}
 KIND_NAMES = ", ".join(KINDS)
 EXAMPLE = "e.g. 'preempt:workers-0-1@2s;crash:leader-0-0=3@1s,attempt=1'"
 
@@ -233,8 +271,11 @@ def _option(part: str, option: str, kwargs: dict[str, Any], where: str) -> None:
         kwargs["jobset"] = value
     elif key in ("attempt", "restart", "times") and (value.isdigit() or value == ANY):
         kwargs[key] = None if value == ANY else int(value)
+    elif key == "xid" and value.isdigit():
+        kwargs["xid"] = int(value)
     else:
-        raise _bad(part, f"option {option!r} is not attempt=<n>, restart=<n>, times=<n> or jobset=<glob>", where)
+        raise _bad(part, f"option {option!r} is not attempt=<n>, restart=<n>, times=<n>, jobset=<glob> or xid=<n>",
+                   where)
 
 
 def parse_one(part: str, where: str = FAULTS_ENV) -> Fault:
@@ -257,6 +298,13 @@ def parse_one(part: str, where: str = FAULTS_ENV) -> Fault:
         kwargs["exit_code"] = int(match["code"])
     for option in options:
         _option(part, option, kwargs, where)
+    if "xid" in kwargs:
+        if cls is not Hardware:
+            raise _bad(part, "only hardware takes an xid", where)
+        try:
+            check_xid(kwargs["xid"], where)
+        except SpecError as exc:
+            raise _bad(part, f"xid {exc.problem}; {exc.fix}", where) from None
     return cls(**kwargs)
 
 
@@ -277,7 +325,7 @@ def faults_from_env(environ: Mapping[str, str] | None = None) -> tuple[Fault, ..
 # mapping key -> dataclass field; both spellings of the multi-word keys are accepted
 _KEYS = {"fault": "", "replica": "replica", "jobset": "jobset", "attempt": "attempt", "restart": "restart",
          "after": "after_seconds", "times": "times", "exitCode": "exit_code", "exit_code": "exit_code",
-         "output": "output"}
+         "xid": "xid", "output": "output"}
 
 
 def _seconds(value: Any, field: str) -> float:
@@ -340,9 +388,11 @@ def _value(cls: type[Fault], key: str, value: Any, where: str) -> Any:
     target = _KEYS[key]
     if target == "exit_code" and cls is not Crash:
         raise SpecError(f"{where}.{key}", f"only a crash takes an exit code, not {cls.name}", "remove it")
+    if target == "xid" and cls is not Hardware:
+        raise SpecError(f"{where}.{key}", f"only a hardware fault takes an Xid, not {cls.name}", "remove it")
     if target == "after_seconds":
         return _seconds(value, f"{where}.{key}")
-    if target in ("attempt", "restart", "times", "exit_code"):
+    if target in ("attempt", "restart", "times", "exit_code", "xid"):
         return _integral(value, f"{where}.{key}")
     return str(value) if value is not None else None
 

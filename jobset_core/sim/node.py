@@ -9,25 +9,34 @@ written here, once, as upstream writes it:
 - graceful node shutdown (`pkg/kubelet/nodeshutdown`): DisruptionTarget TerminationByKubelet, pod reason
   `Terminated` with the shutdown message (the pod is not deleted);
 - node-pressure eviction (`pkg/kubelet/eviction`): DisruptionTarget TerminationByKubelet, pod reason `Evicted`
-  with the "low on resource" message.
+  with the "low on resource" message;
+- a GPU hardware fault (`sim/gpu.py`): the node's event and condition, then the program's own error.
+
+Both kubelets also keep a failed container's log tail as its termination message the kubelet's way
+(`log_tail`), and register their Node objects as a kubelet does (`node_object`).
 """
 
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from jobset_core import constants as c
 from jobset_core.sim import pod_status
 from jobset_core.sim.events import SCHEDULER, record_event
-from jobset_core.sim.faults import Evict, Fault, NodePressure, NodeShutdown, Preempt
-from jobset_core.sim.store import ClusterStore, delete_object, write_status
+from jobset_core.sim.faults import Evict, Fault, Hardware, NodePressure, NodeShutdown, Preempt
+from jobset_core.sim.gpu import torch_traceback
+from jobset_core.sim.records import now_seconds
+from jobset_core.sim.store import CONFLICT, ClusterStore, delete_object, write_status
 
 Obj = dict[str, Any]
 PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
 EVICTION_API_MESSAGE = "Eviction API: evicting"
 NODE_PRESSURE_MESSAGE = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi. "
+# The Kubernetes version the emulated control plane and kubelets report (`/version`, `nodeInfo.kubeletVersion`)
+EMULATED_VERSION = "v1.34.0-jobset-local"
 
 
 def disruption_of(fault: Fault, pod: Mapping[str, Any]) -> tuple[str, str, str | None]:
@@ -76,3 +85,81 @@ def kubelet_end(fault: Fault) -> tuple[int, str, str | None] | None:
     if isinstance(fault, NodePressure):
         return c.SIGKILL_EXIT_CODE, c.REASON_CONTAINER_STATUS_UNKNOWN, c.CONTAINER_STATUS_UNKNOWN_MESSAGE
     return None
+
+
+def log_tail(log: str | bytes) -> str:
+    """The termination message the kubelet keeps of a failed container's log under FallbackToLogsOnError: the
+    last `TERMINATION_MESSAGE_LOG_LINES` lines cut to their last `TERMINATION_MESSAGE_LOG_BYTES` bytes (a
+    circular buffer: the first line may be cut, even inside a UTF-8 character)."""
+    data = log.encode() if isinstance(log, str) else log
+    lines = data.splitlines(keepends=True)[-c.TERMINATION_MESSAGE_LOG_LINES:]
+    return b"".join(lines)[-c.TERMINATION_MESSAGE_LOG_BYTES:].decode("utf-8", errors="replace")
+
+
+def fault_output(fault: Fault) -> str:
+    """What the container printed before the fault ended it: the fault's `output`, else for a hardware fault
+    PyTorch's traceback for its Xid; ends with a newline when not empty."""
+    text = fault.output or (torch_traceback(fault.xid) if isinstance(fault, Hardware) else "")
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def node_object(
+    name: str,
+    *,
+    arch: str = "amd64",
+    cpu: str = "96",
+    memory_kib: int = 1_056_000_000,
+    gpus: int = 8,
+    pods: int = 110,
+    address: str = "10.0.0.1",
+    os_image: str = "Ubuntu 22.04.5 LTS",
+    kernel: str = "6.8.0-1015-gcp",
+    os_name: str = "linux",
+    labels: Mapping[str, str] | None = None,
+) -> tuple[Obj, Obj]:
+    """A Node as a kubelet registers it: (the object to create, the status to write after; the API server drops
+    a status sent with a create). `gpus` adds `nvidia.com/gpu` as the device plugin advertises it; `labels` are
+    a node pool's own (e.g. a spot pool's `cloud.google.com/gke-spot: "true"`), beside the kubelet's."""
+    extended = {c.GPU_RESOURCE_NAMES[0]: str(gpus)} if gpus else {}
+    capacity = {"cpu": cpu, "ephemeral-storage": "507944172Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+                "memory": f"{memory_kib}Ki", "pods": str(pods), **extended}
+    allocatable = {**capacity, "memory": f"{memory_kib * 95 // 100}Ki", "ephemeral-storage": "468125375038"}
+    stamp = now_seconds()
+    well_known = {c.ARCH_LABEL: arch, c.HOSTNAME_LABEL: name, c.OS_LABEL: os_name}
+    obj: Obj = {"apiVersion": "v1", "kind": c.NODE_KIND, "metadata": {"name": name, "labels": {**(labels or {}), **well_known}},
+                "spec": {}}
+    status: Obj = {
+        "capacity": capacity,
+        "allocatable": allocatable,
+        "conditions": [
+            {"type": kind, "status": state, "lastHeartbeatTime": stamp, "lastTransitionTime": stamp,
+             "reason": reason, "message": message}
+            for kind, state, reason, message in c.NODE_CONDITIONS_HEALTHY
+        ],
+        "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {
+            "architecture": arch, "bootID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"boot.{name}")),
+            "containerRuntimeVersion": "containerd://1.7.24", "kernelVersion": kernel, "kubeProxyVersion": "",
+            "kubeletVersion": EMULATED_VERSION, "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+            "operatingSystem": os_name, "osImage": os_image,
+            "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"system.{name}")),
+        },
+    }
+    return obj, status
+
+
+def register_node(store: ClusterStore, name: str, **how: Any) -> Obj:
+    """Create the Node (and write its status) unless it exists, as a kubelet registers itself; the Node as
+    stored."""
+    found = store.get("v1", c.NODE_KIND, name, None)
+    if found is not None:
+        return found
+    obj, status = node_object(name, **how)
+    try:
+        created = store.create(obj)
+    except Exception as exc:  # another kubelet of the same server registered it first
+        if getattr(exc, "code", None) != CONFLICT:
+            raise
+        return store.get("v1", c.NODE_KIND, name, None) or obj
+    return write_status(store, created, status)

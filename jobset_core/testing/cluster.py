@@ -4,8 +4,9 @@ It is a `LocalApiServer` (real HTTP, the official client works against it unchan
 JobSet and Job controllers of `jobset_core.sim` and a scripted scheduler and kubelet behind it, so
 a JobSet submitted to it comes alive: child Jobs, pods, restarts, failures with upstream reasons. The test
 scripts what happens to the pods (`exit`, `oom`, `preempt`, `evict`, `node_shutdown`,
-`image_pull_backoff`, `unschedulable`, `succeed`); a pod with no script runs until told otherwise, or
-succeeds after `succeed_after` seconds.
+`image_pull_backoff`, `unschedulable`, `succeed`, `hardware`); a pod with no script runs until told otherwise,
+or succeeds after `succeed_after` seconds. Its `nodes` Node objects (`node-0`...) exist from the start, with
+8 `nvidia.com/gpu` each; the scheduler honours node selectors, required node affinity and taints.
 
 On a `VirtualClock` the cluster runs as a discrete-event simulation instead of in the background:
 `run_until` lets the controllers settle, then moves the clock straight to the next moment a pod is
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobset_core import clock as clocks
@@ -27,9 +28,11 @@ from jobset_core.sim import Controllers
 from jobset_core.sim.apistore.errors import ApiError
 from jobset_core.sim.events import record_event
 from jobset_core.sim.faults import (
+    DEFAULT_XID,
     Crash,
     Evict,
     Fault,
+    Hardware,
     ImagePullFailure,
     NodePressure,
     NodeShutdown,
@@ -63,7 +66,8 @@ class FakeCluster:
     how far `run_until` moves the clock when no pod has anything scripted (a Job's activeDeadlineSeconds is
     seen at that granularity). Bound pods start `start_after` seconds later (scheduling, image pull). An own
     server listens on `host:port` (0: a free port); `notice` hears one line per fault that fires.
-    `feature_gates` turns on control-plane gates the emulation knows (`WorkloadWithJob`).
+    `feature_gates` turns on control-plane gates the emulation knows (`WorkloadWithJob`). Every node carries
+    `node_labels` besides the kubelet's own (pods with a `nodeSelector`, e.g. for spot capacity, need them).
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class FakeCluster:
         host: str = "127.0.0.1",
         notice: Callable[[str], None] | None = None,
         feature_gates: Iterable[str] = (),
+        node_labels: Mapping[str, str] | None = None,
     ) -> None:
         names = [namespaces] if isinstance(namespaces, str) else list(namespaces)
         if not names:
@@ -96,7 +101,7 @@ class FakeCluster:
         self.controllers = Controllers(self.server, self._scope, feature_gates=frozenset(feature_gates))
         self.kubelet = ScriptedKubelet(
             self.server, self._scope, nodes, succeed_after, start_after=start_after, clock=clock,
-            write_log=self.server.append_log, notice=notice,
+            write_log=self.server.append_log, notice=notice, node_labels=node_labels,
         )
         self._lock = threading.RLock()
         self.fates = FateObjects(self.server, self.add_fault, self.remove_fault)
@@ -111,6 +116,8 @@ class FakeCluster:
             self.server.start()
         for name in self._names:
             self.create_namespace(name)
+        with self._lock, clocks.using(self.clock):
+            self.kubelet.register_nodes()  # `kubectl get nodes` answers at once, as on a running cluster
         if self._thread is None and not isinstance(self.clock, clocks.VirtualClock):
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="fake-cluster", daemon=True)
@@ -283,6 +290,12 @@ class FakeCluster:
         """Graceful node shutdown: DisruptionTarget TerminationByKubelet, pod reason Terminated, exit 143."""
         return self._add(NodeShutdown, selector, after, times, restart, jobset)
 
+    def hardware(self, selector: Selector, *, xid: int = DEFAULT_XID, after: float = 0.0, times: int | None = 1,
+                 restart: int | None = None, jobset: str | None = None, message: str | None = None) -> PodRule:
+        """A GPU fault (NVIDIA Xid `xid`) under the pod: the node's `XIDError` event (and `XidCriticalError`
+        condition), then the program's CUDA error (or `message`) and exit 1."""
+        return self._add(Hardware, selector, after, times, restart, jobset, xid=xid, output=message or "")
+
     def image_pull_backoff(self, selector: Selector, *, times: int | None = None, restart: int | None = None,
                            jobset: str | None = None, message: str | None = None) -> PodRule:
         """The pod never starts: its containers wait in ImagePullBackOff ("not found" by default)."""
@@ -316,3 +329,7 @@ class FakeCluster:
     def events(self, reasons: Iterable[str] | None = None) -> list[Obj]:
         wanted = set(reasons) if reasons is not None else None
         return [e for e in self._list("v1", "Event") if wanted is None or e.get("reason") in wanted]
+
+    def nodes(self) -> list[Obj]:
+        """Every Node of the cluster (cluster-scoped: whatever the namespace)."""
+        return self.server.list("v1", c.NODE_KIND, None)

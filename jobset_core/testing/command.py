@@ -3,6 +3,7 @@
     jobset fake-cluster --port 0 --kubeconfig ./kubeconfig --fates fates.yaml --succeed-after 5
     kubectl --kubeconfig ./kubeconfig apply -f jobset.yaml
     jobset fake-cluster fate --kubeconfig ./kubeconfig preempt --replica workers-0-1 --jobset hello
+    jobset fake-cluster fate --kubeconfig ./kubeconfig hardware --replica workers-0-1 --xid 79 --after 2
 
 The server runs until SIGTERM or Ctrl-C and then exits 0; bad input (a port in use, an unwritable
 kubeconfig path, a malformed fates file, a fate that can never fire) is one line on stderr and exit 2, with
@@ -40,6 +41,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fates", metavar="FILE", help="YAML list of faults to play, e.g. "
                    "'- {fault: preempt, replica: workers-0-1, attempt: 0, after: 2}'")
     p.add_argument("--nodes", type=int, default=4, help="fake nodes pods are bound to (default 4)")
+    p.add_argument("--node-label", action="append", metavar="KEY=VALUE", default=[],
+                   help="a label every fake node carries, for pods that select a node pool (repeatable), e.g. "
+                   "cloud.google.com/gke-spot=true")
     p.add_argument("--namespace", action="append", metavar="NS",
                    help="namespace to create (repeatable; the first is the kubeconfig's; default: default)")
     p.add_argument("--succeed-after", type=float, metavar="SECONDS", default=None,
@@ -57,6 +61,7 @@ def add_parser(sub: Any) -> None:
     f.add_argument("--after", metavar="SECONDS", help="seconds after the pod started running (default 0)")
     f.add_argument("--times", help="how many pods it hits ('any': every matching pod); default 1")
     f.add_argument("--exit-code", type=int, help="a crash's exit code")
+    f.add_argument("--xid", type=int, help="a hardware fault's NVIDIA Xid (default 48: an uncorrectable ECC error)")
     f.add_argument("--output", help="what the container printed before (its log)")
     f.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
     f.set_defaults(func=add_fate_command)
@@ -73,6 +78,10 @@ def serve(args: argparse.Namespace) -> int:
 
     if args.action is not None:  # pragma: no cover - argparse routes subcommands to their own func
         return EXIT_USAGE
+    labels = dict(item.partition("=")[::2] for item in args.node_label)
+    if any(not key for key in labels):
+        print("jobset fake-cluster: --node-label takes KEY=VALUE, e.g. cloud.google.com/gke-spot=true", file=sys.stderr)
+        return EXIT_USAGE
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -81,7 +90,7 @@ def serve(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     server = FakeClusterServer(port=args.port, kubeconfig=args.kubeconfig, fates=args.fates, nodes=args.nodes,
                                namespaces=args.namespace or ("default",), succeed_after=args.succeed_after,
-                               echo=_echo)
+                               echo=_echo, node_labels=labels)
     try:
         server.start()
     except FakeClusterError as exc:
@@ -109,7 +118,7 @@ def add_fate_command(args: argparse.Namespace) -> int:
 
     fields = {"fault": args.fault, "replica": args.replica, "jobset": args.jobset, "attempt": _number(args.attempt),
               "restart": _number(args.restart), "after": args.after, "times": _number(args.times),
-              "exitCode": args.exit_code, "output": args.output}
+              "exitCode": args.exit_code, "xid": args.xid, "output": args.output}
     try:
         created = add_fate(args.kubeconfig, namespace=args.namespace, **fields)
     except ApiException as exc:

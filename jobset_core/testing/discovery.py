@@ -11,11 +11,12 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core.sim.apistore.kinds import KindRegistry, ResourceKind
+from jobset_core.sim.node import EMULATED_VERSION
 
 VERSION_INFO: dict[str, str] = {
     "major": "1",
     "minor": "34",
-    "gitVersion": "v1.34.0-jobset-local",
+    "gitVersion": EMULATED_VERSION,  # what every emulated kubelet reports as its kubeletVersion too
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2025-01-01T00:00:00Z",

@@ -1,6 +1,7 @@
-"""The fake cluster's scheduler and kubelets: they bind pods to fake nodes, start them, and play the fate
-the test scripted (exit with a code, OOM, preemption, eviction, node shutdown, image pull back-off,
-unschedulable); a pod being deleted gets SIGTERM and exits 143.
+"""The fake cluster's scheduler and kubelets: they register Node objects, bind pods to the nodes that fit them
+(`sim/scheduling.py`: node selector, required node affinity, taints; round-robin), start them, and play the
+fate the test scripted (exit with a code, OOM, preemption, eviction, node shutdown, image pull back-off,
+unschedulable, a GPU hardware fault); a pod being deleted gets SIGTERM and exits 143.
 
 What each fate writes mirrors the upstream writer: kube-scheduler preemption
 (`pkg/scheduler/framework/preemption/preemption.go`: DisruptionTarget PreemptionByScheduler, a `Preempted`
@@ -22,6 +23,7 @@ from jobset_core.sim.events import SCHEDULER, record_event
 from jobset_core.sim.faults import (
     Crash,
     Evict,
+    Hardware,
     ImagePullFailure,
     NodePressure,
     NodeShutdown,
@@ -30,8 +32,10 @@ from jobset_core.sim.faults import (
     Succeed,
     Unschedulable,
 )
-from jobset_core.sim.node import disrupt, kubelet_end
+from jobset_core.sim.gpu import report_xid
+from jobset_core.sim.node import disrupt, fault_output, kubelet_end, log_tail, register_node
 from jobset_core.sim.records import condition, deleting, terminal
+from jobset_core.sim.scheduling import failed_scheduling_message, why_not
 from jobset_core.sim.store import ClusterStore, patch_object, write_status
 from jobset_core.testing.fates import PodRule
 
@@ -47,21 +51,24 @@ UNSCHEDULABLE_MESSAGE = (
 
 
 class ScriptedKubelet:
-    """Scheduler + kubelets of `nodes` fake nodes, playing the faults in `rules` (every rule that matches a
-    pod applies to it; the earliest due fires first).
+    """Scheduler + kubelets of `nodes` fake nodes (`node-0`...), playing the faults in `rules` (every rule that
+    matches a pod applies to it; the earliest due fires first). The Nodes are registered on the first `sync`
+    (or `register_nodes()`); the scheduler binds to every Node in the store, so a test may taint one.
 
     A bound pod starts `start_after` seconds later (image pull, container start); `clock` times that and
-    the faults, so that on a virtual clock `next_due()` says when to move it next. `write_log` receives what a
+    the faults, so that on a virtual clock `next_due()` says when to move it next. Every node carries
+    `node_labels` (a node pool's labels, for pods that select one). `write_log` receives what a
     fault says the container printed; `notice` one line per fault that fires.
     """
 
     def __init__(self, store: ClusterStore, namespace: str | None, nodes: int, succeed_after: float | None,
                  *, start_after: float = 0.0, clock: clocks.Clock = clocks.WALL,
                  write_log: Callable[[str, str, str], None] | None = None,
-                 notice: Callable[[str], None] | None = None) -> None:
+                 notice: Callable[[str], None] | None = None, node_labels: Mapping[str, str] | None = None) -> None:
         self.store = store
         self.namespace = namespace
         self.nodes = [f"node-{i}" for i in range(nodes)]
+        self.node_labels = dict(node_labels or {})
         self.succeed_after = succeed_after
         self.start_after = start_after
         self.clock = clock
@@ -73,8 +80,19 @@ class ScriptedKubelet:
         self._bound_at: dict[str, float] = {}
         self._running_since: dict[str, float] = {}
         self._next_node = 0
+        self._registered = False
+        self._pass_nodes: list[Obj] | None = None  # the Nodes as listed once per pass, when a pod needs one
+
+    def register_nodes(self) -> None:
+        """Create the Node objects `node-0..node-N-1` (those that exist are kept), as each kubelet registers."""
+        for index, name in enumerate(self.nodes):
+            register_node(self.store, name, address=f"10.0.{index // 250}.{index % 250 + 1}", labels=self.node_labels)
+        self._registered = True
 
     def sync(self) -> None:
+        if not self._registered:
+            self.register_nodes()
+        self._pass_nodes = None
         now = self.clock.monotonic()
         for pod in self.store.list("v1", "Pod", self.namespace, shared=True):
             if terminal(pod):
@@ -184,18 +202,33 @@ class ScriptedKubelet:
 
     # ----- scheduler ---------------------------------------------------------------------------------
 
+    def _nodes(self) -> list[Obj]:
+        """Every Node, ours first in their order (node-0, node-1, ... node-10), listed once per pass."""
+        if self._pass_nodes is None:
+            order = {name: n for n, name in enumerate(self.nodes)}
+            found = self.store.list("v1", c.NODE_KIND, None, shared=True)
+            self._pass_nodes = sorted(found, key=lambda n: (order.get(n["metadata"]["name"], len(order)), n["metadata"]["name"]))
+        return self._pass_nodes
+
     def _bind(self, pod: Obj, now: float) -> None:
-        node = self.nodes[self._next_node % len(self.nodes)]
-        self._next_node += 1
-        self._bound_at[pod["metadata"]["uid"]] = now
-        bound = patch_object(self.store, pod, {"spec": {"nodeName": node}})
-        write_status(self.store, bound, pod_status.scheduled(bound))
+        """Bind to the next node (round-robin) the pod fits; none: Unschedulable, as the scheduler says it."""
+        nodes = self._nodes()
+        start = self._next_node
+        for step in range(len(nodes)):
+            node = nodes[(start + step) % len(nodes)]
+            if why_not(pod, node) is None:
+                self._next_node = start + step + 1
+                self._bound_at[pod["metadata"]["uid"]] = now
+                bound = patch_object(self.store, pod, {"spec": {"nodeName": node["metadata"]["name"]}})
+                write_status(self.store, bound, pod_status.scheduled(bound))
+                return
+        self._unschedulable(pod, failed_scheduling_message([why_not(pod, node) or "" for node in nodes]))
 
     def _unschedulable(self, pod: Obj, message: str) -> None:
         if condition(pod, c.CONDITION_POD_SCHEDULED, "False"):
             return
         write_status(self.store, pod, pod_status.unschedulable(pod, message))
-        record_event(self.store, pod, "Warning", "FailedScheduling", message,
+        record_event(self.store, pod, "Warning", c.EVENT_FAILED_SCHEDULING, message,
                      component=SCHEDULER, action="Scheduling", instance=f"{SCHEDULER}-emulated")
 
     # ----- kubelet -----------------------------------------------------------------------------------
@@ -214,13 +247,18 @@ class ScriptedKubelet:
         fault = rule.fault
         rule.used += 1
         self._tell(rule, pod)
-        if fault.output and self.write_log is not None:
-            text = fault.output if fault.output.endswith("\n") else fault.output + "\n"
-            self.write_log(pod["metadata"].get("namespace", ""), pod["metadata"]["name"], text)
+        output = fault_output(fault)  # the log holds only what faults printed: its tail is this one's
+        if output and self.write_log is not None:
+            self.write_log(pod["metadata"].get("namespace", ""), pod["metadata"]["name"], output)
         if isinstance(fault, Crash):
-            self._terminate(pod, fault.exit_code, fault.reason, fault.output or None)
+            self._terminate(pod, fault.exit_code, fault.reason, log_tail(output) or None)
+        elif isinstance(fault, Hardware):
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:  # the node says it first; the program dies on its next CUDA call
+                report_xid(self.store, node, fault.xid)
+            self._terminate(pod, 1, c.REASON_ERROR, log_tail(output))
         elif isinstance(fault, OOMKill):
-            self._terminate(pod, c.SIGKILL_EXIT_CODE, c.REASON_OOM_KILLED, fault.output or None)
+            self._terminate(pod, c.SIGKILL_EXIT_CODE, c.REASON_OOM_KILLED, log_tail(output) or None)
         elif isinstance(fault, Succeed):
             self._terminate(pod, 0)
         elif isinstance(fault, Preempt | Evict | NodeShutdown | NodePressure):

@@ -21,7 +21,7 @@ import os
 import tempfile
 import threading
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,9 @@ class EventLines:
             self._pod(event.obj, event.prev or {})
         elif kind == "Job" and event.type == "ADDED" and c.JOBSET_NAME_LABEL not in (event.obj["metadata"].get("labels") or {}):
             self.echo(f"job {self._name(event.obj)} created ({event.obj.get('spec', {}).get('completions', 1)} pods)")
+        elif kind == "Event" and event.type == "ADDED" and ev.involved(event.obj)[0] == c.NODE_KIND:
+            obj = event.obj
+            self.echo(f"node {ev.involved(obj)[1]}: {obj.get('type')} {obj.get('reason')}: {obj.get('message', '')}")
 
     @staticmethod
     def _name(obj: Obj) -> str:
@@ -161,8 +164,9 @@ class FakeClusterServer:
     `kubeconfig` is where to write it (default: a file in a temporary directory removed at `stop()`);
     `fates` a YAML file or a sequence of faults (`Fault`s, mappings or text-grammar strings) played from the
     start; `namespaces` are created, the first is the kubeconfig context's; `succeed_after` makes a pod with no
-    fate succeed after that many seconds of running (None: it runs until told). `echo` receives one line per
-    event worth seeing (JobSets created, restarting, ended; pods disrupted or failed; fates firing).
+    fate succeed after that many seconds of running (None: it runs until told); `node_labels` go on every node.
+    `echo` receives one line per event worth seeing (JobSets created, restarting, ended; pods disrupted or
+    failed; fates firing; what the nodes report).
     """
 
     def __init__(
@@ -177,9 +181,11 @@ class FakeClusterServer:
         succeed_after: float | None = None,
         echo: Callable[[str], None] | None = None,
         feature_gates: Iterable[str] = (),
+        node_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.namespaces = list(namespaces) or ["default"]
         self._feature_gates = tuple(feature_gates)
+        self._node_labels = dict(node_labels or {})
         self._fates = load_fates(fates)  # a bad file is refused before anything starts
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise SpecError("port", f"{port!r} is not a TCP port", "use 0 (any free port) to 65535")
@@ -199,7 +205,8 @@ class FakeClusterServer:
     def start(self) -> FakeClusterServer:
         path = self._kubeconfig_path()
         cluster = FakeCluster(self.namespaces, nodes=self._nodes, succeed_after=self._succeed_after,
-                              port=self._port, host=self._host, notice=self._echo, feature_gates=self._feature_gates)
+                              port=self._port, host=self._host, notice=self._echo, feature_gates=self._feature_gates,
+                              node_labels=self._node_labels)
         for origin, fault in self._fates:
             cluster.add_fault(fault, origin=origin)
         self._stop_observing = cluster.server.on_write(self._observe)

@@ -212,6 +212,44 @@ NAMESPACE_COLUMNS: list[Column] = [
     ("Age", "string", 0, age),
 ]
 
+# ----- Nodes (pkg/printers/internalversion printNode) ---------------------------------------------------
+
+
+def _node_status(node: Obj, now: float) -> str:
+    """Ready or NotReady (Unknown when the Ready condition is missing), then SchedulingDisabled when cordoned."""
+    ready = _condition(node, "Ready")
+    text = "Unknown" if ready is None else ("Ready" if ready.get("status") == "True" else "NotReady")
+    return text + (",SchedulingDisabled" if (node.get("spec") or {}).get("unschedulable") else "")
+
+
+def _node_roles(node: Obj, now: float) -> str:
+    prefix = "node-role.kubernetes.io/"
+    roles = sorted(key[len(prefix):] for key in ev.labels_of(node) if key.startswith(prefix))
+    return ",".join(roles) or "<none>"
+
+
+def _node_address(kind: str) -> Callable[[Obj, float], str]:
+    return lambda node, now: next((a.get("address", "") for a in ev.status_of(node).get("addresses") or []
+                                   if a.get("type") == kind), "<none>")
+
+
+def _node_info(key: str) -> Callable[[Obj, float], str]:
+    return lambda node, now: (ev.status_of(node).get("nodeInfo") or {}).get(key) or "<unknown>"
+
+
+NODE_COLUMNS: list[Column] = [
+    ("Name", "string", 0, _name),
+    ("Status", "string", 0, _node_status),
+    ("Roles", "string", 0, _node_roles),
+    ("Age", "string", 0, age),
+    ("Version", "string", 0, _node_info("kubeletVersion")),
+    ("Internal-IP", "string", 1, _node_address("InternalIP")),
+    ("External-IP", "string", 1, _node_address("ExternalIP")),
+    ("OS-Image", "string", 1, _node_info("osImage")),
+    ("Kernel-Version", "string", 1, _node_info("kernelVersion")),
+    ("Container-Runtime", "string", 1, _node_info("containerRuntimeVersion")),
+]
+
 DEFAULT_COLUMNS: list[Column] = [("Name", "string", 0, _name), ("Age", "string", 0, age)]
 
 _BY_KIND: dict[tuple[str, str], list[Column]] = {
@@ -222,6 +260,7 @@ _BY_KIND: dict[tuple[str, str], list[Column]] = {
     ("v1", "ConfigMap"): CONFIGMAP_COLUMNS,
     ("v1", "Namespace"): NAMESPACE_COLUMNS,
     ("v1", "Service"): SERVICE_COLUMNS,
+    ("v1", "Node"): NODE_COLUMNS,
 }
 
 

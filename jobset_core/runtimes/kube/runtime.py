@@ -45,6 +45,7 @@ from jobset_core.runtimes.kube.client import (
     without_transport_retries,
 )
 from jobset_core.runtimes.kube.kept import KeptStreams, observe_with
+from jobset_core.runtimes.kube.nodes import NodeReader, failed_pod_nodes, gpu_workload
 from jobset_core.runtimes.kube.streams import EVENTS, JOBS, JOBSETS, PODS, InformerHub, Subscription
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ class KubernetesRuntime:
         self._watching: dict[tuple[str, str], int] = {}  # attempts watched now, and by how many watches
         self._lock = threading.Lock()
         self.informers = InformerHub(self)
+        self.node_reader = NodeReader(self.core, self.retry, self.sanitize)
         # Set in long-lived processes that poll (`observe`): the attempt stays subscribed to the shared
         # streams between polls, and is dropped after this long without one.
         self.kept = KeptStreams(self, keep_streams_seconds) if keep_streams_seconds is not None else None
@@ -576,9 +578,21 @@ class KubernetesRuntime:
         pods = self.sanitize(self.retry.call(self.core.list_namespaced_pod, handle.namespace, label_selector=self._pod_selector(handle)).items)
         if [pod for pod in pods if self._on_pod(handle, pod)] and not self.read_only:
             self._store_evidence(handle, main)
-        observation = self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True)
+        observation = self._with_node_facts(handle, self._observation(handle, main, {ev.name_of(p): p for p in pods}, with_events=True))
         self._forget(handle)
         return observation
+
+    def _with_node_facts(self, handle: Handle, seen: Observation) -> Observation:
+        """At a decision on a GPU workload with failed pods: the Nodes they ran on and those Nodes' events
+        (`nodes.py`); anything else is returned as it is, without a request."""
+        if seen.main is None or not gpu_workload(seen.main, seen.pods):
+            return seen
+        failed, nodes = failed_pod_nodes(seen.pods)
+        if not nodes:
+            return seen
+        facts = self.node_reader.facts((handle.namespace, handle.name), failed, nodes)
+        events = {ev.name_of(e): e for e in [*seen.events, *facts.events]}
+        return replace(seen, nodes=facts.nodes, events=_by_time(events.values()))
 
     def _forget(self, handle: Handle, *, watched: bool = False) -> None:
         """Drop an attempt's kept pods from memory once nothing here watches it: the ConfigMap holds them,
@@ -996,7 +1010,8 @@ class _Tracker:
         if reread:  # a decision: the failures seen so far are stored before it
             self.flush(now=True)
         events = self._events(main, jobs, reread)
-        return self._marked(runtime._assemble(handle, main, self.pods, _Related(jobs, events, self.workloads.workloads)))
+        seen = runtime._assemble(handle, main, self.pods, _Related(jobs, events, self.workloads.workloads))
+        return self._marked(runtime._with_node_facts(handle, seen) if reread else seen)
 
     def _marked(self, seen: Observation) -> Observation:
         return replace(seen, cancelled=True) if self.cancelled else seen

@@ -10,6 +10,7 @@ from jobset_core.sim.faults import (
     Crash,
     Evict,
     Fault,
+    Hardware,
     NodeShutdown,
     OOMKill,
     Preempt,
@@ -17,5 +18,5 @@ from jobset_core.sim.faults import (
     parse_faults,
 )
 
-__all__ = ["FAULTS_ENV", "Crash", "Evict", "Fault", "LocalRuntime", "NodeShutdown", "OOMKill", "Preempt",
+__all__ = ["FAULTS_ENV", "Crash", "Evict", "Fault", "Hardware", "LocalRuntime", "NodeShutdown", "OOMKill", "Preempt",
            "faults_from_env", "parse_faults"]

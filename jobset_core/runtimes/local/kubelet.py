@@ -12,6 +12,7 @@ victim, `Preempted` event) and pkg/registry/core/pod/storage/eviction.go (the Ev
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import time
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import evidence as ev
 from jobset_core.runtimes.local.process import (
     LocalProcess,
     container_argv,
@@ -30,9 +32,11 @@ from jobset_core.runtimes.local.process import (
 from jobset_core.runtimes.local.state import LocalPod, LocalSubmission
 from jobset_core.sim import pod_status
 from jobset_core.sim.events import KUBELET, SCHEDULER, record_event
-from jobset_core.sim.faults import Crash, Fault, OOMKill
-from jobset_core.sim.node import disrupt
+from jobset_core.sim.faults import Crash, Fault, Hardware, OOMKill
+from jobset_core.sim.gpu import report_xid
+from jobset_core.sim.node import disrupt, fault_output
 from jobset_core.sim.records import condition, deleting, labels, terminal
+from jobset_core.sim.scheduling import matches_affinity
 from jobset_core.sim.store import ClusterStore, patch_object, write_status
 
 Obj = dict[str, Any]
@@ -41,23 +45,6 @@ UNSCHEDULABLE_MESSAGE = "0/1 nodes are available: 1 Too many pods (the local run
 # A pod's env may name the coordinator by its cluster DNS name; only 127.0.0.1 reaches it here.
 LOCAL_OVERRIDES = {"COORDINATOR_ADDRESS": LOCAL_IP}
 START_ERROR_EXIT_CODE = 128  # what containerd reports when the command cannot be executed
-
-
-def _completions(job_spec: Mapping[str, Any]) -> int:
-    return int(job_spec.get("completions") or job_spec.get("parallelism") or 1)
-
-
-def pod_rank(main: Mapping[str, Any], rjob: str | None, job_index: int, index: int) -> int:
-    """RANK: pods numbered across replicated jobs in spec order, then Jobs, then completion indexes."""
-    if rjob is None:
-        return index
-    base = 0
-    for rj in (main.get("spec") or {}).get("replicatedJobs") or []:
-        per_job = _completions((rj.get("template") or {}).get("spec") or {})
-        if rj["name"] == rjob:
-            return base + job_index * per_job + index
-        base += int(rj.get("replicas", 1)) * per_job
-    return base + index
 
 
 class Node:
@@ -104,7 +91,7 @@ class Node:
             namespace=record["metadata"].get("namespace") or "default",
             hostname=(record.get("spec") or {}).get("hostname") or record["metadata"]["name"],
             index=index,
-            rank=pod_rank(main, rjob, job_index, index),
+            rank=ev.gang_rank(main, rjob, job_index, index),
             restart=restart,
             replicated_job=rjob,
             job_index=job_index,
@@ -189,6 +176,7 @@ class Node:
                 return False
             write_status(self.store, record, pod_status.unschedulable(record, UNSCHEDULABLE_MESSAGE))
             return True
+        self._check_avoidance(pod, record)
         record = patch_object(self.store, record, {"spec": {"nodeName": self.name}})
         ns = pod.namespace
         record_event(self.store, record, "Normal", c.EVENT_SCHEDULED,
@@ -206,6 +194,17 @@ class Node:
         pod.started_at = time.monotonic()
         write_status(self.store, record, self._running(record, f"local://{pod.process.pid}"))
         return True
+
+    def _check_avoidance(self, pod: LocalPod, record: Obj) -> None:
+        """A pod whose node selector or required node affinity excludes this node (a retry kept away from a
+        node a hardware fault implicated) runs here anyway, the one node there is; said once per submission."""
+        node = self.store.get("v1", c.NODE_KIND, self.name, None) or {"metadata": {"name": self.name}}
+        sub = pod.submission
+        if sub.avoided_noticed or matches_affinity(record, node):
+            return
+        sub.avoided_noticed = True
+        self.notice(f"pod {pod.name} asks to avoid node {self.name} ({avoidance_reason(sub.last_seen, self.name)}); "
+                    "the local runtime has one node: it runs there")
 
     @staticmethod
     def _running(record: Obj, container_id: str) -> Obj:
@@ -233,6 +232,8 @@ class Node:
         exit_code, sig = exit_status(returncode)
         if pod.crash_exit_code is not None:
             exit_code, sig = pod.crash_exit_code, None
+        if pod.last_words:  # a fault's words come after the process's own, as its last output
+            pod.process.append_output(pod.last_words)
         shutdown = (record.get("status") or {}).get("reason") == c.POD_REASON_TERMINATED
         message = pod.process.output_tail() if exit_code != 0 and _falls_back_to_logs(record) else None
         status = pod_status.terminated(record, exit_code, pod.crash_reason, message or None, signal=sig, failed=shutdown)
@@ -264,9 +265,10 @@ class Node:
 
     def _inject(self, pod: LocalPod, record: Obj, fault: Fault) -> None:
         assert pod.process is not None
-        if isinstance(fault, Crash | OOMKill):
-            pod.crash_exit_code = fault.exit_code if isinstance(fault, Crash) else c.SIGKILL_EXIT_CODE
-            pod.crash_reason = c.REASON_OOM_KILLED if isinstance(fault, OOMKill) else None
+        if isinstance(fault, Hardware):  # the node says it first; the program dies on its next CUDA call
+            report_xid(self.store, self.name, fault.xid)
+        if isinstance(fault, Crash | OOMKill | Hardware):  # the process ends as the fault says, its words last
+            pod.crash_exit_code, pod.crash_reason, pod.last_words = process_end(fault)
             pod.process.signal(signal.SIGKILL)
             return
         grace = int((record.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
@@ -286,6 +288,25 @@ class Node:
                      component=KUBELET, host=self.name)
         pod.process.signal(signal.SIGTERM)
         pod.kill_at = time.monotonic() + self.grace_seconds
+
+
+def process_end(fault: Crash | OOMKill | Hardware) -> tuple[int, str | None, str]:
+    """(exit code, terminated reason or None for Error, what the process printed last) of a fault that ends the
+    process itself: a crash's code and output, the OOM killer's 137, a hardware fault's exit 1 and CUDA error."""
+    if isinstance(fault, OOMKill):
+        return c.SIGKILL_EXIT_CODE, c.REASON_OOM_KILLED, ""
+    return (fault.exit_code if isinstance(fault, Crash) else 1), None, fault_output(fault)
+
+
+def avoidance_reason(main: Mapping[str, Any] | None, node: str) -> str:
+    """Why the run keeps its pods off `node`: what our avoided-nodes annotation says, else the affinity itself."""
+    text = (((main or {}).get("metadata") or {}).get("annotations") or {}).get(c.AVOIDED_NODES_ANNOTATION)
+    try:
+        avoided = json.loads(text) if text else {}
+    except ValueError:
+        avoided = {}
+    why = avoided.get(node) if isinstance(avoided, dict) else None
+    return str(why) if why else "its required node affinity or node selector excludes it"
 
 
 def start_error_text(exc: OSError) -> str:

@@ -26,6 +26,7 @@ import tenacity
 
 from jobset_core import constants as c
 from jobset_core.runtimes.local.objects import main_container
+from jobset_core.sim.node import log_tail
 
 _OUTPUT_LOCK = threading.Lock()
 
@@ -310,20 +311,28 @@ class LocalProcess:
             with contextlib.suppress(OSError):
                 self._log.close()
 
-    def output_tail(self, max_lines: int = 80, max_bytes: int = 2048) -> str:
-        """The end of this container's log, as the kubelet's FallbackToLogsOnError reads it.
-
-        Upstream `pkg/kubelet/container/runtime.go`: MaxContainerTerminationMessageLogLines = 80 and
-        MaxContainerTerminationMessageLogLength = 2048; the kubelet keeps the end, where the error is.
-        """
+    def output_tail(self) -> str:
+        """The end of this container's log, as the kubelet's FallbackToLogsOnError reads it (`sim.node.log_tail`:
+        the last 80 lines cut to their last 2048 bytes; the kubelet keeps the end, where the error is)."""
         if self._pump is not None:
             self._pump.join(timeout=1.0)  # the process group is gone: the pipe drains at once
         try:
             data = self.log_path.read_bytes()
         except OSError:
             return ""
-        lines = data.splitlines(keepends=True)[-max_lines:]
-        return b"".join(lines)[-max_bytes:].decode("utf-8", errors="replace")
+        return log_tail(data)
+
+    def append_output(self, text: str) -> None:
+        """After the process ended: what it printed last (a fault's words), into its log after its own output,
+        and on stdout with its prefix when streaming, as its own lines are."""
+        if self._pump is not None:
+            self._pump.join(timeout=1.0)
+        with contextlib.suppress(OSError), open(self.log_path, "ab") as log:
+            log.write(text.encode())
+        if self._pump is not None:
+            for line in text.splitlines():
+                if line.strip():
+                    _write_stdout(f"[{self._prefix}] {line}\n")
 
     def _copy_output(self) -> None:
         stream = self.popen.stdout

@@ -14,6 +14,7 @@ import atexit
 import copy
 import dataclasses
 import logging
+import os
 import platform
 import shutil
 import tempfile
@@ -37,12 +38,14 @@ from jobset_core.sim.faults import (
     Crash,
     Evict,
     Fault,
+    Hardware,
     NodeShutdown,
     OOMKill,
     Preempt,
     check_fault_targets,
     faults_from_env,
 )
+from jobset_core.sim.node import register_node
 from jobset_core.sim.records import finished, labels, terminal
 
 log = logging.getLogger(__name__)
@@ -53,7 +56,9 @@ _POLL_SECONDS = 0.05  # how often the emulated controllers look at the processes
 
 
 # The faults local processes can play; the others need a scheduler or an image puller (the offline cluster).
-LOCAL_FAULTS = (Preempt, Evict, NodeShutdown, Crash, OOMKill)
+LOCAL_FAULTS = (Preempt, Evict, NodeShutdown, Crash, OOMKill, Hardware)
+# What `uname -m` says, as the kubelet's `kubernetes.io/arch` label says it (Go's GOARCH)
+GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
 def _check_settings(max_processes: Any, grace_seconds: Any, tick_seconds: Any) -> None:
@@ -77,7 +82,7 @@ def _local_faults(faults: Sequence[Fault] | None) -> tuple[Fault, ...]:
     found: tuple[Fault, ...] = tuple(faults) if faults is not None else faults_from_env()
     for number, fault in enumerate(found):
         if not isinstance(fault, Fault):
-            raise SpecError("faults", f"{fault!r} is not a Preempt, Evict, NodeShutdown, Crash or OOMKill", None)
+            raise SpecError("faults", f"{fault!r} is not a Preempt, Evict, NodeShutdown, Crash, OOMKill or Hardware", None)
         if not isinstance(fault, LOCAL_FAULTS):
             raise SpecError(f"faults[{number}]", f"a {fault.name} fault needs a cluster's scheduler or image puller, "
                             "which local processes do not have", "play it on the offline cluster (jobset fake-cluster)")
@@ -132,6 +137,7 @@ class LocalRuntime:
             notice=self._notice,
             capacity=self._capacity,
         )
+        register_node(self.cluster, self._node.name, **_this_machine())  # its events and conditions have a home
         self._controllers = Controllers(self.cluster, None, notice=self._notice)
         self.namespace: str | None = None  # the manifests' namespace is used as given
         self._records: dict[tuple[str, str], dict[str, Any]] = {}
@@ -382,6 +388,16 @@ class LocalRuntime:
         ]
         return sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
 
+    def _node_facts(self, pods: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The Nodes the pods ran on (the one local node) and those Nodes' events, as the Kubernetes runtime
+        reads them for a diagnosis (node events live in the `default` namespace)."""
+        names = sorted({n for n in ((p.get("spec") or {}).get("nodeName") for p in pods) if n})
+        nodes = [node for node in (self.cluster.get("v1", c.NODE_KIND, n) for n in names) if node is not None]
+        selector = f"{c.INVOLVED_OBJECT_KIND_FIELD}={c.NODE_KIND}"
+        events = [e for e in self.cluster.list("v1", "Event", c.NODE_EVENTS_NAMESPACE, field_selector=selector)
+                  if (e.get("involvedObject") or {}).get("name") in names]
+        return nodes, events
+
     def _observation(self, sub: LocalSubmission) -> Observation:
         events = self._events(sub)
         main = None if sub.deleted else self._main(sub)
@@ -390,10 +406,14 @@ class LocalRuntime:
         pods = self._children(sub, "v1", "Pod")
         live = {p["metadata"]["name"] for p in pods}
         pods += [copy.deepcopy(r) for name, r in sub.evidence.items() if name not in live]
+        nodes, node_events = self._node_facts(pods)
+        known = {e["metadata"]["name"] for e in events}
+        events += [e for e in node_events if e["metadata"]["name"] not in known]
+        events.sort(key=lambda e: int(e["metadata"]["resourceVersion"]))
         if not sub.is_jobset:
-            return Observation(main, pods=pods, events=events)
+            return Observation(main, pods=pods, events=events, nodes=nodes)
         jobs = self._children(sub, c.BATCH_API_VERSION, "Job")
-        return Observation(main, jobs=jobs, pods=pods, events=events)
+        return Observation(main, jobs=jobs, pods=pods, events=events, nodes=nodes)
 
     def _delete(self, sub: LocalSubmission) -> None:
         """Foreground deletion, as `cancel` does on a cluster; the kubelet tears the pods down."""
@@ -541,6 +561,25 @@ class LocalRuntime:
             log.debug("%s", message)
         else:
             log.info("%s", message)
+
+
+def _this_machine() -> dict[str, Any]:
+    """The local Node's architecture, CPUs and memory (no GPUs are claimed: a local GPU fault is emulated)."""
+    try:
+        memory_kib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 1024
+    except (AttributeError, OSError, ValueError):
+        memory_kib = 16 * 1024 * 1024
+    return {"arch": GO_ARCH.get(platform.machine().lower(), platform.machine().lower() or "amd64"),
+            "cpu": str(os.cpu_count() or 1), "memory_kib": int(memory_kib), "gpus": 0, "address": "127.0.0.1",
+            "os_image": _os_image(), "kernel": platform.release(), "os_name": platform.system().lower() or "linux"}
+
+
+def _os_image() -> str:
+    """What the kubelet reports as osImage: os-release's PRETTY_NAME where there is one."""
+    try:
+        return platform.freedesktop_os_release().get("PRETTY_NAME") or platform.platform(terse=True)
+    except OSError:
+        return platform.platform(terse=True)
 
 
 def _close_at_exit(ref: weakref.ReferenceType[LocalRuntime]) -> None:

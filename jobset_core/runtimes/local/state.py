@@ -36,6 +36,7 @@ class LocalPod:
     terminating: bool = False  # SIGTERM sent
     crash_exit_code: int | None = None  # Crash fault: the exit code to record
     crash_reason: str | None = None  # OOMKill fault: the terminated reason to record
+    last_words: str = ""  # what a Crash or Hardware fault makes the process print before it ends
     shutdown: bool = False  # ended by a (graceful) node shutdown: Failed whatever the exit code
     finished: bool = False  # its final status is written
     fired: set[int] = field(default_factory=set)  # ids of faults already applied
@@ -56,6 +57,7 @@ class LocalSubmission:
     faults: tuple[Fault, ...] = ()
     fired_faults: set[int] = field(default_factory=set)  # faults applied to any pod of this submission
     unfired_reported: bool = False
+    avoided_noticed: bool = False  # a pod asked to avoid the one local node: said once
     # Records of failed pods as they ended, as KubernetesRuntime keeps them: the diagnosis of a later
     # failure (and the restart history) still sees why each restart happened after the pods are gone.
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)

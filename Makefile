@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-flyte demo-airflow test test-install lint bench clean
+.PHONY: demo demo-flyte demo-airflow test test-loaded test-install lint bench clean
 
 # The core alone (kubernetes, tenacity, pyyaml, the schema checkers): all `make demo` needs.
 $(VENV)/.installed-core: pyproject.toml
@@ -43,6 +43,15 @@ demo-airflow: $(VENV)/.installed-airflow
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
+
+# `make test` on a busy machine: the same command with two CPU-bound processes beside it, started before and
+# killed after, also when the tests fail or on Ctrl-C (the trap); a loop whose shell is gone anyway (kill -9)
+# ends on its own.
+test-loaded: $(VENV)/.installed
+	@busy=""; trap 'kill $$busy 2>/dev/null' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM; \
+	for n in 1 2; do $(PY) -c 'import os; shell = os.getppid(); exec("while os.getppid() == shell: pass")' & busy="$$busy $$!"; done; \
+	echo "two busy loops beside the tests (pids$$busy)"; \
+	$(MAKE) --no-print-directory test
 
 # Each extra resolves with pip 23.2 and the current pip, in throwaway venvs (a dry run against the index).
 test-install: $(VENV)/.installed

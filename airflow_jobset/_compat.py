@@ -13,9 +13,9 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 try:  # Airflow 3.1+ task SDK
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 except ImportError:  # pragma: no cover - older SDK layouts
-    from airflow.exceptions import AirflowException, AirflowFailException  # type: ignore[no-redef]
+    from airflow.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout  # type: ignore[no-redef]
 
 try:  # Airflow 3.3+
     from airflow.sdk import RetryDecision as AirflowRetryDecision
@@ -53,6 +53,7 @@ __all__ = [
     "AirflowException",
     "AirflowFailException",
     "AirflowRetryDecision",
+    "AirflowTaskTimeout",
     "AirflowRetryPolicy",
     "BaseOperator",
     "ResumableJobMixin",

@@ -11,35 +11,112 @@ closed event loop or an interrupted signal handler leaves it running to the end.
 What is deleted is scoped to the caller's attempt and those before it, never a later one: after a clear the
 new try may already have submitted while the old trigger is still being cancelled.
 
-Whether a cancelled trigger should delete at all is the other half: the triggerer cancels with the same
-user-action message when a trigger moved to another triggerer, so the trigger asks Airflow for its task
-instance's state (`user_ended`): still deferred means a hand-over, and the JobSet stays.
+Whether to delete at all is the other half, and only a positive answer deletes. The triggerer cancels with the
+same user-action message when a trigger merely moved to another triggerer, and a worker's task runner gets the
+same SIGTERM when a user cleared the task as when the worker itself is shut down; so the caller asks Airflow for
+the task instance's state (`ask_task_state`) and `verdict` reads it: ended (failed, success, up for retry,
+cleared, removed, ...) deletes; still deferred, running or queued keeps (a hand-over, a worker going away: the
+JobSet is wanted); no answer (a timeout, the API down, an error) deletes nothing now. The trigger then keeps
+asking in the background, with backoff, for `KEEP_ASKING_SECONDS`, and deletes once the answer says so; if no
+answer ever comes, the object carries `KEPT_ANNOTATION` saying why it was kept and how to remove it. A running
+JobSet is hours of GPU time: killing it on a guess costs the run, keeping it costs a `kubectl delete`.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import contextvars
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
-from jobset_core import Handle, Submission, cleared_record, handle_of, submission_from_object
-from jobset_core.constants import CANCELLED_ANNOTATION, CLEARED_ANNOTATION
+import tenacity
+
+from jobset_core import Handle, attempts_in_scope, cancel_attempts, cleared_record
+from jobset_core.constants import CANCELLED_ANNOTATION, CLEARED_ANNOTATION, KEPT_ANNOTATION
 from jobset_core.lifecycle.record import cleared_names
 
 log = logging.getLogger(__name__)
 
 DEFERRED = "deferred"  # airflow TaskInstanceState.DEFERRED, as the execution API returns it
+# airflow TaskInstanceState values that say the task instance is over (or was cleared to run again from the
+# start): what it ran is no longer wanted. A state of None (no state yet) is a cleared task instance.
+ENDED_STATES = frozenset({
+    "success", "failed", "up_for_retry", "up_for_reschedule", "upstream_failed", "skipped", "removed", "restarting",
+})
+# How long a cancelled trigger keeps asking when Airflow gives no answer, and how long one question may take
+KEEP_ASKING_SECONDS = 600.0
+ASK_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class TaskAnswer:
+    """What Airflow said of a task instance's state: `known` False when it said nothing (why in `error`)."""
+
+    state: str | None
+    known: bool = True
+    error: str | None = None
+
+
+def no_answer(error: str) -> TaskAnswer:
+    return TaskAnswer(None, known=False, error=error)
+
+
+class Verdict(StrEnum):
+    DELETE = "delete"  # the task ended (or was cleared): what it ran is not wanted
+    KEEP = "keep"  # still deferred, running or queued: a hand-over, a worker going away
+    UNKNOWN = "unknown"  # no answer: delete nothing now
+
+
+def verdict(answer: TaskAnswer) -> Verdict:
+    """The one rule: only a positive answer that the task is over deletes."""
+    if not answer.known:
+        return Verdict.UNKNOWN
+    if answer.state is None or answer.state in ENDED_STATES:
+        return Verdict.DELETE
+    return Verdict.KEEP
+
+
+def ask_task_state(ti: Any, timeout: float = ASK_TIMEOUT_SECONDS) -> TaskAnswer:
+    """The task instance's state as Airflow has it now (the execution API, through the supervisor: what a
+    trigger or a task may ask), within `timeout` seconds; `no_answer` when it cannot tell."""
+    if ti is None:
+        return no_answer("no task instance to ask about")
+    map_index = getattr(ti, "map_index", -1)
+    try:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobset-task-state")
+        asking = pool.submit(RuntimeTaskInstance.get_task_states, dag_id=ti.dag_id, task_ids=[ti.task_id],
+                             run_ids=[ti.run_id], map_index=map_index)
+        pool.shutdown(wait=False)  # a question that never returns must not hold this one up
+        states = asking.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        return no_answer(f"Airflow did not answer within {timeout:.0f}s")
+    except Exception as exc:  # noqa: BLE001 - any failure to ask is "no answer", never a reason to delete
+        return no_answer(f"{type(exc).__name__}: {exc}")
+    key = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}_{map_index}"
+    run = (states or {}).get(ti.run_id)
+    if not isinstance(run, Mapping) or key not in run:
+        return no_answer(f"Airflow's answer does not name {key} of {ti.run_id}")
+    state = run[key]
+    return TaskAnswer(str(state.value if hasattr(state, "value") else state) if state is not None else None)
 
 _running: dict[str, Future] = {}
 _lock = threading.Lock()
 
 
-def in_background(key: str, work: Callable[[], Any]) -> Future:
-    """Run `work` on a non-daemon thread (the process waits for it at exit); a second call with the same key
-    while it runs returns the first call's future instead of starting again."""
+def in_background(key: str, work: Callable[[], Any], *, daemon: bool = False) -> Future:
+    """Run `work` on a non-daemon thread (the process waits for it at exit: a deletion finishes), or a daemon
+    one (a long wait the process need not finish); a second call with the same key while it runs returns the
+    first call's future instead of starting again."""
     with _lock:
         future = _running.get(key)
         if future is not None:
@@ -58,42 +135,79 @@ def in_background(key: str, work: Callable[[], Any]) -> Future:
             with _lock:
                 _running.pop(key, None)
 
-    threading.Thread(target=target, name=f"jobset-cleanup-{key}", daemon=False).start()
+    threading.Thread(target=target, name=f"jobset-cleanup-{key}", daemon=daemon).start()
     return future
 
 
-def user_ended(state: str | None) -> bool:
-    """Whether a cancelled trigger's task instance was ended by the user (or by its own end), from its state
-    as Airflow reports it now. Still deferred: the trigger was handed to another triggerer, which watches on.
-    Unknown (the lookup failed): delete, because a JobSet nobody watches is the failure nobody sees."""
-    return state != DEFERRED
+def keep_asking(ask: Callable[[], TaskAnswer], seconds: float | None = None,
+                sleep: Callable[[float], None] = time.sleep) -> TaskAnswer:
+    """Ask again, with backoff (1 s doubling to 30 s), until Airflow answers or `seconds` (default
+    `KEEP_ASKING_SECONDS`) have passed; the last answer (known, or the last `no_answer`)."""
+    seconds = KEEP_ASKING_SECONDS if seconds is None else seconds
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_delay(seconds), wait=tenacity.wait_exponential(multiplier=1, min=1, max=30),
+        retry=tenacity.retry_if_result(lambda answer: not answer.known), sleep=sleep,
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else no_answer("never asked"),
+    )
+    return retrying(ask)
+
+
+def kept_note(handle: Handle, why: str, until: datetime | None) -> str:
+    """What `KEPT_ANNOTATION` says: why the object was kept, and (once the asking is over) how to remove it."""
+    if until is not None:
+        return f"kept: {why}; asking Airflow again until {until.isoformat(timespec='seconds')}"
+    return (f"kept: {why}; if the task has ended, delete it: kubectl delete {handle.kind.lower()} {handle.name} "
+            f"-n {handle.namespace}")
+
+
+def decide_later(handle: Handle, first: TaskAnswer, ask: Callable[[], TaskAnswer], runtime: Any,
+                 report: Callable[[str], None], seconds: float | None = None) -> Future:
+    """No answer yet: mark the object kept (saying why), keep asking in the background, then delete (a positive
+    answer), or unmark it (still wanted), or leave the mark saying how to remove it (no answer ever). The asking
+    thread is a daemon: a process that exits meanwhile leaves the mark, which says why."""
+    seconds = KEEP_ASKING_SECONDS if seconds is None else seconds
+    why = f"the Airflow task's state could not be read when it was cancelled ({first.error})"
+    _note(runtime, handle, kept_note(handle, why, datetime.now(UTC) + timedelta(seconds=seconds)))
+
+    def work() -> list[str]:
+        answer = keep_asking(ask, seconds)
+        outcome = verdict(answer)
+        if outcome is Verdict.DELETE:
+            report(f"Airflow says the task is {answer.state or 'cleared'} now: deleting {handle.kind} {handle.name}")
+            return delete_attempts(runtime, handle.run_key, handle.namespace, handle)
+        if outcome is Verdict.KEEP:
+            _note(runtime, handle, None)
+            report(f"Airflow says the task is {answer.state} now: {handle.kind} {handle.name} stays")
+            return []
+        _note(runtime, handle, kept_note(handle, f"Airflow gave no answer in {seconds:.0f}s ({answer.error})", None))
+        report(f"no answer from Airflow in {seconds:.0f}s ({answer.error}): {handle.kind} {handle.name} is kept, "
+               f"marked {KEPT_ANNOTATION}; delete it once the task has ended")
+        return []
+
+    context = contextvars.copy_context()  # the caller's (a trigger's log goes where its context says)
+    return in_background(f"{handle.run_key}/{handle.name}/asking", lambda: context.run(work), daemon=True)
+
+
+def mark_kept(runtime: Any, handle: Handle, why: str) -> None:
+    """Say on the object why it was kept and how to remove it (a process that cannot ask again)."""
+    _note(runtime, handle, kept_note(handle, why, None))
+
+
+def _note(runtime: Any, handle: Handle, text: str | None) -> None:
+    with contextlib.suppress(Exception):  # a gone object needs no note
+        runtime.annotate(handle, {KEPT_ANNOTATION: text})
 
 
 def attempts_up_to(objects: Iterable[Mapping[str, Any]], run_key: str, namespace: str, up_to: int | None) -> list[Handle]:
     """The run's attempts numbered `up_to` or lower (all when None): the ones a try may delete."""
-    handles = [handle_of(o, run_key, namespace) for o in objects]
-    return sorted((h for h in handles if up_to is None or h.attempt <= up_to), key=lambda h: h.attempt)
+    return attempts_in_scope(objects, run_key, namespace, up_to)
 
 
 def delete_attempts(runtime: Any, run_key: str, namespace: str, known: Handle | None, *, marks: Mapping[str, str] | None = None) -> list[str]:
     """Mark and delete `known` first (no lookup before it), then every other attempt of the run up to it;
-    the run record goes too unless a later attempt (a newer try) still needs it. Idempotent."""
-    marks = dict(marks or {CANCELLED_ANNOTATION: "true"})
-    deleted: list[str] = []
-    if known is not None:
-        _mark_and_delete(runtime, known, marks)
-        deleted.append(known.name)
-    objects = runtime.find(run_key, namespace)
-    up_to = known.attempt if known is not None else None
-    for handle in attempts_up_to(objects, run_key, namespace, up_to):
-        if handle.name not in deleted:
-            _mark_and_delete(runtime, handle, marks)
-            deleted.append(handle.name)
-    later = [o for o in objects if up_to is not None and (submission_from_object(o) or Submission("", 0)).attempt > up_to]
-    if not later and not taken_over(runtime.read_run_record(run_key, namespace), known):
-        runtime.delete_run_record(run_key, namespace)
-    log.info("deleted %s of run %s", ", ".join(deleted) or "nothing", run_key)
-    return deleted
+    the run record goes too unless a later attempt (a newer try) still needs it, or the try after a clear took
+    it over. Idempotent."""
+    return cancel_attempts(runtime, run_key, namespace, known, marks=marks, keep_record=lambda record: taken_over(record, known))
 
 
 def taken_over(record: Mapping[str, Any] | None, known: Handle | None) -> bool:

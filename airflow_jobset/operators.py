@@ -23,6 +23,7 @@ Mapping of Airflow onto the core:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -35,6 +36,7 @@ from airflow_jobset._compat import (
     HAS_RETRY_POLICY,
     AirflowException,
     AirflowFailException,
+    AirflowTaskTimeout,
     BaseOperator,
     ResumableJobMixin,
 )
@@ -73,6 +75,14 @@ TRIGGER_TIMEOUT = "Trigger timeout"  # airflow TriggerFailureReason.TRIGGER_TIME
 # The supervisor sends SIGKILL 5 s after the SIGTERM whose handler calls on_kill (supervisor.kill's
 # escalation_delay): wait a little less for the deletion, which goes on in its own thread regardless.
 ON_KILL_WAIT_SECONDS = 4.0
+ON_KILL_ASK_SECONDS = 2.0  # of which the question may take this much
+
+
+def check_seconds(name: str, value: Any) -> float:
+    """A number of seconds >= 0, or a SpecError naming the argument (at DAG import, before anything runs)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        raise SpecError(name, f"must be a number of seconds >= 0, got {value!r}", f"use e.g. {name}=10")
+    return float(value)
 
 
 def run_key_for(context: Any) -> str:
@@ -123,6 +133,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         delete_on_finish: bool = False,
         get_logs: bool = True,
         local_faults: str | None = None,
+        task_state_timeout: float = cleanup.ASK_TIMEOUT_SECONDS,
         **kwargs: Any,
     ) -> None:
         if HAS_RETRY_POLICY and kwargs.get("retry_policy") is None:
@@ -142,12 +153,14 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         if local_faults is not None:  # refused at DAG import, naming the argument the user wrote
             parse_faults(local_faults, "local_faults")
         self.local_faults = local_faults
+        self.task_state_timeout = check_seconds("task_state_timeout", task_state_timeout)
         self._run: JobSetRun | None = None
         self._runtime_obj: Any = None
         self._spec_obj: JobSetSpec | GangJobSpec | None = None
         self._xcom: dict[str, Any] | None = None
         self._handle: Handle | None = None  # this try's attempt, for on_kill
         self._where: tuple[str, str] | None = None  # (run key, namespace) once known, for on_kill
+        self._ti: Any = None  # the task instance of this try, for on_kill's question
 
     # ----- building blocks ---------------------------------------------------------------------------
 
@@ -205,7 +218,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             resubmit=False,
             on_event=self._on_event,
         )
-        self._where = (run.run_key, run.namespace)
+        self._where, self._ti = (run.run_key, run.namespace), context.get("ti")
         return run
 
     def _run_for(self, handle: Handle, context: Any) -> JobSetRun:
@@ -229,6 +242,21 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             return self.execute_resumable(context)
         except SpecError as exc:  # a bad workload stays bad: retrying it would only spend the budget
             raise AirflowFailException(f"invalid {self.spec_field}: {exc}") from exc
+        except AirflowTaskTimeout:
+            # this try ran past its execution_timeout: it knows itself that it is over (Airflow still has it
+            # running when its on_kill is called), so it deletes its attempts before the task fails
+            self._delete_after_timeout()
+            raise
+
+    def _delete_after_timeout(self) -> None:
+        if self._where is None:
+            return
+        run_key, namespace = self._where
+        self.log.error("execution_timeout: deleting the attempts of run %s", run_key)
+        done = cleanup.in_background(f"{run_key}/{self._handle.name if self._handle else '*'}",
+                                     lambda: cleanup.delete_attempts(self._get_runtime(), run_key, namespace, self._handle))
+        with contextlib.suppress(Exception):
+            self.log.info("deleted %s", ", ".join(done.result(timeout=ON_KILL_WAIT_SECONDS)) or "nothing")
 
     def _clear_previous(self, context: Any) -> None:
         """The user cleared the task: its earlier attempts are history, and this try starts a fresh run."""
@@ -299,6 +327,7 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
             leader_selector=leader_selector(spec, handle) if follow else None,
             leader_container=container_of(spec) if follow else None,
             deferred_at=time.time(),
+            task_state_timeout=self.task_state_timeout,
         )
         self.defer(trigger=trigger, method_name=TRIGGER_METHOD, timeout=self._time_left(context))
 
@@ -431,22 +460,36 @@ class BaseJobSetOperator(ResumableJobMixin, BaseOperator):
         JobSetRun.resume(handle, self._get_runtime()).cancel()
 
     def on_kill(self) -> None:
-        """Delete this try's attempts (and those before it); the watch then ends with a cancelled result, so
-        the task fails instead of passing silently.
+        """Delete this try's attempts (and those before it) when Airflow says the task is over; the watch then
+        ends with a cancelled result, so the task fails instead of passing silently.
 
         Airflow calls this from the task runner's SIGTERM handler, on the main thread, which may be in the
-        middle of a request: the deletion runs on its own thread and this waits for it a bounded time."""
+        middle of a request: the question and the deletion run on their own thread and this waits for them a
+        bounded time. The same SIGTERM comes when a user cleared or marked the task and when the worker itself
+        shuts down (its supervisor forwards it): only a positive answer deletes (`cleanup.verdict`); a task
+        Airflow still runs keeps its JobSet for the next try to reattach to, and no answer keeps it, marked."""
         if self._where is None:
             self.log.info("on_kill: nothing submitted by this try")
             return
         run_key, namespace = self._where
-        handle, runtime = self._handle, self._get_runtime()
-        self.log.info("on_kill: deleting %s of run %s", handle.name if handle else "every attempt", run_key)
+        handle, runtime, ti = self._handle, self._get_runtime(), self._ti
 
-        def delete() -> list[str]:
-            return cleanup.delete_attempts(runtime, run_key, namespace, handle)
+        def decide_and_delete() -> list[str]:
+            answer = cleanup.ask_task_state(ti, min(self.task_state_timeout, ON_KILL_ASK_SECONDS))
+            outcome = cleanup.verdict(answer)
+            what = handle.name if handle else f"the attempts of run {run_key}"
+            if outcome is cleanup.Verdict.DELETE:
+                self.log.info("on_kill: the task is %s: deleting %s", answer.state or "cleared", what)
+                return cleanup.delete_attempts(runtime, run_key, namespace, handle)
+            if outcome is cleanup.Verdict.KEEP:
+                self.log.info("on_kill: Airflow still has the task %s (the worker is going away): %s stays", answer.state, what)
+            else:
+                self.log.warning("on_kill: could not tell whether the task ended (%s): %s stays", answer.error, what)
+                if handle is not None:
+                    cleanup.mark_kept(runtime, handle, f"the task was killed and Airflow gave no answer ({answer.error})")
+            return []
 
-        done = cleanup.in_background(f"{run_key}/{handle.name if handle else '*'}", delete)
+        done = cleanup.in_background(f"{run_key}/{handle.name if handle else '*'}", decide_and_delete)
         try:
             self.log.info("on_kill: deleted %s", ", ".join(done.result(timeout=ON_KILL_WAIT_SECONDS)) or "nothing")
         except Exception as exc:  # noqa: BLE001 - the thread goes on; the task is being killed anyway

@@ -8,12 +8,14 @@ worker resumes and raises there, because a trigger's failure event would skip th
 Cancelling the trigger stops its watch and its log follower and never touches the JobSet: a triggerer
 restart, a hand-over and a deferral timeout all cancel it. Only `on_kill` deletes, which Airflow calls
 when the user acted on the task (mark failed or success, clear); since a hand-over reaches `on_kill` the
-same way, it first asks Airflow whether the task instance is still deferred (`cleanup`).
+same way, it first asks Airflow what the task instance is now, and deletes only when the answer says it
+ended (`cleanup.verdict`); without an answer it keeps the JobSet and asks again in the background.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -28,7 +30,7 @@ from jobset_core import RUN_LOG as CORE_LOG  # where JobSetRun logs every event 
 from jobset_core import Handle, JobSetRun, KubernetesRuntime, RunEvent
 
 CLASSPATH = "airflow_jobset.triggers.JobSetTrigger"
-STATE_LOOKUP_SECONDS = 10.0  # how long on_kill waits for Airflow to say what the task instance is now
+STATE_LOOKUP_SECONDS = cleanup.ASK_TIMEOUT_SECONDS  # how long on_kill waits for Airflow to say what the task is now
 CLEANUP_POLL_SECONDS = 0.2
 # The least time between a deferral and the trigger's event. Airflow 3.3's scheduler fails a resumed task
 # when the executor's report that the deferring worker exited arrives after the resumed try started running
@@ -51,6 +53,7 @@ class JobSetTrigger(BaseTrigger):
         leader_selector: str | None = None,
         leader_container: str | None = None,
         deferred_at: float | None = None,
+        task_state_timeout: float = STATE_LOOKUP_SECONDS,
     ) -> None:
         super().__init__()
         Handle.from_dict(handle)  # a clear error at defer time, not in the triggerer
@@ -62,6 +65,7 @@ class JobSetTrigger(BaseTrigger):
         self.leader_selector = leader_selector
         self.leader_container = leader_container
         self.deferred_at = deferred_at
+        self.task_state_timeout = float(task_state_timeout)
         self._runtime_obj: Any = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -76,6 +80,7 @@ class JobSetTrigger(BaseTrigger):
                 "leader_selector": self.leader_selector,
                 "leader_container": self.leader_container,
                 "deferred_at": self.deferred_at,
+                "task_state_timeout": self.task_state_timeout,
             },
         )
 
@@ -106,46 +111,38 @@ class JobSetTrigger(BaseTrigger):
         work.add_done_callback(_pending.discard)
         await asyncio.shield(work)
 
-    async def _task_state(self) -> str | None:
-        """The task instance's state as Airflow has it now; None when it cannot be asked."""
-        ti = getattr(self, "task_instance", None)
-        if ti is None:
-            return None
-        try:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-            from asgiref.sync import sync_to_async
-
-            map_index = getattr(ti, "map_index", -1)
-            states = await asyncio.wait_for(
-                sync_to_async(RuntimeTaskInstance.get_task_states, thread_sensitive=False)(
-                    dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=[ti.run_id], map_index=map_index
-                ),
-                STATE_LOOKUP_SECONDS,
-            )
-        except Exception as exc:  # noqa: BLE001 - unknown state: the safe side is deleting
-            self.log.warning("could not read the state of %s: %s", ti.task_id, exc)
-            return None
-        key = ti.task_id if map_index is None or map_index < 0 else f"{ti.task_id}_{map_index}"
-        state = (states.get(ti.run_id) or {}).get(key)
-        return str(state) if state is not None else None
-
     async def _delete_if_user_ended(self) -> None:
+        """Ask, decide and delete on a thread of its own (the event loop may close under it), then wait for it."""
         handle = Handle.from_dict(self.handle)
-        state = await self._task_state()
-        if not cleanup.user_ended(state):
-            self.log.info("%s is still deferred: the trigger moved to another triggerer; %s %s stays", handle.run_key, handle.kind, handle.name)
-            return
-        self.log.info("the task is %s: deleting %s %s and the attempts before it", state or "no longer deferred", handle.kind, handle.name)
-        runtime = self._runtime_obj
-
-        def delete() -> list[str]:
-            return cleanup.delete_attempts(runtime or self._runtime(handle), handle.run_key, handle.namespace, handle)
-
-        done = cleanup.in_background(f"{handle.run_key}/{handle.name}", delete)
+        # run with this task's context: the triggerer files what the trigger logs by it
+        context = contextvars.copy_context()
+        done = cleanup.in_background(f"{handle.run_key}/{handle.name}", lambda: context.run(self._decide_and_delete, handle))
         while not done.done():  # polled, not awaited through the loop: the thread must not need it
             await asyncio.sleep(CLEANUP_POLL_SECONDS)
-        if done.exception() is None:
+        if done.exception() is None and done.result():
             self.log.info("deleted %s", ", ".join(done.result()))
+
+    def _decide_and_delete(self, handle: Handle) -> list[str]:
+        """Delete on a positive answer only: ended deletes, still deferred (a hand-over) keeps, no answer keeps
+        for now and asks again in the background (`cleanup.decide_later`)."""
+        ti = getattr(self, "task_instance", None)
+        answer = cleanup.ask_task_state(ti, self.task_state_timeout)
+        outcome = cleanup.verdict(answer)
+        if outcome is cleanup.Verdict.KEEP:
+            why = "the trigger moved to another triggerer" if answer.state == cleanup.DEFERRED else "the task runs on"
+            self.log.info("%s is still %s: %s; %s %s stays", handle.run_key, answer.state, why, handle.kind, handle.name)
+            return []
+        runtime = self._runtime_obj or self._runtime(handle)
+        if outcome is cleanup.Verdict.UNKNOWN:
+            self.log.warning(
+                "could not tell whether the task ended (%s): %s %s stays; asking Airflow again for up to %.0f minutes",
+                answer.error, handle.kind, handle.name, cleanup.KEEP_ASKING_SECONDS / 60,
+            )
+            later = max(self.task_state_timeout, STATE_LOOKUP_SECONDS)  # the next questions get the usual time
+            cleanup.decide_later(handle, answer, lambda: cleanup.ask_task_state(ti, later), runtime, self.log.warning)
+            return []
+        self.log.info("the task is %s: deleting %s %s and the attempts before it", answer.state or "cleared", handle.kind, handle.name)
+        return cleanup.delete_attempts(runtime, handle.run_key, handle.namespace, handle)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         handle = Handle.from_dict(self.handle)

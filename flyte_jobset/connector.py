@@ -45,6 +45,7 @@ from jobset_core import (
     AttemptTimeline,
     Coordinator,
     Diagnosis,
+    EventType,
     Handle,
     JobSetRun,
     JobSetSpec,
@@ -54,6 +55,7 @@ from jobset_core import (
     Runtime,
     SpecError,
     State,
+    cancel_attempts,
     handle_of,
     make_run_key,
     render_timeline,
@@ -666,7 +668,16 @@ class JobSetConnector(AsyncConnectorBase):
         """
         meta = resource_meta
         runtime = self.runtime(meta.runtime, meta.local_faults)
-        JobSetRun.resume(meta.handle, runtime, engine_attempt=meta.engine_attempt, on_event=_echo()).cancel()
+        deleted = delete_attempts_of(runtime, Handle.from_dict(meta.handle), meta.engine_attempt)
+        if deleted:
+            _echo()(RunEvent(EventType.CANCELLED, f"cancelled: deleted {', '.join(deleted)}"))
+
+
+def delete_attempts_of(runtime: Runtime, handle: Handle, engine_attempt: int | None) -> list[str]:
+    """What propeller's Delete for one Flyte attempt may delete: the JobSets that attempt submitted (its own and
+    its free resubmissions), never one a later Flyte attempt submitted; propeller can finalize an attempt after
+    the next one was created."""
+    return cancel_attempts(runtime, handle.run_key, handle.namespace, handle, engine_attempt=engine_attempt)
 
 
 def is_free_retry(result: RunResult) -> bool:

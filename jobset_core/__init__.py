@@ -1,66 +1,93 @@
 """jobset-plugins core: workload model, failure diagnosis, one retry budget, and the runtimes.
 
 Engine-neutral: nothing here imports flytekit or airflow. The names below are the public API contract.
+
+They load on first use (PEP 562): `import jobset_core` costs nothing, so that a program can import
+`jobset_core.terminal` first and handle Ctrl-C before anything heavy (the diagnosis, the kubernetes client)
+loads, and a process that needs one name pays for that name's modules only. A new public name goes in
+`_PUBLIC`, in the `TYPE_CHECKING` imports (what type checkers and editors read) and in `__all__`; a test
+checks that the three agree and that every name resolves.
 """
 
-from jobset_core.diagnosis import Diagnosis, Grace, HistoryEntry, diagnose
-from jobset_core.errors import SpecError
-from jobset_core.lifecycle.contract import Handle, Observation, Runtime, State, state_of
-from jobset_core.lifecycle.drive import (
-    RUN_LOG,
-    EventType,
-    JobSetRun,
-    RunEvent,
-    RunResult,
-    handle_of,
-    make_run_key,
-)
-from jobset_core.lifecycle.record import cleared_record
-from jobset_core.lifecycle.step import Action, AppReport, Progress, Step, assess
-from jobset_core.model.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
-from jobset_core.model.spec import (
-    Coordinator,
-    DependsOn,
-    GangJobSpec,
-    JobSetSpec,
-    Network,
-    ReplicatedJob,
-    SuccessPolicy,
-)
-from jobset_core.model.validation import check_bool, check_dns1123, check_positive_int
-from jobset_core.policy.budget import (
-    Interruptible,
-    RetryDecision,
-    RetryPolicy,
-    platform_default_retries,
-    strip_interruptible,
-)
-from jobset_core.policy.kinds import FailureKind
-from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
-from jobset_core.timeline import AttemptTimeline, render_timeline
+from __future__ import annotations
 
-_FAULTS = ("Crash", "Evict", "Hardware", "NodeShutdown", "OOMKill", "Preempt")
+TYPE_CHECKING = False  # not imported from typing: `import jobset_core` loads no other module
+if TYPE_CHECKING:
+    from jobset_core.diagnosis import Diagnosis, Grace, HistoryEntry, diagnose
+    from jobset_core.errors import SpecError
+    from jobset_core.lifecycle.cancel import attempts_in_scope, cancel_attempts
+    from jobset_core.lifecycle.contract import Handle, Observation, Runtime, State, handle_of, state_of
+    from jobset_core.lifecycle.drive import RUN_LOG, EventType, JobSetRun, RunEvent, RunResult, make_run_key
+    from jobset_core.lifecycle.record import cleared_record
+    from jobset_core.lifecycle.step import Action, AppReport, Progress, Step, assess
+    from jobset_core.model.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
+    from jobset_core.model.spec import (
+        Coordinator,
+        DependsOn,
+        GangJobSpec,
+        JobSetSpec,
+        Network,
+        ReplicatedJob,
+        SuccessPolicy,
+    )
+    from jobset_core.model.validation import check_bool, check_dns1123, check_positive_int
+    from jobset_core.policy.budget import (
+        Interruptible,
+        RetryDecision,
+        RetryPolicy,
+        platform_default_retries,
+        strip_interruptible,
+    )
+    from jobset_core.policy.kinds import FailureKind
+    from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
+    from jobset_core.runtimes.kube.runtime import KEEP_STREAMS_SECONDS, KubernetesRuntime
+    from jobset_core.runtimes.local import LocalRuntime
+    from jobset_core.sim.faults import Crash, Evict, Hardware, NodeShutdown, OOMKill, Preempt
+    from jobset_core.timeline import AttemptTimeline, render_timeline
+
+# module -> the public names it provides
+_PUBLIC: dict[str, tuple[str, ...]] = {
+    "jobset_core.diagnosis": ("Diagnosis", "Grace", "HistoryEntry", "diagnose"),
+    "jobset_core.errors": ("SpecError",),
+    "jobset_core.lifecycle.cancel": ("attempts_in_scope", "cancel_attempts"),
+    "jobset_core.lifecycle.contract": ("Handle", "Observation", "Runtime", "State", "handle_of", "state_of"),
+    "jobset_core.lifecycle.drive": (
+        "RUN_LOG", "EventType", "JobSetRun", "RunEvent", "RunResult", "make_run_key",
+    ),
+    "jobset_core.lifecycle.record": ("cleared_record",),
+    "jobset_core.lifecycle.step": ("Action", "AppReport", "Progress", "Step", "assess"),
+    "jobset_core.model.gang": ("Coscheduling", "Kueue", "Volcano", "WorkloadAPI"),
+    "jobset_core.model.spec": (
+        "Coordinator", "DependsOn", "GangJobSpec", "JobSetSpec", "Network", "ReplicatedJob", "SuccessPolicy",
+    ),
+    "jobset_core.model.validation": ("check_bool", "check_dns1123", "check_positive_int"),
+    "jobset_core.policy.budget": (
+        "Interruptible", "RetryDecision", "RetryPolicy", "platform_default_retries", "strip_interruptible",
+    ),
+    "jobset_core.policy.kinds": ("FailureKind",),
+    "jobset_core.policy.ledger": ("Ledger", "Submission", "submission_from_object"),
+    "jobset_core.runtimes.kube.runtime": ("KEEP_STREAMS_SECONDS", "KubernetesRuntime"),
+    "jobset_core.runtimes.local": ("LocalRuntime",),
+    "jobset_core.sim.faults": ("Crash", "Evict", "Hardware", "NodeShutdown", "OOMKill", "Preempt"),
+    "jobset_core.timeline": ("AttemptTimeline", "render_timeline"),
+}
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
 
 
-def __getattr__(name: str):
-    """Runtimes import lazily: the kubernetes client is only loaded when a cluster is used."""
-    if name == "KEEP_STREAMS_SECONDS":
-        from jobset_core.runtimes.kube.runtime import KEEP_STREAMS_SECONDS
+def __getattr__(name: str) -> object:
+    """A public name, imported from its module on first use and kept."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jobset_core' has no attribute {name!r}")
+    import importlib
 
-        return KEEP_STREAMS_SECONDS
-    if name == "KubernetesRuntime":
-        from jobset_core.runtimes.kube.runtime import KubernetesRuntime
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return KubernetesRuntime
-    if name == "LocalRuntime":
-        from jobset_core.runtimes.local import LocalRuntime
 
-        return LocalRuntime
-    if name in _FAULTS:
-        from jobset_core.sim import faults
-
-        return getattr(faults, name)
-    raise AttributeError(f"module 'jobset_core' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})
 
 
 __all__ = [
@@ -97,6 +124,8 @@ __all__ = [
     "HistoryEntry",
     "Interruptible",
     "JobSetRun",
+    "attempts_in_scope",
+    "cancel_attempts",
     "JobSetSpec",
     "KubernetesRuntime",
     "Kueue",

@@ -7,8 +7,9 @@ and diagnoses it with the run's own step and policy; `--from-file dump.json` rea
 {"jobset", "jobs", "pods", "events"} object our tests and captures use; `-` is stdin) for offline use.
 
 Exit codes, for scripts: 0 succeeded, 1 failed (with a diagnosis), 2 usage or access error (no such object,
-no kubeconfig, unreachable server, unreadable input), 3 still running or no failure yet, 130 interrupted
-(Ctrl-C), 141 the reader of the output went away (`| head`).
+no kubeconfig, unreachable server, a server certificate that does not verify, unreadable input), 3 still
+running or no failure yet, 130 interrupted (Ctrl-C), 141 the reader of the output went away (`| head`). The
+console script enters through `jobset_core.console`, so that the last two hold from its first instruction.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -42,14 +42,14 @@ from jobset_core.evidence import child_job_names, job_names_of_pods, kept_pods, 
 from jobset_core.lifecycle.contract import Observation
 from jobset_core.lifecycle.step import diagnose_observation
 from jobset_core.policy.budget import RetryPolicy
+from jobset_core.terminal import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE  # the exit codes, for scripts and tests
+from jobset_core.terminal import EXIT_INTERRUPTED, closed_pipe
 from jobset_core.testing.command import add_parser as add_fake_cluster_parser
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_RUNNING = 3
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command whose reader went away
 # A person is waiting: give a server that does not answer a few seconds, not the runtime's minutes.
 REQUEST_TIMEOUT_SECONDS = 5.0
 # Nothing listening at the address is said at once (a second of retries covers a server that is restarting).
@@ -218,15 +218,17 @@ def policy_of(main: dict[str, Any] | None) -> RetryPolicy:
         return RetryPolicy(retries=0)
 
 
-def diagnose_objects(objects: dict[str, Any]) -> Diagnosis:
-    """The diagnosis a run makes of the same objects: its own step (`diagnose_observation`) with its policy."""
+def diagnose_objects(objects: dict[str, Any], now: datetime | None = None) -> Diagnosis:
+    """The diagnosis a run makes of the same objects: its own step (`diagnose_observation`) with its policy, as
+    of `now` (a dump: the moment it was taken; a live look: the wall clock)."""
     main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None)
+    now = now or datetime.now(UTC)
     if main is None:
-        return diagnose(**objects)
+        return diagnose(**objects, now=now)
     observation = Observation(main=main, jobs=[j for j in objects.get("jobs") or [] if j is not main],
                               pods=list(objects.get("pods") or []), events=list(objects.get("events") or []),
                               workloads=list(objects.get("workloads") or []), nodes=list(objects.get("nodes") or []))
-    return diagnose_observation(observation, policy_of(main), datetime.now(UTC))
+    return diagnose_observation(observation, policy_of(main), now)
 
 
 def render(d: Diagnosis) -> str:
@@ -291,14 +293,16 @@ def explain(args: argparse.Namespace) -> int:
         objects = read_live(args.name, args.namespace or kubeconfig_namespace())
     if not any(objects.get(k) for k in ("jobset", "jobs", "pods", "events")):
         raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
-    result = diagnose_objects(objects)
+    # a dump is judged as of when it was taken (the latest moment its objects record), a live look as of now
+    now = ev.latest_recorded_time(*objects.values()) if args.from_file else None
+    result = diagnose_objects(objects, now)
     print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
     if args.html:
-        write_timeline(args.html, objects, result)
+        write_timeline(args.html, objects, result, now)
     return outcome(objects, result)
 
 
-def write_timeline(path: str, objects: dict[str, Any], diagnosis: Diagnosis) -> None:
+def write_timeline(path: str, objects: dict[str, Any], diagnosis: Diagnosis, now: datetime | None = None) -> None:
     """The Flyte Deck's timeline page, for people who are not in Flyte: every pod as a bar, the culprit marked."""
     from jobset_core.timeline import AttemptTimeline, render_timeline
 
@@ -306,7 +310,7 @@ def write_timeline(path: str, objects: dict[str, Any], diagnosis: Diagnosis) -> 
     name = (main.get("metadata") or {}).get("name") or "workload"
     state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(outcome(objects, diagnosis), "still running")
     attempt = AttemptTimeline(name, list(objects.get("pods") or []), diagnosis, state)
-    page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary)
+    page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary, now=now)
     try:
         Path(path).write_text(page)
     except OSError as exc:
@@ -345,7 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader gone before the output was written (`| head -n 0`) is met here, and said
+        return code
     except (ValueError, LookupError, KubeApiError) as exc:  # DumpError and SpecError are ValueErrors
         print(f"jobset {command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -355,16 +361,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # explain only reads, so nothing is left half done; the offline cluster handles its own Ctrl-C (exit 0)
         print(f"jobset {command}: interrupted; nothing was changed", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-def closed_pipe() -> int:
-    """The reader went away (`jobset explain ... | head`): stop quietly, as a shell's own tools do. Standard
-    output is pointed at /dev/null first, so that the interpreter's final flush does not fail a second time
-    with an "Exception ignored" message."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

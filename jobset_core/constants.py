@@ -542,6 +542,12 @@ AVOIDED_NODES_ANNOTATION = PROJECT_PREFIX + "avoided-nodes"
 # An attempt the user threw away to run the task again (Airflow "clear"): kept in the run's history, never
 # counted against the budget, never adopted.
 CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
+# An attempt a process was asked to delete on someone's behalf (a cancelled trigger, a killed worker) and kept,
+# because nobody could say the task had ended: why, and how to remove it.
+KEPT_ANNOTATION = PROJECT_PREFIX + "kept"
+# The engine's own attempt number (Flyte's retry_attempt, Airflow's try within the run) that submitted an attempt:
+# a cleanup on behalf of one engine attempt never deletes what a later one submitted.
+ENGINE_ATTEMPT_ANNOTATION = PROJECT_PREFIX + "engine-attempt"
 EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
 # How `kubectl get pods` shows a pod whose deletion the kubelet never confirmed: the diagnosis's reason for
 # a pod stuck that way on a node that stopped reporting.

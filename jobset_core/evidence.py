@@ -398,3 +398,31 @@ def stored_policy(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+# When the cluster last wrote something, as the objects record it: a dump is judged as of then, not of the day it
+# is read (a pod Terminating in an old dump is not "days past its grace period"). deletionTimestamp is left out:
+# it is the deletion plus the grace period, a moment that may not have come when the dump was taken.
+RECORDED_TIME_KEYS = frozenset({
+    "creationTimestamp", "lastTransitionTime", "lastProbeTime", "lastHeartbeatTime", "lastUpdateTime",
+    "startedAt", "finishedAt", "startTime", "completionTime", "firstTimestamp", "lastTimestamp", "eventTime", "time",
+})
+
+
+def latest_recorded_time(*groups: Any) -> datetime | None:
+    """The latest moment any of the objects records (their conditions, containers, events, creation)."""
+    latest: datetime | None = None
+    stack: list[Any] = list(groups)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, value in item.items():
+                if key in RECORDED_TIME_KEYS and isinstance(value, str):
+                    when = parse_time(value)
+                    if when is not None and (latest is None or when > latest):
+                        latest = when
+                elif isinstance(value, (Mapping, list)):
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return latest

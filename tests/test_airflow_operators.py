@@ -49,6 +49,7 @@ from jobset_core import (  # noqa: E402
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
 from tests.kube_driver import JOBSET_API, ClusterDriver  # noqa: E402
+from tests.waiting import wait_until, wait_until_async  # noqa: E402
 
 NS = "ml"
 CONN = "jobset_test_cluster"
@@ -79,6 +80,34 @@ def driver(server: LocalApiServer) -> Iterator[ClusterDriver]:
     with ClusterDriver(server, NS, tick=0.03) as drv:
         yield drv
     assert not drv.errors, f"the cluster driver failed: {drv.errors!r}"
+
+
+@pytest.fixture
+def observed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The attempt each async watch observation was about, in order, as the runtime hands it to the run (which
+    steps on it before it asks for the next): what a test of a watching trigger waits for instead of a sleep."""
+    seen: list[str] = []
+    awatch = KubernetesRuntime.awatch
+
+    async def counted(self: KubernetesRuntime, handle: Any) -> Any:
+        inner = awatch(self, handle)
+        try:
+            async for observation in inner:
+                seen.append(handle.name)
+                yield observation
+        finally:
+            await inner.aclose()  # at once, as the run closes its watch: the streams are left now, not at GC
+
+    monkeypatch.setattr(KubernetesRuntime, "awatch", counted)
+    return seen
+
+
+def airflow_says(monkeypatch: pytest.MonkeyPatch, state: str | None) -> None:
+    """What Airflow answers when the trigger or the task runner asks for the task's state (in a real deployment
+    the execution API, through the supervisor; `tests/test_airflow_components.py` asks the real one)."""
+    from airflow_jobset import cleanup
+
+    monkeypatch.setattr(cleanup, "ask_task_state", lambda ti, timeout=0: cleanup.TaskAnswer(state))
 
 
 def jobsets(server: LocalApiServer) -> list[dict[str, Any]]:
@@ -275,18 +304,33 @@ def test_the_leader_log_streams_into_the_task_log_while_the_jobset_runs_and_acro
 
 
 
-def test_a_leader_that_does_not_start_is_looked_for_less_and_less_often(server: LocalApiServer, driver: ClusterDriver) -> None:
+def test_a_leader_that_does_not_start_is_looked_for_less_and_less_often(
+    server: LocalApiServer, driver: ClusterDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A gang that waits for capacity for an hour is not worth a pod listing every few seconds."""
     driver.unschedulable("*")
     spec = JobSetSpec(name="queued", namespace=NS, replicated_jobs=[ReplicatedJob("leader", image="img:1", command=["x"])])
     runtime = KubernetesRuntime(server.api_client(), NS)
     handle = runtime.submit(spec.manifests(), run_key="leader-log-pending", attempt=0)
-    follower = LeaderLog(runtime, handle, leader_selector(spec, handle), "main", lambda line: None, retry_seconds=0.05).start()
-    time.sleep(3.0)  # at a fixed 0.05 s that is 60 looks; doubling waits make it 6 (a loaded machine makes fewer)
-    follower.close()
+    looks: list[float] = []  # when the follower listed the leader's pods
+    listing = runtime.core.list_namespaced_pod
 
-    looks = [r for r in server.requests if r.path.endswith("/pods") and "job-index=0" in r.query.get("labelSelector", "")]
-    assert 2 <= len(looks) <= 8, len(looks)
+    def look(*args: Any, **kwargs: Any) -> Any:
+        if "job-index=0" in kwargs.get("label_selector", ""):
+            looks.append(time.monotonic())
+        return listing(*args, **kwargs)
+
+    monkeypatch.setattr(runtime.core, "list_namespaced_pod", look)
+    follower = LeaderLog(runtime, handle, leader_selector(spec, handle), "main", lambda line: None, retry_seconds=0.05).start()
+    try:
+        wait_until(lambda: len(looks) >= 6, "six looks for the leader pod", timeout=30)
+    finally:
+        follower.close()
+
+    # The waits double from 0.05 s: the fifth gap is at least 0.8 s (at a fixed 0.05 s it would be 0.05 s). A busy
+    # machine only makes the gaps longer, never shorter.
+    gaps = [later - earlier for earlier, later in zip(looks, looks[1:], strict=False)]
+    assert all(gap >= 0.9 * 0.05 * 2**n for n, gap in enumerate(gaps[:5])), gaps
 
 
 def test_a_failure_logs_the_culprit_pods_last_lines(
@@ -459,12 +503,15 @@ def test_deferrable_failure_raises_in_the_worker_where_the_retry_policy_applies(
         operator(deferrable=True).execute_complete({"ti": ti}, event.payload)
 
 
-def test_cancelling_the_trigger_stops_its_watch_and_leaves_the_jobset(server: LocalApiServer, driver: ClusterDriver) -> None:
+def test_cancelling_the_trigger_stops_its_watch_and_leaves_the_jobset(
+    server: LocalApiServer, driver: ClusterDriver, monkeypatch: pytest.MonkeyPatch, observed: list[str]
+) -> None:
     trigger = deferred(operator(deferrable=True), ti_for("handover"))
+    airflow_says(monkeypatch, "failed")
 
     async def cancel_while_watching() -> bool:
         task = asyncio.ensure_future(trigger.run().__anext__())
-        await asyncio.sleep(1.0)
+        await wait_until_async(lambda: task.done() or observed, "the trigger's first observation of the run", timeout=30)
         assert not task.done()
         task.cancel()
         try:
@@ -474,6 +521,8 @@ def test_cancelling_the_trigger_stops_its_watch_and_leaves_the_jobset(server: Lo
         return False
 
     assert in_thread(lambda: asyncio.run(cancel_while_watching()))
+    # The cancel is over (awaited above): a deletion it had started would be running or done by now.
+    assert not cleanups_running()
     [js] = jobsets(server)
     assert not js["metadata"].get("deletionTimestamp")
 
@@ -483,7 +532,9 @@ def test_cancelling_the_trigger_stops_its_watch_and_leaves_the_jobset(server: Lo
 
 
 
-def test_a_deferred_run_costs_the_triggerer_nothing_per_tick_while_it_runs(server: LocalApiServer, driver: ClusterDriver) -> None:
+def test_a_deferred_run_costs_the_triggerer_nothing_per_tick_while_it_runs(
+    server: LocalApiServer, driver: ClusterDriver, observed: list[str]
+) -> None:
     """The trigger follows the watch's own observations: while the run is quiet, the server sees only the
     shared streams, not a ledger and run-record read (and an observation) at every tick of every run."""
     trigger = deferred(operator(deferrable=True), ti_for("quiet"))
@@ -491,13 +542,16 @@ def test_a_deferred_run_costs_the_triggerer_nothing_per_tick_while_it_runs(serve
 
     async def watch_quietly() -> None:
         task = asyncio.ensure_future(trigger.run().__anext__())
-        for _ in range(100):  # resumed, subscribed, and the leader's log followed (a stream, like a watch)
-            await asyncio.sleep(0.1)
-            if any(r.path.endswith("/log") for r in server.requests):
-                break
-        await asyncio.sleep(0.5)
-        start = len(server.requests)
-        await asyncio.sleep(3.0)
+        # Resumed, subscribed, the first observation stepped on (the next is asked for only after that step),
+        # and the leader's log followed (a stream, like a watch).
+        await wait_until_async(
+            lambda: task.done() or (len(observed) >= 2 and any(r.path.endswith("/log") for r in server.requests)),
+            "the trigger to watch the run and follow the leader's log", timeout=30,
+        )
+        start, ticks = len(server.requests), len(observed)
+        # Three ticks of the watch (one a second on a quiet run): the two between them were stepped on, so a
+        # read per tick would have been sent by now.
+        await wait_until_async(lambda: task.done() or len(observed) >= ticks + 3, "three more ticks of the watch", timeout=30)
         window["requests"] = server.requests[start:]
         assert not task.done()
         task.cancel()
@@ -513,7 +567,10 @@ def test_a_deferred_run_costs_the_triggerer_nothing_per_tick_while_it_runs(serve
 # on_kill
 
 
-def test_on_kill_deletes_the_jobset_and_the_task_fails(server: LocalApiServer, driver: ClusterDriver) -> None:
+def test_on_kill_deletes_the_jobset_and_the_task_fails(
+    server: LocalApiServer, driver: ClusterDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    airflow_says(monkeypatch, "failed")  # a user marked it failed: the supervisor SIGTERMed the task runner
     op = operator()
     ti = ti_for("kill")
     box: dict[str, BaseException] = {}
@@ -702,18 +759,20 @@ def cleanups_running() -> list[threading.Thread]:
 
 
 def test_the_triggers_on_kill_deletes_through_repeated_cancellation_and_a_closed_loop(
-    server: LocalApiServer, driver: ClusterDriver
+    server: LocalApiServer, driver: ClusterDriver, monkeypatch: pytest.MonkeyPatch, observed: list[str]
 ) -> None:
     """As the triggerer does on a mark-failed: cancel the watch, await on_kill, cancel again while it
     runs; then the event loop closes. The deletion goes on, and no follower is left reading."""
+    airflow_says(monkeypatch, "failed")
     trigger = deferred(operator(deferrable=True), ti_for("repeat-cancel"))
     [js] = jobsets(server)
     name = js["metadata"]["name"]
 
     async def as_the_triggerer() -> None:
         watching = asyncio.ensure_future(trigger.run().__anext__())
-        await asyncio.sleep(1.0)
-        assert follower_threads(name), "the leader's log was not being followed"
+        await wait_until_async(lambda: watching.done() or (observed and follower_threads(name)),
+                               "the trigger to watch the run and follow the leader's log", timeout=30)
+        assert not watching.done() and follower_threads(name), "the leader's log was not being followed"
         watching.cancel(USER_ACTION)
         with contextlib.suppress(asyncio.CancelledError):
             await watching
@@ -750,7 +809,7 @@ def test_stopping_the_log_follower_leaves_no_reader_and_the_runtime_usable(
     for _ in range(5):  # the shared pool hands out healthy connections only
         assert [o["metadata"]["name"] for o in in_thread(lambda: runtime.find("follow-stop", NS), 10)] == [handle.name]
     server.append_log(NS, leader, "step 2\n")
-    time.sleep(0.3)
+    # The follower's thread, the only reader, has ended (waited for above): nothing can bring step 2 in now.
     assert f"[{leader}] step 2" not in lines
 
 
@@ -817,8 +876,11 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
     from jobset_core import Handle
     from jobset_core.constants import ATTEMPT_ANNOTATION, RUN_KEY_LABEL
 
-    assert not cleanup.user_ended("deferred")  # a hand-over
-    assert all(cleanup.user_ended(state) for state in ("failed", "success", None, "scheduled", "running"))
+    assert cleanup.verdict(cleanup.TaskAnswer("deferred")) is cleanup.Verdict.KEEP  # a hand-over
+    assert all(cleanup.verdict(cleanup.TaskAnswer(state)) is cleanup.Verdict.DELETE
+               for state in ("failed", "success", None, "up_for_retry", "restarting", "removed"))
+    assert all(cleanup.verdict(cleanup.TaskAnswer(state)) is cleanup.Verdict.KEEP for state in ("running", "queued", "scheduled"))
+    assert cleanup.verdict(cleanup.no_answer("timed out")) is cleanup.Verdict.UNKNOWN  # never a reason to delete
 
     def obj(attempt: int) -> dict[str, Any]:
         return {"kind": "JobSet", "metadata": {"name": f"t-{attempt}", "namespace": NS, "labels": {RUN_KEY_LABEL: "k"},

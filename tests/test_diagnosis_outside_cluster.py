@@ -9,7 +9,6 @@ is posted the way that component does it: an Event through the API server, with 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,6 +29,7 @@ from jobset_core import (
 from jobset_core import constants as c
 from jobset_core.lifecycle.step import diagnose_observation
 from jobset_core.testing import FakeCluster, VirtualClock
+from tests.waiting import wait_until
 
 K = FailureKind
 NS = "ml-team"
@@ -182,21 +182,23 @@ def test_a_container_the_runtime_cannot_start_fails_the_run_at_once(cluster: Fak
 
 def test_a_pod_deleted_by_someone_is_the_culprit_of_the_cascade(cluster: FakeCluster) -> None:
     deleted: list[str] = []
+    failed: list[BaseException] = []
 
     def delete_a_worker_once_all_run() -> None:
-        for _ in range(200):
-            pods = cluster.pods()
-            if len([p for p in pods if p.get("status", {}).get("phase") == "Running"]) == 3:
-                victim = pod_by_host(cluster, "workers-1-0")
-                CoreV1Api(cluster.api_client()).delete_namespaced_pod(victim["metadata"]["name"], NS, grace_period_seconds=30)
-                deleted.append(victim["metadata"]["name"])
-                return
-            time.sleep(0.05)
+        try:
+            wait_until(lambda: len([p for p in cluster.pods() if p.get("status", {}).get("phase") == "Running"]) == 3,
+                       "the three pods to run", timeout=30)
+        except BaseException as exc:  # noqa: BLE001 - reported below; the pod is deleted anyway so the run ends
+            failed.append(exc)
+        victim = pod_by_host(cluster, "workers-1-0")
+        CoreV1Api(cluster.api_client()).delete_namespaced_pod(victim["metadata"]["name"], NS, grace_period_seconds=30)
+        deleted.append(victim["metadata"]["name"])
 
     someone = threading.Thread(target=delete_a_worker_once_all_run)
     someone.start()
     result = JobSetRun(spec(), cluster.runtime(), run_key=make_run_key("deleted", "train")).run()
     someone.join()
+    assert not failed, failed
     d = result.diagnosis
     assert not result.succeeded and d is not None and deleted
     assert (d.kind, d.retryable, d.pod) == (K.INTERRUPTED, True, deleted[0]), d.summary

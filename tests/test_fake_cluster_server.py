@@ -30,6 +30,7 @@ from jobset_core.errors import SpecError
 from jobset_core.sim.faults import Crash, Preempt, Succeed, from_mapping, parse_faults, to_mapping
 from jobset_core.testing import FakeCluster, FakeClusterError, FakeClusterServer, add_fate
 from jobset_core.testing.server import load_fates
+from tests.waiting import wait_until
 
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
@@ -142,14 +143,7 @@ def read_jobset(served: ServerProcess, name: str) -> dict[str, Any]:
 
 
 def wait_for(what: str, predicate: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
+    return wait_until(predicate, what, timeout, every=0.1)
 
 
 def terminal_state(served: ServerProcess, name: str) -> str | None:
@@ -189,14 +183,25 @@ def test_kubectl_applies_a_jobset_and_watches_it_complete(served: ServerProcess,
     manifest.write_text(yaml.safe_dump(jobset_manifest("done-kubectl")))
     watch = subprocess.Popen([KUBECTL, "--kubeconfig", str(served.kubeconfig), "get", "pods", "-w",
                               "-l", f"{c.JOBSET_NAME_LABEL}=done-kubectl"], stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []  # what `kubectl get pods -w` printed so far
+
+    def read() -> None:
+        for line in watch.stdout or ():
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         assert "jobset.jobset.x-k8s.io/done-kubectl created" in served.kubectl("apply", "-f", str(manifest)).stdout
         assert wait_for("Completed", lambda: served.kubectl(
             "get", "jobset", "done-kubectl", "-o", "jsonpath={.status.terminalState}").stdout == "Completed")
-        time.sleep(0.5)
+        wait_for("the watch to print both pods Completed",
+                 lambda: len({line.split()[0] for line in lines if " Completed " in line}) == 2)
     finally:
         watch.terminate()
-        streamed, _ = watch.communicate(timeout=10)
+        watch.wait(timeout=30)
+        reader.join(timeout=30)
+    streamed = "".join(lines)
     assert "Running" in streamed and "Completed" in streamed, streamed
     table = served.kubectl("get", "jobsets").stdout
     assert table.split()[:6] == ["NAME", "TERMINALSTATE", "RESTARTS", "COMPLETED", "SUSPENDED", "AGE"]
@@ -371,10 +376,11 @@ def test_in_python_the_server_leaves_no_thread_or_port_behind(tmp_path: Path) ->
     assert not Path(kubeconfig).exists(), "the temporary kubeconfig was left behind"
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0
-    deadline = time.monotonic() + 5
-    while {t for t in threading.enumerate() if t not in before and t.is_alive()} and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not {t.name for t in threading.enumerate() if t not in before and t.is_alive()}
+
+    def left() -> set[str]:
+        return {t.name for t in threading.enumerate() if t not in before and t.is_alive()}
+
+    wait_until(lambda: not left(), lambda: f"the server's threads to end (still alive: {sorted(left())})")
     said = "\n".join(lines)
     assert "jobset default/py created (workers x2)" in said
     assert "fate preempt workers-0-0" in said and "disrupted: PreemptionByScheduler" in said

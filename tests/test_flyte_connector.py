@@ -393,6 +393,8 @@ def test_a_hardware_fault_is_resubmitted_within_the_flyte_attempt_away_from_its_
     assert seen[-1].custom_info["decision"]["avoid_nodes"] == [bad]
     resource = flyte.until_terminal(meta)
     assert resource.phase == TaskExecution.SUCCEEDED, resource.message
-    second = max(jobsets(server), key=lambda js: js["metadata"]["creationTimestamp"])
-    pods = [p for p in server.list("v1", "Pod", NS) if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == second["metadata"]["name"]]
+    # The resubmitted JobSet by the name the message gives (creation timestamps are whole seconds: both may share one).
+    second = message.split("resubmitted as ", 1)[1].split(" ", 1)[0]
+    assert second in {js["metadata"]["name"] for js in jobsets(server)} and second.endswith("-1"), second
+    pods = [p for p in server.list("v1", "Pod", NS) if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == second]
     assert pods and all(p["spec"]["nodeName"] != bad for p in pods)

@@ -309,7 +309,9 @@ def test_a_recoverable_error_is_retried_and_earlier_causes_are_our_one_line_diag
 
     def recoverable_once(attempt: Attempt) -> None:
         if attempt.number == 0:
-            cluster.run_until(lambda: any(jobsets_match(p, name) for p in cluster.pods()), timeout=20, what="pods")
+            # The pod the error is written for, not just the JobSet's first pod (they are created one by one).
+            cluster.run_until(lambda: any(jobsets_match(p, name) and p["spec"].get("hostname", "").endswith("workers-0-0")
+                                          for p in cluster.pods()), timeout=20, what="the worker pod")
             write_user_error(attempt.output_prefix, worker_pod(cluster, name), f"Traceback:\n{exception}", True)
             cluster.exit("workers-0-0", 1, after=0.2, jobset=jobsets_of(name, 0), message="!! End Error Captured by Flyte !!")
         else:

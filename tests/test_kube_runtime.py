@@ -766,7 +766,7 @@ def test_evidence_finalizer_is_removed_and_never_leaves_a_pod_stuck(
     preempted = next(e["involvedObject"]["name"] for e in driver.events(["Preempted"]))
     assert preempted in seen, "the finalizer was never added to the pod that later failed"
     assert preempted in {p["metadata"]["name"] for p in evidence_pods(server, result.handle.name)}
-    driver.run_until(lambda: not _held(server), 5, "no pod to hold the evidence finalizer")
+    driver.run_until(lambda: not _held(server), 15, "no pod to hold the evidence finalizer")
     assert all(not p["metadata"].get("deletionTimestamp") for p in server.list("v1", "Pod", NS))
 
     # Cancel with the finalizer on: everything goes, nothing stays stuck on our finalizer.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +42,7 @@ from jobset_core.policy.ledger import (
     gang_job_restarts,
     submission_from_object,
 )
+from tests.waiting import wait_until
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 NOW = datetime(2026, 11, 22, 13, 55, tzinfo=UTC)
@@ -373,14 +373,16 @@ def test_a_polling_run_resubmits_only_after_the_backoff_delay(tmp_path: Path) ->
         runtime: LocalRuntime = cluster.runtime
         handle = JobSetRun(spec, runtime, run_key="due").start()
         results = []
-        for _ in range(200):
+
+        def failed() -> bool:
+            """One more poll, from a fresh process's run: the attempt is seen failed, and never resubmitted early."""
             result = JobSetRun.resume(handle, runtime, spec=spec, resubmit=True, now=lambda: clock["now"]).step()
             results.append(result)
             assert result.handle == handle, "resubmitted before its backoff delay"
-            if result.progress is not None and result.progress.state is State.FAILED:
-                break
-            time.sleep(0.05)
-        assert results[-1].progress.state is State.FAILED and not results[-1].done
+            return result.progress is not None and result.progress.state is State.FAILED
+
+        wait_until(failed, "the preempted attempt to be seen failed", timeout=30)
+        assert not results[-1].done
         again = JobSetRun.resume(handle, runtime, spec=spec, resubmit=True, now=lambda: clock["now"]).step()
         assert again.handle == handle and not again.done  # a second look, another process: still waiting
         clock["now"] += timedelta(seconds=2)

@@ -40,6 +40,7 @@ from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import JOBSET_API, ClusterDriver
 from tests.test_kube_runtime import run_to_end
+from tests.waiting import wait_until
 
 NS = "ml"
 ENGINE_ATTEMPTS = 3
@@ -202,7 +203,7 @@ def polling(run: JobSetRun, cluster: Cluster, on_handle: Callable[[Handle], None
 
 def _handle_seen(run: JobSetRun, on_handle: Callable[[Handle], None]) -> None:
     waiting = tenacity.Retrying(
-        stop=tenacity.stop_after_delay(10), wait=tenacity.wait_fixed(0.05),
+        stop=tenacity.stop_after_delay(DEADLINE), wait=tenacity.wait_fixed(0.05),
         retry=tenacity.retry_if_result(lambda h: h is None), retry_error_callback=lambda s: None,
     )
     handle = waiting(lambda: run.handle)
@@ -299,16 +300,30 @@ def test_free_interruptions_over_the_cap_end_the_run(cluster: Cluster, driver: s
 @pytest.mark.faults
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_deleted_by_someone_else_is_not_retried(cluster: Cluster, driver: str) -> None:
+    spec = cluster.spec("del", policy(retries=2))
+    assert isinstance(spec, JobSetSpec)
+    every_pod = sum(rj.total_pods for rj in spec.replicated_jobs)
+    failed: list[BaseException] = []
+
+    def all_running(handle: Handle) -> bool:
+        pods = cluster.runtime.observe(handle).pods
+        return len(pods) == every_pod and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
     def delete_when_running(handle: Handle) -> None:
         def later() -> None:
-            time.sleep(0.8)
+            try:
+                wait_until(lambda: all_running(handle), "every pod of the attempt to run", timeout=DEADLINE / 2)
+            except BaseException as exc:  # noqa: BLE001 - a timed-out wait fails the test below, not this thread
+                failed.append(exc)
+                return
             cluster.delete_outside(handle)
 
         threading.Thread(target=later, daemon=True).start()
 
     key = make_run_key("deleted", driver)
-    results = Engine(cluster, DRIVERS[driver], delete_when_running).run(cluster.spec("del", policy(retries=2)), key)
+    results = Engine(cluster, DRIVERS[driver], delete_when_running).run(spec, key)
 
+    assert not failed, failed
     assert len(results) == 1, [r.message for r in results]
     [result] = results
     assert not result.succeeded and not result.decision.retry

@@ -31,6 +31,7 @@ from jobset_core.runtimes.local.process import (
     group_has_live_member,
     wait_until_group_gone,
 )
+from tests.waiting import wait_until
 
 GRACE = 0.5
 
@@ -108,11 +109,7 @@ def lines(path: Path) -> list[str]:
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
+    wait_until(predicate, "the condition", timeout)
 
 
 def settle(runtime: LocalRuntime, handle: Handle) -> Observation:
@@ -463,12 +460,24 @@ def test_depends_on_ready_starts_workers_after_the_leader_runs(
     tmp_path: Path, make_runtime: Callable[..., LocalRuntime]
 ) -> None:
     runtime = Recording(make_runtime(max_processes=1))
-    # Another run holds the only process slot for a while, so the leader stays Pending long enough for any
-    # worker created too early to show up in what `watch` yields.
-    blocker = GangJobSpec(name="blocker", image="x", command=py("import time; time.sleep(0.6)"), pods=1)
+    # Another run holds the only process slot until the leader was seen waiting for it, so any worker created
+    # too early shows up in what `watch` yields.
+    release = tmp_path / "release"
+    hold = f"import os, time\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.05)"
+    blocker = GangJobSpec(name="blocker", image="x", command=py(hold), pods=1)
     blocked = runtime.inner.submit(blocker.manifests(), run_key="blocker", attempt=0)
     wait_for(lambda: any(p["status"]["phase"] == "Running" for p in runtime.inner.observe(blocked).pods))
 
+    def leader_waited() -> bool:
+        return any("leader" in h and p["status"]["phase"] == "Pending" for o in list(runtime.seen) for h, p in by_host(o.pods).items())
+
+    def release_once_the_leader_waited() -> None:
+        try:
+            wait_until(leader_waited, "the leader to wait for the process slot", timeout=30)
+        finally:
+            release.touch()  # the run goes on either way; the assertions below tell what happened
+
+    threading.Thread(target=release_once_the_leader_waited, daemon=True).start()
     result = drive(
         jobset("dep", STAMP, tmp_path, retry=policy(retries=0), workers_depend_on="Ready"), runtime
     ).run()  # type: ignore[arg-type]
@@ -753,7 +762,7 @@ def test_parent_interrupt_or_exit_leaves_no_process_behind(tmp_path: Path, mode:
         if parent.poll() is None:
             parent.kill()
     assert ("KeyboardInterrupt" if mode == "watch" else "leaving without cancelling") in output
-    wait_for(lambda: all(dead(p) for p in pids), timeout=5)
+    wait_for(lambda: all(dead(p) for p in pids))
 
 
 # ----------------------------------------------------------------------------------------------------

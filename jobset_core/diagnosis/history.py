@@ -62,26 +62,55 @@ def _cause(restart: RestartEvent, candidates: list[Finding], used: set[int]) -> 
     return best
 
 
+def _by_restart_attempt(scope: Scope, findings: list[Finding]) -> dict[int, list[int]]:
+    """The Job failures whose pod is on record with its restart-attempt label: a pod of attempt N failing caused
+    restart N + 1, whatever the clocks say (restart number -> indexes of those failures, earliest first)."""
+    attempt_of = {ev.name_of(p): ev.restart_attempt(p) for p in scope.pods}
+    found: dict[int, list[int]] = {}
+    for i, f in enumerate(findings):
+        attempt = attempt_of.get(f.pod or "")
+        if attempt is not None and attempt >= 0:
+            found.setdefault(attempt + 1, []).append(i)
+    for indexes in found.values():
+        indexes.sort(key=lambda i: findings[i].time or datetime.min.replace(tzinfo=UTC))
+    return found
+
+
+def _labelled_cause(candidates: list[int], restart: RestartEvent | None, findings: list[Finding], used: set[int]) -> int | None:
+    """Of one restart attempt's failures, the one of the Job the JobSet named first, else the earliest."""
+    free = [i for i in candidates if i not in used]
+    named = [i for i in free if restart is not None and restart.job and findings[i].job == restart.job]
+    return (named or free or [None])[0]
+
+
 def history(scope: Scope, job_event_findings: list[Finding]) -> tuple[list[HistoryEntry], set[int]]:
-    """One entry per in-cluster restart, and the indexes of the Job failure findings it consumed."""
+    """One entry per in-cluster restart, and the indexes of the Job failure findings it consumed.
+
+    Restart N's cause is a failure of a pod of restart attempt N - 1 (the label the JobSet controller puts on its
+    Jobs' pods), however fast restarts come; only failures whose pod is not on record are placed by time, against
+    the JobSet's restart events (which the event recorder may have folded into one when they repeat)."""
     if scope.restarts == 0:
         return [], set()
     events = restart_events(scope)
     if len(events) > scope.restarts:
         events = events[-scope.restarts:]
+    aligned: list[RestartEvent | None] = events if len(events) == scope.restarts else [None] * scope.restarts
+    labelled = _by_restart_attempt(scope, job_event_findings)
     used: set[int] = set()
     entries = []
-    for number, restart in enumerate(events, start=1):
-        best = _cause(restart, job_event_findings, used)
+    for number in range(1, scope.restarts + 1):
+        restart = aligned[number - 1]
+        best = _labelled_cause(labelled.get(number, []), restart, job_event_findings, used)
+        if best is None and restart is not None:
+            best = _cause(restart, job_event_findings, used)
         if best is None:
-            text = f"restart {number}: cause not recorded ({restart.job or 'unknown job'})"
-            entries.append(HistoryEntry(number, K.UNKNOWN, text, time=restart.time))
+            why = f"({restart.job or 'unknown job'})" if restart is not None else "(events expired)"
+            entries.append(HistoryEntry(number, K.UNKNOWN, f"restart {number}: cause not recorded {why}",
+                                        time=restart.time if restart else None))
             continue
         used.add(best)
         f = job_event_findings[best]
         entries.append(HistoryEntry(number, f.kind, f"restart {number}: {short(f)}", pod=f.pod, node=f.node, time=f.time))
-    for number in range(len(entries) + 1, scope.restarts + 1):
-        entries.append(HistoryEntry(number, K.UNKNOWN, f"restart {number}: cause not recorded (events expired)"))
     return entries, used
 
 

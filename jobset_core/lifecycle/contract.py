@@ -77,6 +77,20 @@ class Observation:
         return state_of(self.main)
 
 
+def handle_of(obj: Mapping[str, Any], run_key: str, namespace: str, *, adopted: bool = True) -> Handle:
+    """The handle of a submitted JobSet or gang Job, read off the object (its attempt from our annotation)."""
+    meta = ev.meta(obj)
+    attempt = ev.as_int((meta.get("annotations") or {}).get(c.ATTEMPT_ANNOTATION))
+    return Handle(
+        str(obj.get("kind") or "JobSet"),
+        str(meta.get("name") or ""),
+        str(meta.get("namespace") or namespace),
+        run_key,
+        attempt if attempt is not None and attempt >= 0 else 0,
+        adopted=adopted,
+    )
+
+
 def marked_cancelled(obj: Mapping[str, Any] | None) -> bool:
     """True when a process cancelling the run has marked this object (before deleting it)."""
     annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}

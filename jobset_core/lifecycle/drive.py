@@ -29,6 +29,7 @@ from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
     AVOIDED_NODES_ANNOTATION,
     CANCELLED_ANNOTATION,
+    ENGINE_ATTEMPT_ANNOTATION,
     FREE_ANNOTATION,
     GANG_RESTARTS_ANNOTATION,
     POLICY_ANNOTATION,
@@ -38,7 +39,15 @@ from jobset_core.constants import (
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle import record as records
-from jobset_core.lifecycle.contract import Handle, Observation, Runtime, State, marked_cancelled, state_of
+from jobset_core.lifecycle.contract import (
+    Handle,
+    Observation,
+    Runtime,
+    State,
+    handle_of,
+    marked_cancelled,
+    state_of,
+)
 from jobset_core.lifecycle.step import (
     Action,
     AppReport,
@@ -180,19 +189,6 @@ def attempt_name(spec: JobSetSpec | GangJobSpec, run_key: str, attempt: int) -> 
         raise SpecError("name", "replicated job names leave no room for the JobSet name", "shorten replicated job names")
     prefix = spec.name[:room].rstrip("-")
     return f"{prefix}{suffix}"
-
-
-def handle_of(obj: Mapping[str, Any], run_key: str, namespace: str, *, adopted: bool = True) -> Handle:
-    sub = submission_from_object(obj)
-    meta = ev.meta(obj)
-    return Handle(
-        str(obj.get("kind") or "JobSet"),
-        str(meta.get("name") or ""),
-        str(meta.get("namespace") or namespace),
-        run_key,
-        sub.attempt if sub else 0,
-        adopted=adopted,
-    )
 
 
 def _attempt_of(obj: Mapping[str, Any]) -> int:
@@ -447,6 +443,8 @@ class JobSetRun:
         meta.setdefault("labels", {})[RUN_KEY_LABEL] = self.run_key
         annotations = meta.setdefault("annotations", {})
         annotations[ATTEMPT_ANNOTATION] = str(attempt)
+        if self.engine_attempt is not None:  # a cleanup for an earlier engine attempt must not reach this one
+            annotations[ENGINE_ATTEMPT_ANNOTATION] = str(self.engine_attempt)
         annotations[POLICY_ANNOTATION] = json.dumps(self.policy.to_annotation(), sort_keys=True)
         if free:
             annotations[FREE_ANNOTATION] = "true"

@@ -140,19 +140,37 @@ class Progress:
     pods: PodCounts | None = None  # the attempt's live pods as the pods say, not as Job.status.active says
 
     @property
+    def finishing(self) -> bool:
+        """Every pod has ended and succeeded, and the controllers have not written the end yet."""
+        pods = self.pods
+        return bool(pods) and not self.state.terminal and pods is not None and not pods.live and pods.succeeded > 0
+
+    @property
     def message(self) -> str:
         # The state is the pods' (pending until one runs); their counts are in `pods`, not in the line, which
         # is written on change only and must not change with every pod of a large gang.
-        text = f"{self.ready}/{self.total} {self.unit} ready ({self.state})"
+        text = (f"{self.ready}/{self.total} {self.unit} done (finishing)" if self.finishing
+                else f"{self.ready}/{self.total} {self.unit} ready ({self.state})")
         if self.restarts:
-            last = self.causes[-1] if self.causes else None
-            limit = f" of {self.max_restarts}" if self.max_restarts is not None else ""
-            text += f", restart {self.restarts}{limit} ({last or 'cause not recorded yet'})"
+            text += f", {self.restart_text()}"
         if self.free_in_place:
             text += f", {self.free_in_place} pod{'s' if self.free_in_place != 1 else ''} replaced for free"
         if self.kueue:
             text += f"; {self.kueue}"
         return text
+
+
+    def restart_text(self) -> str:
+        """"restart 2 of 3 (Preempted)"; with free restarts, which count: "restart 3 (Preempted): 2 free, 1 of 1
+        counted" (free restarts are not bounded by maxRestarts, so "restart 3 of 1" would be false)."""
+        last = self.causes[-1] if self.causes else None
+        cause = last or "cause not recorded yet"
+        free = self.restarts - self.counted_restarts
+        if free > 0:
+            limit = f" of {self.max_restarts}" if self.max_restarts is not None else ""
+            return f"restart {self.restarts} ({cause}): {free} free, {self.counted_restarts}{limit} counted"
+        limit = f" of {self.max_restarts}" if self.max_restarts is not None else ""
+        return f"restart {self.restarts}{limit} ({cause})"
 
 
 @dataclass(frozen=True)

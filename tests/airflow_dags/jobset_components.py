@@ -39,6 +39,13 @@ with DAG(dag_id="jobset_components", schedule=None, start_date=datetime(2025, 1,
     JobSetOperator(
         task_id="timed_out", jobset=gang("timedout"), retries=0, deferrable=True, execution_timeout=timedelta(seconds=30)
     )
+    # the cleanup that must not guess: Airflow's first answer to "did the task end?" does not come in the time the
+    # trigger gives it (none at all here: the triggerer answers from an in-process execution API over the metadata
+    # database, which a test cannot stall for reads alone), so it keeps the JobSet and asks again
+    JobSetOperator(task_id="moved_unanswered", jobset=gang("movedq"), retries=2, deferrable=True, task_state_timeout=0)
+    JobSetOperator(task_id="mark_failed_unanswered", jobset=gang("markq"), retries=2, deferrable=True, task_state_timeout=0)
+    # a worker's own execution_timeout: it knows it is over, Airflow still has it running
+    JobSetOperator(task_id="timed_out_sync", jobset=gang("timedsync"), retries=0, execution_timeout=timedelta(seconds=40))
 
     @task.jobset(workers=1, name="decorated", image="python:3.11-slim", retries=1)
     def decorated(x: int, y: int) -> dict:

@@ -2,7 +2,9 @@
 
 Transient failures (429, 500, 502, 503, 504, dropped connections) are retried with exponential backoff and
 jitter, honouring Retry-After, within a bounded total time. Other 4xx are not retried: they surface as
-`KubeApiError` whose message says what to do (a 403 names the verb, resource and API group to grant).
+`KubeApiError` whose message says what to do (a 403 names the verb, resource and API group to grant). A server
+whose certificate does not verify, or that does not speak TLS at an https:// address, is a `TlsError`: one line
+naming the address, what failed and what to change in the kubeconfig; it is never retried.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import logging
 import os
 import re
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -67,6 +70,10 @@ class NotConfiguredError(KubeApiError):
 
 class UnreachableError(KubeApiError):
     """The API server did not answer within the request timeout (wrong address, cluster down, VPN off)."""
+
+
+class TlsError(KubeApiError):
+    """TLS with the API server failed: its certificate did not verify, or it does not speak TLS at all."""
 
 
 # Where the identity came from, kept on the client's Configuration so that errors can name it.
@@ -145,14 +152,119 @@ def without_transport_retries(api_client: Any) -> Any:
     time with one message instead of minutes of "Retrying (Retry(total=2...))" warnings. And keep a
     connection for each thread the async drivers may have calling at once (`offload.IO_THREADS`; the
     client's default is five per core): a fuller pool would open and discard a connection per call, with
-    a warning each time."""
+    a warning each time. TLS failures come out as `TlsError` (`with_tls_errors`)."""
     api_client.configuration.retries = False
-    pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+    rest_client = getattr(api_client, "rest_client", None)
+    pool = getattr(rest_client, "pool_manager", None)
     if pool is not None:
         pool.connection_pool_kw["retries"] = False
         pool.connection_pool_kw["maxsize"] = max(int(pool.connection_pool_kw.get("maxsize") or 1), IO_THREADS)
         pool.clear()
+    if rest_client is not None:
+        with_tls_errors(api_client, rest_client)
     return api_client
+
+
+def with_tls_errors(api_client: Any, rest_client: Any) -> None:
+    """Make the client's every request raise `TlsError` (one line) when TLS with the server fails.
+
+    The client turns urllib3's SSLError into an ApiException with status 0 and no body, which its own
+    `ApiClient.__call_api` then fails to decode (`AttributeError: 'NoneType' object has no attribute
+    'decode'`, from under a hundred lines of traceback), and status 0 reads as a transient error besides.
+    Its REST client's `request` is wrapped here (once), where the SSLError is still in hand.
+    """
+    request = rest_client.request
+    if getattr(request, "_jobset_tls_errors", False):
+        return
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return request(*args, **kwargs)
+        except ApiException as exc:
+            if exc.body is None and isinstance(exc.__context__, urllib3.exceptions.SSLError):
+                raise tls_or_connection_error(api_client, exc.__context__) from None
+            if exc.body is None:  # decoded unconditionally by the client: never None
+                exc.body = b""
+            raise
+        except urllib3.exceptions.MaxRetryError as exc:  # with urllib3's retries on, the SSLError is its reason
+            if tls_failure_of(exc) is not None:
+                raise tls_error(api_client, exc) from None
+            raise
+
+    guarded._jobset_tls_errors = True  # type: ignore[attr-defined]
+    rest_client.request = guarded
+
+
+def tls_or_connection_error(api_client: Any, exc: urllib3.exceptions.SSLError) -> Exception:
+    """A TLS failure retrying cannot fix as `TlsError`; any other SSLError (a connection dropped in the
+    handshake) as urllib3's own connection error, which ApiRetry retries like any dropped connection."""
+    return tls_error(api_client, exc) if tls_failure_of(exc) is not None else exc
+
+
+# OpenSSL's reasons for bytes that are not TLS at all: what a plain-HTTP server answers to a ClientHello.
+NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST",
+                             "UNKNOWN_PROTOCOL"})
+# X.509 verification codes (OpenSSL's X509_V_ERR_*) -> what a person reads, after OpenSSL's own words.
+_SELF_SIGNED = frozenset({18, 19})
+_UNKNOWN_CA = frozenset({2, 20, 21})
+_HOSTNAME_MISMATCH = 62
+_IP_ADDRESS_MISMATCH = 64
+
+
+def tls_failure_of(exc: BaseException | None) -> ssl.SSLError | None:
+    """The SSL error behind a request's failure when it is one retrying cannot fix: the certificate did not
+    verify, or what answered is not TLS. Followed through urllib3's wrappers (MaxRetryError's reason, its
+    SSLError's argument) and the chain of causes."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return exc
+        if isinstance(exc, ssl.SSLError):
+            return exc if exc.reason in NOT_TLS_REASONS else None
+        exc = _inner(exc)
+    return None
+
+
+def _inner(exc: BaseException) -> BaseException | None:
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        return exc.reason
+    if isinstance(exc, urllib3.exceptions.SSLError) and exc.args and isinstance(exc.args[0], BaseException):
+        return exc.args[0]
+    return exc.__cause__ or exc.__context__
+
+
+def tls_error(api_client: Any, exc: BaseException) -> TlsError:
+    """One line: the server's address, what failed (OpenSSL's reason, in its words), what to change."""
+    server = describe_server(api_client)
+    failure = tls_failure_of(exc)
+    if isinstance(failure, ssl.SSLCertVerificationError):
+        return TlsError(
+            f"cannot trust the Kubernetes API server at {server}: its certificate did not verify: "
+            f"{verification_problem(failure)}; fix the kubeconfig's server (the name or address its certificate "
+            "is for) or certificate-authority-data (the CA that signed it), or, for a test cluster only, set "
+            "insecure-skip-tls-verify: true"
+        )
+    reason = _one_line(getattr(failure, "reason", None) or failure or exc).lower().replace("_", " ")
+    return TlsError(
+        f"the Kubernetes API server at {server} does not speak TLS ({reason}): is it https:// to a plain-HTTP "
+        "port? fix the kubeconfig's server: http:// for a plain-HTTP server, or the port that serves TLS"
+    )
+
+
+def verification_problem(error: ssl.SSLCertVerificationError) -> str:
+    """OpenSSL's words for the failed check, and what they mean for a kubeconfig."""
+    said = (error.verify_message or _one_line(error)).rstrip(".")
+    code = error.verify_code
+    if code in _SELF_SIGNED:
+        return f"{said}: not signed by a CA the kubeconfig trusts"
+    if code in _UNKNOWN_CA:
+        return f"unknown CA ({said}): not signed by the kubeconfig's certificate-authority-data"
+    if code == _IP_ADDRESS_MISMATCH:
+        return f"{said}: it has no IP SAN for that address"
+    if code == _HOSTNAME_MISMATCH:
+        return f"hostname mismatch ({said})"
+    return said
 
 
 def describe_server(api_client: Any) -> str:
@@ -205,8 +317,12 @@ def connection_refused(exc: BaseException | None) -> bool:
 
 
 def is_transient(exc: BaseException) -> bool:
+    if tls_failure_of(exc) is not None:  # a certificate that does not verify verifies no better a second time
+        return False
     if isinstance(exc, ApiException):
-        return exc.status in TRANSIENT_STATUS or exc.status == 0
+        # Status 0 is the client's own: an SSLError (turned into TlsError or a connection error before it gets
+        # here, see `with_tls_errors`) or a request it could not build, which no retry builds either.
+        return exc.status in TRANSIENT_STATUS
     return is_connection_error(exc)
 
 
@@ -279,8 +395,13 @@ class ApiRetry:
             if exc.status in (404, 409):
                 raise  # callers decide: "gone" and "already exists" are answers, not errors (see explain_api_error)
             raise explain_api_error(exc, describe_call(fn, kwargs)) from exc
+        except TlsError as exc:  # raised deep in the client (`with_tls_errors`): its frames there tell nobody anything
+            raise exc.with_traceback(None) from None
         except (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError) as exc:
-            raise unreachable(getattr(getattr(fn, "__self__", None), "api_client", None), exc) from None
+            api_client = getattr(getattr(fn, "__self__", None), "api_client", None)
+            if tls_failure_of(exc) is not None:
+                raise tls_error(api_client, exc) from None
+            raise unreachable(api_client, exc) from None
 
 
 @dataclass
@@ -336,7 +457,7 @@ def explain_api_error(exc: ApiException, call: tuple[str, str, str]) -> KubeApiE
         return KubeApiError(f"the API server rejected the object: {message}", 422, c.STATUS_INVALID)
     if exc.status == 404:
         return explain_not_found(exc, call, message)
-    return KubeApiError(f"Kubernetes API {verb} {resource} failed: {exc.status} {message}", exc.status)
+    return KubeApiError(f"Kubernetes API {verb} {resource} failed: {exc.status} {' '.join(message.split())}", exc.status)
 
 
 def explain_forbidden(message: str, call: tuple[str, str, str]) -> KubeApiError:

@@ -28,6 +28,7 @@ from jobset_core.runtimes.local.process import (
     container_environment,
     exit_status,
     free_port,
+    interrupts_deferred,
 )
 from jobset_core.runtimes.local.state import LocalPod, LocalSubmission
 from jobset_core.sim import pod_status
@@ -188,7 +189,8 @@ class Node:
         try:
             if not argv:
                 raise FileNotFoundError(2, "no command or args to run (the image's entrypoint is not known locally)")
-            pod.process = LocalProcess(argv, env, log_path, pod.hostname, self.stream_output)
+            with interrupts_deferred():  # started and recorded as one step: no process escapes a Ctrl-C
+                pod.process = LocalProcess(argv, env, log_path, pod.hostname, self.stream_output)
         except OSError as exc:
             return self._start_error(pod, record, argv, exc)
         pod.started_at = time.monotonic()

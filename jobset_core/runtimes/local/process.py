@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,6 +27,7 @@ import tenacity
 from jobset_core import constants as c
 from jobset_core.runtimes.local.objects import main_container
 from jobset_core.sim.node import log_tail
+from jobset_core.terminal import silence
 
 _OUTPUT_LOCK = threading.Lock()
 
@@ -165,6 +166,31 @@ class _Registry:
 REGISTRY = _Registry()
 
 
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C back while a process is started and recorded, and raise it right after.
+
+    A container's process runs in its own session, out of reach of the terminal's Ctrl-C: only the registry
+    (and the pod that holds it) lets the runtime stop it. A KeyboardInterrupt between the fork and the record
+    (in `subprocess.Popen` itself, or just after it returned) would leave a process that nothing stops.
+    Signals are handled in the main thread only; in any other thread there is nothing to hold (nor with a
+    handler installed outside Python, which could not be put back).
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held and callable(previous):
+            previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt here
+        elif held and previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def stop_processes(procs: list[LocalProcess], grace_seconds: float) -> None:
     """SIGTERM every group, wait up to the grace period in total, then SIGKILL what is left; reap all.
 
@@ -248,6 +274,8 @@ def _write_stdout(text: str) -> None:
                 text = CLEAR_LINE + text
             sys.stdout.write(text)
             sys.stdout.flush()
+        except BrokenPipeError:  # nobody reads it any more (`| head`): nor the interpreter's final flush fails on it
+            silence(sys.stdout)
         except (ValueError, OSError):  # the parent's stdout was closed or replaced (pytest capture ends)
             pass
 

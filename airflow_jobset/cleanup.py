@@ -30,7 +30,7 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,9 +39,8 @@ from typing import Any
 
 import tenacity
 
-from jobset_core import Handle, attempts_in_scope, cancel_attempts, cleared_record
-from jobset_core.constants import CANCELLED_ANNOTATION, CLEARED_ANNOTATION, KEPT_ANNOTATION
-from jobset_core.lifecycle.record import cleared_names
+from jobset_core import Handle, Runtime, cancel_up_to
+from jobset_core.constants import KEPT_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +108,7 @@ def ask_task_state(ti: Any, timeout: float = ASK_TIMEOUT_SECONDS) -> TaskAnswer:
     state = run[key]
     return TaskAnswer(str(state.value if hasattr(state, "value") else state) if state is not None else None)
 
+
 _running: dict[str, Future] = {}
 _lock = threading.Lock()
 
@@ -137,6 +137,15 @@ def in_background(key: str, work: Callable[[], Any], *, daemon: bool = False) ->
 
     threading.Thread(target=target, name=f"jobset-cleanup-{key}", daemon=daemon).start()
     return future
+
+
+def wait_briefly(done: Future, seconds: float, log: logging.Logger, prefix: str) -> None:
+    """Wait a bounded time for a deletion running on its own thread (a killed task has seconds left); it goes on
+    if the wait gives up."""
+    try:
+        log.info("%s: deleted %s", prefix, ", ".join(done.result(timeout=seconds)) or "nothing")
+    except Exception as exc:  # noqa: BLE001 - the thread goes on; the task is being killed anyway
+        log.warning("%s: the deletion has not finished yet (%s); it goes on in the background", prefix, exc)
 
 
 def keep_asking(ask: Callable[[], TaskAnswer], seconds: float | None = None,
@@ -174,7 +183,7 @@ def decide_later(handle: Handle, first: TaskAnswer, ask: Callable[[], TaskAnswer
         outcome = verdict(answer)
         if outcome is Verdict.DELETE:
             report(f"Airflow says the task is {answer.state or 'cleared'} now: deleting {handle.kind} {handle.name}")
-            return delete_attempts(runtime, handle.run_key, handle.namespace, handle)
+            return cancel_up_to(runtime, handle.run_key, handle.namespace, handle)
         if outcome is Verdict.KEEP:
             _note(runtime, handle, None)
             report(f"Airflow says the task is {answer.state} now: {handle.kind} {handle.name} stays")
@@ -198,43 +207,50 @@ def _note(runtime: Any, handle: Handle, text: str | None) -> None:
         runtime.annotate(handle, {KEPT_ANNOTATION: text})
 
 
-def attempts_up_to(objects: Iterable[Mapping[str, Any]], run_key: str, namespace: str, up_to: int | None) -> list[Handle]:
-    """The run's attempts numbered `up_to` or lower (all when None): the ones a try may delete."""
-    return attempts_in_scope(objects, run_key, namespace, up_to)
+@dataclass(frozen=True)
+class Target:
+    """What one cleanup may delete: the caller's attempt, when it knows one, and the run's attempts before it
+    (`jobset_core.cancel_up_to`: never a later try's)."""
+
+    run_key: str
+    namespace: str
+    handle: Handle | None = None
+
+    @property
+    def what(self) -> str:
+        return f"{self.handle.kind} {self.handle.name}" if self.handle else f"the attempts of run {self.run_key}"
+
+    @property
+    def key(self) -> str:
+        """One deletion at a time per attempt: a second request joins the first (`in_background`)."""
+        return f"{self.run_key}/{self.handle.name if self.handle else '*'}"
+
+    def delete(self, runtime: Runtime) -> list[str]:
+        """Delete now (the caller knows the task is over)."""
+        return cancel_up_to(runtime, self.run_key, self.namespace, self.handle)
 
 
-def delete_attempts(runtime: Any, run_key: str, namespace: str, known: Handle | None, *, marks: Mapping[str, str] | None = None) -> list[str]:
-    """Mark and delete `known` first (no lookup before it), then every other attempt of the run up to it;
-    the run record goes too unless a later attempt (a newer try) still needs it, or the try after a clear took
-    it over. Idempotent."""
-    return cancel_attempts(runtime, run_key, namespace, known, marks=marks, keep_record=lambda record: taken_over(record, known))
-
-
-def taken_over(record: Mapping[str, Any] | None, known: Handle | None) -> bool:
-    """The run record already lists `known` as cleared: the try after a clear owns the record now (its
-    history of cleared attempts), and the old try's cleanup, however late, must leave it."""
-    if known is None or not record:
-        return False
-    return known.name in cleared_names(record)
-
-
-def _mark_and_delete(runtime: Any, handle: Handle, marks: Mapping[str, str]) -> None:
-    with contextlib.suppress(Exception):  # a gone object has nothing to mark; the delete is what matters
-        runtime.annotate(handle, marks)
-    runtime.cancel(handle)
-
-
-def clear_previous(runtime: Any, run_key: str, namespace: str, stored: Handle | None) -> list[str]:
-    """A cleared task runs again: record every earlier attempt as cleared, then delete what is left of them."""
-    objects = runtime.find(run_key, namespace)
-    if not objects and stored is None:
+def delete_if_ended(ti: Any, runtime_of: Callable[[], Runtime], target: Target, *, timeout: float,
+                    say: Callable[[str], None], warn: Callable[[str], None], ask_later: bool) -> list[str]:
+    """Ask Airflow and act on the answer (`verdict`): ended deletes; still deferred, running or queued keeps; no
+    answer keeps for now and either asks again in the background (`ask_later`: a process that lives on, the
+    triggerer) or marks the object with why it was kept (a task being killed cannot ask again)."""
+    answer = ask_task_state(ti, timeout)
+    outcome = verdict(answer)
+    if outcome is Verdict.DELETE:
+        say(f"the task is {answer.state or 'cleared'}: deleting {target.what} and the attempts before it")
+        return target.delete(runtime_of())
+    if outcome is Verdict.KEEP:
+        why = "the trigger moved to another triggerer" if answer.state == DEFERRED else "the task runs on"
+        say(f"{target.run_key} is still {answer.state}: {why}; {target.what} stays")
         return []
-    record = runtime.read_run_record(run_key, namespace) or {}
-    runtime.write_run_record(run_key, namespace, cleared_record(
-        record, objects, stored.name if stored else None, stored.attempt if stored else 0))
-    marks = {CLEARED_ANNOTATION: "true", CANCELLED_ANNOTATION: "true"}
-    names = []
-    for handle in attempts_up_to(objects, run_key, namespace, None):
-        _mark_and_delete(runtime, handle, marks)
-        names.append(handle.name)
-    return sorted({*names, *([stored.name] if stored is not None else [])})
+    if target.handle is None or not ask_later:
+        warn(f"could not tell whether the task ended ({answer.error}): {target.what} stays")
+        if target.handle is not None:
+            mark_kept(runtime_of(), target.handle, f"the task was killed and Airflow gave no answer ({answer.error})")
+        return []
+    warn(f"could not tell whether the task ended ({answer.error}): {target.what} stays; asking Airflow again for up "
+         f"to {KEEP_ASKING_SECONDS / 60:.0f} minutes")
+    later = max(timeout, ASK_TIMEOUT_SECONDS)  # the next questions get the usual time
+    decide_later(target.handle, answer, lambda: ask_task_state(ti, later), runtime_of(), warn)
+    return []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import dataclasses
 import inspect
 import json
 import symtable
@@ -25,16 +26,22 @@ from typing import Any
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
 
-from airflow_jobset.logs import leader_output
 from airflow_jobset.operators import JobSetOperator
 from airflow_jobset.runtimes import LOCAL
-from jobset_core import Coordinator, JobSetSpec, ReplicatedJob, SpecError
+from jobset_core import (
+    Handle,
+    JobSetSpec,
+    SpecError,
+    leader_and_workers,
+    leader_container,
+    leader_hostname,
+    leader_output,
+    leader_selector,
+)
 from jobset_core import constants as c
 
 PAYLOAD_ENV = "JOBSET_TASK_PAYLOAD"
 RESULT_MARKER = c.RESULT_MARKER
-LEADER = "leader"
-WORKERS = "workers"
 DEFAULT_IMAGE = "python:3.11-slim"
 
 BOOTSTRAP = f"""
@@ -143,28 +150,27 @@ class _JobSetDecoratedOperator(DecoratedOperator, JobSetOperator):
 
     def build_spec(self, context: Any) -> JobSetSpec:
         """Leader + workers, each running the bootstrap on this function and its rendered arguments."""
+        shape, coordinator = leader_and_workers(self.workers)
         payload = {
             "source": function_source(self.python_callable),
             "name": self.python_callable.__name__,
             "args": list(self.op_args),
             "kwargs": dict(self.op_kwargs),
-            "leader": LEADER,
+            "leader": coordinator.replicated_job,
         }
         python = sys.executable if self.runtime == LOCAL else "python"
         env = {**self.env, PAYLOAD_ENV: payload_env(payload)}
-        common: dict[str, Any] = dict(image=self.image, command=[python, "-c", BOOTSTRAP], env=env, resources=self.resources)
-        jobs = [ReplicatedJob(LEADER, **common)]
-        if self.workers:
-            jobs.append(ReplicatedJob(WORKERS, replicas=self.workers, **common))
-        spec = JobSetSpec(name=self.jobset_name, replicated_jobs=jobs, coordinator=Coordinator(LEADER))
+        jobs = [dataclasses.replace(rj, image=self.image, command=[python, "-c", BOOTSTRAP], env=env, resources=self.resources)
+                for rj in shape]
+        spec = JobSetSpec(name=self.jobset_name, replicated_jobs=jobs, coordinator=coordinator)
         self.jobset = spec
         return super().build_spec(context)
 
-    def _finish(self, context: Any, data: dict[str, Any]) -> Any:
-        data = super()._finish(context, data)  # raises on failure
-        from jobset_core import Handle
-
-        text = leader_output(self._get_runtime(), self._spec(context), Handle.from_dict(data["handle"]))
+    def result_of(self, context: Any, data: dict[str, Any]) -> Any:
+        """The leader's return value, read back from its log."""
+        spec, handle = self._spec(context), Handle.from_dict(data["handle"])
+        text = leader_output(self._get_runtime(), handle, leader_selector(spec, handle.name),
+                             leader_hostname(spec, handle.name), leader_container(spec))
         return result_from_log(text or "")
 
 

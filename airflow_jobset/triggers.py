@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,10 +23,9 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_jobset import cleanup
-from airflow_jobset.logs import LeaderLog
+from airflow_jobset.outcome import done_event, error_event
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, make_runtime
-from jobset_core import RUN_LOG as CORE_LOG  # where JobSetRun logs every event it emits
-from jobset_core import Handle, JobSetRun, KubernetesRuntime, RunEvent
+from jobset_core import Handle, JobSetRun, LeaderLog, RunEvent, echo_unheard, follow_leader
 
 CLASSPATH = "airflow_jobset.triggers.JobSetTrigger"
 STATE_LOOKUP_SECONDS = cleanup.ASK_TIMEOUT_SECONDS  # how long on_kill waits for Airflow to say what the task is now
@@ -85,20 +83,13 @@ class JobSetTrigger(BaseTrigger):
         )
 
     def _on_event(self, event: RunEvent) -> None:
-        if not (CORE_LOG.isEnabledFor(logging.INFO) and CORE_LOG.hasHandlers()):
-            self.log.info("[%s] %s", event.type, event.message)
+        echo_unheard(self.log.info)(event)
 
     def _runtime(self, handle: Handle) -> Any:
         return make_runtime(
             self.runtime, conn_id=self.kubernetes_conn_id, namespace=handle.namespace, local_faults=self.local_faults,
             shared=True,
         )
-
-    def _follow_leader(self, runtime: Any, handle: Handle) -> LeaderLog | None:
-        """The leader's log in the trigger's log (which Airflow shows with the task's) while it waits."""
-        if not self.leader_selector or not isinstance(runtime, KubernetesRuntime):
-            return None
-        return LeaderLog(runtime, handle, self.leader_selector, self.leader_container or "", self.log.info).start()
 
     async def on_kill(self) -> None:
         """The user acted on the deferred task (mark failed or success, clear): delete its attempts, as the
@@ -114,35 +105,23 @@ class JobSetTrigger(BaseTrigger):
     async def _delete_if_user_ended(self) -> None:
         """Ask, decide and delete on a thread of its own (the event loop may close under it), then wait for it."""
         handle = Handle.from_dict(self.handle)
+        target = cleanup.Target(handle.run_key, handle.namespace, handle)
         # run with this task's context: the triggerer files what the trigger logs by it
         context = contextvars.copy_context()
-        done = cleanup.in_background(f"{handle.run_key}/{handle.name}", lambda: context.run(self._decide_and_delete, handle))
+        done = cleanup.in_background(target.key, lambda: context.run(self._decide_and_delete, target))
         while not done.done():  # polled, not awaited through the loop: the thread must not need it
             await asyncio.sleep(CLEANUP_POLL_SECONDS)
         if done.exception() is None and done.result():
             self.log.info("deleted %s", ", ".join(done.result()))
 
-    def _decide_and_delete(self, handle: Handle) -> list[str]:
+    def _decide_and_delete(self, target: cleanup.Target) -> list[str]:
         """Delete on a positive answer only: ended deletes, still deferred (a hand-over) keeps, no answer keeps
-        for now and asks again in the background (`cleanup.decide_later`)."""
-        ti = getattr(self, "task_instance", None)
-        answer = cleanup.ask_task_state(ti, self.task_state_timeout)
-        outcome = cleanup.verdict(answer)
-        if outcome is cleanup.Verdict.KEEP:
-            why = "the trigger moved to another triggerer" if answer.state == cleanup.DEFERRED else "the task runs on"
-            self.log.info("%s is still %s: %s; %s %s stays", handle.run_key, answer.state, why, handle.kind, handle.name)
-            return []
-        runtime = self._runtime_obj or self._runtime(handle)
-        if outcome is cleanup.Verdict.UNKNOWN:
-            self.log.warning(
-                "could not tell whether the task ended (%s): %s %s stays; asking Airflow again for up to %.0f minutes",
-                answer.error, handle.kind, handle.name, cleanup.KEEP_ASKING_SECONDS / 60,
-            )
-            later = max(self.task_state_timeout, STATE_LOOKUP_SECONDS)  # the next questions get the usual time
-            cleanup.decide_later(handle, answer, lambda: cleanup.ask_task_state(ti, later), runtime, self.log.warning)
-            return []
-        self.log.info("the task is %s: deleting %s %s and the attempts before it", answer.state or "cleared", handle.kind, handle.name)
-        return cleanup.delete_attempts(runtime, handle.run_key, handle.namespace, handle)
+        for now and asks again in the background (`cleanup.delete_if_ended`)."""
+        assert target.handle is not None
+        return cleanup.delete_if_ended(
+            getattr(self, "task_instance", None), lambda: self._runtime_obj or self._runtime(target.handle),
+            target, timeout=self.task_state_timeout, say=self.log.info, warn=self.log.warning, ask_later=True,
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         handle = Handle.from_dict(self.handle)
@@ -152,19 +131,20 @@ class JobSetTrigger(BaseTrigger):
             run = await asyncio.to_thread(
                 JobSetRun.resume, handle, runtime, engine_attempt=self.engine_attempt, on_event=self._on_event
             )
-            follower = self._follow_leader(runtime, handle)
+            # the leader's log in the trigger's log (which Airflow shows with the task's) while it waits
+            follower = follow_leader(runtime, handle, self.leader_selector, self.leader_container or "", self.log.info)
             result = await run.afollow(handle)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises and retries
             self.log.exception("watching %s %s failed", handle.kind, handle.name)
-            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}", "handle": self.handle})
+            yield TriggerEvent(error_event(exc, self.handle))
             return
         finally:
             if follower is not None:
                 follower.stop()  # no await: a second cancel must not leave the follower reading
         await asyncio.sleep(settle_left(self.deferred_at, time.time()))
-        yield TriggerEvent({"status": "done", "result": result.to_dict()})
+        yield TriggerEvent(done_event(result))
 
 
 def settle_left(deferred_at: float | None, now: float) -> float:

@@ -30,13 +30,12 @@ from jobset_core import (
     check_bool,
     check_dns1123,
     check_positive_int,
+    leader_and_workers,
     platform_default_retries,
 )
+from jobset_core.constants import NVIDIA_GPU_RESOURCE
 from jobset_core.runtimes.local import parse_faults
 
-LEADER = "leader"
-WORKERS = "workers"
-GPU_RESOURCE = "nvidia.com/gpu"
 _CHECK_IMAGE = "image"
 _CHECK_COMMAND = ("pyflyte-execute",)
 
@@ -96,10 +95,8 @@ class JobSet:
             return list(self.replicated_jobs)
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
             raise SpecError("workers", f"must be an integer >= 0, got {self.workers!r}", None)
-        jobs = [ReplicatedJob(LEADER)]
-        if self.workers:
-            gpus = {GPU_RESOURCE: self.gpus_per_worker} if self.gpus_per_worker else None
-            jobs.append(ReplicatedJob(WORKERS, replicas=self.workers, resources=gpus))
+        gpus = {NVIDIA_GPU_RESOURCE: self.gpus_per_worker} if self.gpus_per_worker else None
+        jobs, _ = leader_and_workers(self.workers, worker={"resources": gpus})
         return jobs
 
     def leader_name(self) -> str:

@@ -14,13 +14,48 @@ from __future__ import annotations
 TYPE_CHECKING = False  # not imported from typing: `import jobset_core` loads no other module
 if TYPE_CHECKING:
     from jobset_core.diagnosis import Diagnosis, Grace, HistoryEntry, diagnose
+    from jobset_core.diagnosis.excerpt import without_log_excerpt
+    from jobset_core.engine_support.attempts import (
+        Reattach,
+        cancel_up_to,
+        clear_attempts,
+        reattach,
+        resubmit_free,
+        start_attempt,
+    )
+    from jobset_core.engine_support.events import echo_unheard
+    from jobset_core.engine_support.history import history_lines, restart_history, run_timeline
+    from jobset_core.engine_support.pod_logs import (
+        LeaderLog,
+        culprit_tail,
+        follow_leader,
+        leader_output,
+        local_hostname,
+        local_log_file,
+    )
+    from jobset_core.engine_support.registry import shared_kubernetes_runtime, shared_local_runtime
+    from jobset_core.engine_support.shape import (
+        leader_and_workers,
+        leader_container,
+        leader_hostname,
+        leader_selector,
+        newest_leader_pod,
+        pod_named,
+    )
     from jobset_core.errors import SpecError
+    from jobset_core.lifecycle.actions import Action, AppReport, Step
+    from jobset_core.lifecycle.attempts import current_attempt
     from jobset_core.lifecycle.cancel import attempts_in_scope, cancel_attempts
     from jobset_core.lifecycle.contract import Handle, Observation, Runtime, State, handle_of, state_of
-    from jobset_core.lifecycle.drive import RUN_LOG, EventType, JobSetRun, RunEvent, RunResult, make_run_key
+    from jobset_core.lifecycle.drive import JobSetRun
+    from jobset_core.lifecycle.naming import make_run_key
     from jobset_core.lifecycle.record import cleared_record
-    from jobset_core.lifecycle.step import Action, AppReport, Progress, Step, assess
+    from jobset_core.lifecycle.reporting import RUN_LOG
+    from jobset_core.lifecycle.result import EventType, RunEvent, RunResult
+    from jobset_core.lifecycle.standing import Progress
+    from jobset_core.lifecycle.step import assess
     from jobset_core.model.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
+    from jobset_core.model.placement import strip_interruptible
     from jobset_core.model.spec import (
         Coordinator,
         DependsOn,
@@ -30,16 +65,14 @@ if TYPE_CHECKING:
         ReplicatedJob,
         SuccessPolicy,
     )
-    from jobset_core.model.validation import check_bool, check_dns1123, check_positive_int
-    from jobset_core.policy.budget import (
-        Interruptible,
-        RetryDecision,
-        RetryPolicy,
-        platform_default_retries,
-        strip_interruptible,
-    )
+    from jobset_core.model.validation import check_bool, check_dns1123, check_positive_int, check_seconds
+    from jobset_core.model.workload import DEFAULT_NAMESPACE, namespace_for
+    from jobset_core.policy.budget import RetryPolicy
+    from jobset_core.policy.decision import RetryDecision
+    from jobset_core.policy.interruptible import Interruptible
     from jobset_core.policy.kinds import FailureKind
     from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
+    from jobset_core.policy.platform import platform_default_retries
     from jobset_core.runtimes.kube.runtime import KEEP_STREAMS_SECONDS, KubernetesRuntime
     from jobset_core.runtimes.local import LocalRuntime
     from jobset_core.sim.faults import Crash, Evict, Hardware, NodeShutdown, OOMKill, Preempt
@@ -48,22 +81,42 @@ if TYPE_CHECKING:
 # module -> the public names it provides
 _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.diagnosis": ("Diagnosis", "Grace", "HistoryEntry", "diagnose"),
+    "jobset_core.diagnosis.excerpt": ("without_log_excerpt",),
+    "jobset_core.engine_support.attempts": (
+        "Reattach", "cancel_up_to", "clear_attempts", "reattach", "resubmit_free", "start_attempt",
+    ),
+    "jobset_core.engine_support.events": ("echo_unheard",),
+    "jobset_core.engine_support.history": ("history_lines", "restart_history", "run_timeline"),
+    "jobset_core.engine_support.pod_logs": (
+        "LeaderLog", "culprit_tail", "follow_leader", "leader_output", "local_hostname", "local_log_file",
+    ),
+    "jobset_core.engine_support.registry": ("shared_kubernetes_runtime", "shared_local_runtime"),
+    "jobset_core.engine_support.shape": (
+        "leader_and_workers", "leader_container", "leader_hostname", "leader_selector", "newest_leader_pod", "pod_named",
+    ),
     "jobset_core.errors": ("SpecError",),
+    "jobset_core.lifecycle.attempts": ("current_attempt",),
     "jobset_core.lifecycle.cancel": ("attempts_in_scope", "cancel_attempts"),
     "jobset_core.lifecycle.contract": ("Handle", "Observation", "Runtime", "State", "handle_of", "state_of"),
-    "jobset_core.lifecycle.drive": (
-        "RUN_LOG", "EventType", "JobSetRun", "RunEvent", "RunResult", "make_run_key",
-    ),
+    "jobset_core.lifecycle.actions": ("Action", "AppReport", "Step"),
+    "jobset_core.lifecycle.drive": ("JobSetRun",),
+    "jobset_core.lifecycle.naming": ("make_run_key",),
     "jobset_core.lifecycle.record": ("cleared_record",),
-    "jobset_core.lifecycle.step": ("Action", "AppReport", "Progress", "Step", "assess"),
+    "jobset_core.lifecycle.reporting": ("RUN_LOG",),
+    "jobset_core.lifecycle.result": ("EventType", "RunEvent", "RunResult"),
+    "jobset_core.lifecycle.standing": ("Progress",),
+    "jobset_core.lifecycle.step": ("assess",),
     "jobset_core.model.gang": ("Coscheduling", "Kueue", "Volcano", "WorkloadAPI"),
     "jobset_core.model.spec": (
         "Coordinator", "DependsOn", "GangJobSpec", "JobSetSpec", "Network", "ReplicatedJob", "SuccessPolicy",
     ),
-    "jobset_core.model.validation": ("check_bool", "check_dns1123", "check_positive_int"),
-    "jobset_core.policy.budget": (
-        "Interruptible", "RetryDecision", "RetryPolicy", "platform_default_retries", "strip_interruptible",
-    ),
+    "jobset_core.model.workload": ("DEFAULT_NAMESPACE", "namespace_for"),
+    "jobset_core.model.placement": ("strip_interruptible",),
+    "jobset_core.model.validation": ("check_bool", "check_dns1123", "check_positive_int", "check_seconds"),
+    "jobset_core.policy.budget": ("RetryPolicy",),
+    "jobset_core.policy.decision": ("RetryDecision",),
+    "jobset_core.policy.interruptible": ("Interruptible",),
+    "jobset_core.policy.platform": ("platform_default_retries",),
     "jobset_core.policy.kinds": ("FailureKind",),
     "jobset_core.policy.ledger": ("Ledger", "Submission", "submission_from_object"),
     "jobset_core.runtimes.kube.runtime": ("KEEP_STREAMS_SECONDS", "KubernetesRuntime"),
@@ -150,4 +203,33 @@ __all__ = [
     "diagnose",
     "make_run_key",
     "strip_interruptible",
+    "without_log_excerpt",
+    "Reattach",
+    "cancel_up_to",
+    "clear_attempts",
+    "reattach",
+    "resubmit_free",
+    "start_attempt",
+    "history_lines",
+    "restart_history",
+    "run_timeline",
+    "LeaderLog",
+    "culprit_tail",
+    "leader_output",
+    "local_hostname",
+    "local_log_file",
+    "shared_kubernetes_runtime",
+    "shared_local_runtime",
+    "leader_and_workers",
+    "leader_container",
+    "leader_hostname",
+    "leader_selector",
+    "newest_leader_pod",
+    "pod_named",
+    "check_seconds",
+    "echo_unheard",
+    "current_attempt",
+    "follow_leader",
+    "DEFAULT_NAMESPACE",
+    "namespace_for",
 ]

@@ -1,10 +1,11 @@
 """`jobset` terminal commands: explain a failure, from a live cluster or from a saved dump.
 
 `jobset explain NAME [-n NS] [--json]` makes the observation a run makes of the JobSet (or Job): its child
-Jobs, pods and events and the evidence a watcher kept of deleted pods, through the official kubernetes client,
-and diagnoses it with the run's own step and policy; `--from-file dump.json` reads a `kubectl get -o json` or
-`-o yaml` List (`kubectl get jobsets,jobs,pods,events,configmaps`, so that the kept evidence is in it; or the
-{"jobset", "jobs", "pods", "events"} object our tests and captures use; `-` is stdin) for offline use.
+Jobs, pods and events and the evidence a watcher kept of deleted pods and of the restarts' causes, through the
+official kubernetes client, and diagnoses it as the run does, with the policy it was submitted with;
+`--from-file dump.json` reads a `kubectl get -o json` or `-o yaml` List (`kubectl get
+jobsets,jobs,pods,events,configmaps`, so that the kept evidence is in it; or the {"jobset", "jobs", "pods",
+"events"} object our tests and captures use; `-` is stdin) into the same observation, for offline use.
 
 Exit codes, for scripts: 0 succeeded, 1 failed (with a diagnosis), 2 usage or access error (no such object,
 no kubeconfig, unreachable server, a server certificate that does not verify, unreadable input), 3 still
@@ -25,23 +26,24 @@ from typing import Any
 
 import yaml
 
+from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.constants import (
-    ATTEMPT_ANNOTATION,
-    BATCH_API_VERSION,
     CONDITION_COMPLETE,
     CONDITION_COMPLETED,
     EVIDENCE_CONFIGMAP_SUFFIX,
-    JOB_NAME_LABEL,
-    JOBSET_API_VERSION,
-    JOBSET_NAME_LABEL,
     RUN_KEY_LABEL,
 )
-from jobset_core.diagnosis import Diagnosis, diagnose
-from jobset_core.evidence import child_job_names, job_names_of_pods, kept_pods, name_of
+from jobset_core.diagnosis import Diagnosis
+from jobset_core.evidence import kept_pods, kept_restart_causes, labels_of, name_of
+from jobset_core.lifecycle.assemble import (
+    assemble,
+    diagnose_observation,
+    node_names,
+    submitted_policy,
+    with_kept,
+)
 from jobset_core.lifecycle.contract import Observation
-from jobset_core.lifecycle.step import diagnose_observation
-from jobset_core.policy.budget import RetryPolicy
 from jobset_core.terminal import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE  # the exit codes, for scripts and tests
 from jobset_core.terminal import EXIT_INTERRUPTED, closed_pipe
 from jobset_core.testing.command import add_parser as add_fake_cluster_parser
@@ -61,31 +63,58 @@ class DumpError(ValueError):
     """Input the command cannot use: an unreadable file, garbage, nothing to explain."""
 
 
-# A List item's kind -> where split_dump sorts it; other kinds (Services, PodGroups...) are not evidence.
-_SORTED_KINDS = {"JobSet": "jobsets", "Job": "jobs", "Pod": "pods", "Event": "events", "Workload": "workloads",
-                 "ConfigMap": "configmaps", "Node": "nodes"}
+# A List item's kind -> where a dump's objects are sorted; other kinds (Services, PodGroups...) are not evidence.
+_SORTED_KINDS = {c.JOBSET_KIND: "jobsets", c.JOB_KIND: "jobs", c.POD_KIND: "pods", c.EVENT_KIND: "events",
+                 c.WORKLOAD_KIND: "workloads", c.CONFIG_MAP_KIND: "configmaps", c.NODE_KIND: "nodes"}
+_CAPTURED_KEYS = ("jobset", "jobs", "pods", "events")
 
 
-def split_dump(data: Any, name: str | None = None) -> dict[str, Any]:
-    """Sort a dump's objects into diagnose() arguments; pick the JobSet by name when there are several."""
-    if isinstance(data, dict) and any(k in data for k in ("jobset", "jobs", "pods", "events")):
+def observe_dump(data: Any, name: str | None = None) -> Observation:
+    """A dump as the observation a run would make of its workload (the JobSet by name, or the only one).
+
+    A `kubectl get -o json` List goes through the one assembler, as a live look does: the workload's Jobs and
+    pods by the controllers' labels, the events of its members, the pods and restart causes its evidence
+    ConfigMap kept. The {"jobset", "jobs", "pods", "events"} object our tests and captures use holds one
+    workload's facts already, and is taken as it is.
+    """
+    if isinstance(data, dict) and any(k in data for k in _CAPTURED_KEYS):
         return _captured(data, name)
-    sorted_items = _by_kind(_list_items(data))
-    out = {k: sorted_items[k] for k in ("jobs", "pods", "events", "workloads", "nodes")}
-    jobset = _pick_jobset(sorted_items["jobsets"], out, name)
-    if jobset is not None:
-        out["jobset"] = jobset
-    out = _with_kept_evidence(out, sorted_items["configmaps"])
-    return _only_of(out, name) if name else out
+    found = _by_kind(_list_items(data))
+    main = _pick_main(found["jobsets"], found["jobs"], name)
+    if main is None:  # nothing tells the workload's members apart: the objects are what there is to explain
+        return Observation(None, jobs=found["jobs"], pods=found["pods"], events=found["events"],
+                           workloads=found["workloads"], nodes=found["nodes"])
+    return _workload_of(found, main, name)
 
 
-def _captured(data: dict[str, Any], name: str | None) -> dict[str, Any]:
-    """The {"jobset", "jobs", "pods", "events"} object our tests and captures use."""
+def _workload_of(found: dict[str, list[dict[str, Any]]], main: dict[str, Any], name: str | None) -> Observation:
+    """The observation of `main` in a dump, assembled as a live look is. A named workload takes its Jobs and pods
+    by the controllers' labels (a namespace's dump holds other workloads); an unnamed one, the file's only
+    JobSet, takes all of them."""
+    kind = c.WORKLOAD_KINDS[main["kind"]]  # `main` is one of the file's JobSets or Jobs
+    own = name_of(main)
+
+    def mine(obj: dict[str, Any]) -> bool:
+        return not name or name_of(obj) == own or labels_of(obj).get(kind.member_label) == own
+
+    evidence = next((cm for cm in found["configmaps"] if name_of(cm) == own + EVIDENCE_CONFIGMAP_SUFFIX), None)
+    jobs = [j for j in found["jobs"] if j is not main and mine(j)] if kind.has_child_jobs else []
+    pods, kept = [p for p in found["pods"] if mine(p)], kept_pods(evidence)
+    ran_on = node_names(with_kept(pods, kept))  # what the nodes its pods ran on said of their GPUs
+    return assemble(own, main, jobs=jobs, pods=pods, kept=kept, events=found["events"], workloads=found["workloads"],
+                    nodes=[n for n in found["nodes"] if name_of(n) in ran_on], restart_causes=kept_restart_causes(evidence))
+
+
+def _captured(data: dict[str, Any], name: str | None) -> Observation:
+    """The {"jobset", "jobs", "pods", "events"} object our tests and captures use (one workload's facts)."""
     found = {k: data.get(k) for k in ("jobset", "jobs", "pods", "events", "workloads", "nodes") if data.get(k) is not None}
-    main = found.get("jobset") or next(iter(found.get("jobs") or []), {})
+    jobs = list(found.get("jobs") or [])
+    main = found.get("jobset") or next(iter(jobs), None)
     if name and ((main or {}).get("metadata") or {}).get("name") != name:
         raise DumpError(f"no JobSet or Job named {name!r} in the file")
-    return found
+    return Observation(main, jobs=[j for j in jobs if j is not main], pods=list(found.get("pods") or []),
+                       events=list(found.get("events") or []), workloads=list(found.get("workloads") or []),
+                       nodes=list(found.get("nodes") or []))
 
 
 def _list_items(data: Any) -> list[Any]:
@@ -112,69 +141,30 @@ def _by_kind(items: list[Any]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _pick_jobset(jobsets: list[dict[str, Any]], out: dict[str, Any], name: str | None) -> dict[str, Any] | None:
-    """The JobSet to explain: the named one, or the only one; with a name but no such JobSet, the named Job."""
-    def named(obj: dict[str, Any]) -> bool:
-        return (obj.get("metadata") or {}).get("name") == name
-
+def _pick_main(jobsets: list[dict[str, Any]], jobs: list[dict[str, Any]], name: str | None) -> dict[str, Any] | None:
+    """The workload to explain: the named JobSet (else the named Job), or the only JobSet (else the first Job)."""
     if name:
-        jobsets = [j for j in jobsets if named(j)]
-        if not jobsets and not any(named(j) for j in out["jobs"]):
+        named = [o for o in [*jobsets, *jobs] if name_of(o) == name]
+        if not named:
             raise DumpError(f"no JobSet or Job named {name!r} in the file")
-        if not jobsets:
-            out["jobs"] = [j for j in out["jobs"] if named(j)]
+        return named[0]
     if len(jobsets) > 1:
-        names = ", ".join((j.get("metadata") or {}).get("name", "?") for j in jobsets)
+        names = ", ".join(name_of(j) or "?" for j in jobsets)
         raise DumpError(f"the file holds several JobSets ({names}); name one")
-    return jobsets[0] if jobsets else None
+    return next(iter([*jobsets, *jobs]), None)
 
 
-def _with_kept_evidence(objects: dict[str, Any], config_maps: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pods a restart deleted, as the watcher kept them in the workload's evidence ConfigMap (a dump of
-    `kubectl get jobsets,jobs,pods,events,configmaps` holds it): the same evidence a run and a live look read."""
-    main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None)
-    name = ((main or {}).get("metadata") or {}).get("name")
-    wanted = f"{name}{EVIDENCE_CONFIGMAP_SUFFIX}"
-    kept = [p for cm in config_maps if (cm.get("metadata") or {}).get("name") == wanted for p in kept_pods(cm)]
-    present = {(p.get("metadata") or {}).get("name") for p in objects["pods"]}
-    return {**objects, "pods": [*objects["pods"], *(p for p in kept if (p.get("metadata") or {}).get("name") not in present)]}
-
-
-def _only_of(objects: dict[str, Any], name: str) -> dict[str, Any]:
-    """What belongs to the named JobSet (or Job): its Jobs and pods by the controllers' labels, the events of
-    those objects. A dump of a namespace holds other workloads, which must not be diagnosed or drawn."""
-    label = JOBSET_NAME_LABEL if objects.get("jobset") else JOB_NAME_LABEL
-
-    def mine(obj: dict[str, Any]) -> bool:
-        meta = obj.get("metadata") or {}
-        return meta.get("name") == name or (meta.get("labels") or {}).get(label) == name
-
-    jobs = [j for j in objects["jobs"] if mine(j)]
-    pods = [p for p in objects["pods"] if mine(p)]
-    # as a run's own look: the Jobs a restart deleted are named by the controller's scheme and by their pods
-    owned = {name, *(name_of(j) for j in jobs), *(name_of(p) for p in pods), *job_names_of_pods(pods),
-             *child_job_names(objects.get("jobset") or {})}
-    nodes = _nodes_of(pods)  # and what the nodes its pods ran on said of their GPUs
-    events = [e for e in objects["events"] if (e.get("involvedObject") or {}).get("name") in owned | nodes]
-    return {**objects, "jobs": jobs, "pods": pods, "events": events,
-            "nodes": [n for n in objects.get("nodes") or [] if name_of(n) in nodes]}
-
-
-def _nodes_of(pods: list[dict[str, Any]]) -> set[str]:
-    return {(p.get("spec") or {}).get("nodeName") for p in pods} - {None, ""}
-
-
-def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, Any]:
+def read_live(name: str, namespace: str, api_client: Any = None) -> Observation:
     """One observation of a JobSet (or, failing that, a Job) by name, through the runtime's own direct look, as
     a run or an engine's poll makes it: its Jobs, pods, events, Kueue's Workload and the evidence a watcher
-    kept of pods a restart deleted (read, never written).
+    kept of pods a restart deleted and of the restarts' causes (read, never written).
 
     Cluster errors come back as one-line KubeApiErrors: a missing object, a missing namespace, no access,
     no kubeconfig, an unreachable server.
     """
     from kubernetes.client.exceptions import ApiException
 
-    from jobset_core.lifecycle.contract import Handle
+    from jobset_core.lifecycle.contract import handle_of
     from jobset_core.runtimes.kube.client import ApiRetry, default_api_client
     from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
@@ -184,51 +174,19 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> dict[str, An
                      refused_seconds=REFUSED_SECONDS)
     runtime = KubernetesRuntime(api_client, namespace, retry=retry, read_only=True)
     main = None
-    for kind in ("JobSet", "Job"):
-        main = runtime.read(JOBSET_API_VERSION if kind == "JobSet" else BATCH_API_VERSION, kind, name, namespace)
+    for kind in c.WORKLOAD_KINDS.values():  # the JobSet first
+        main = runtime.read(kind.api_version, kind.kind, name, namespace)
         if main is not None:
             break
     if main is None:
         raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}")
-    meta = main.get("metadata") or {}
-    attempt = str((meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION) or "0")
-    handle = Handle(kind, name, namespace, (meta.get("labels") or {}).get(RUN_KEY_LABEL, ""),
-                    int(attempt) if attempt.isdigit() else 0)
+    handle = handle_of(main, labels_of(main).get(RUN_KEY_LABEL, ""), namespace)
     try:
-        observation = runtime.observe(handle)
+        return runtime.observe(handle)
     except ApiException as exc:
-        from jobset_core.runtimes.kube.client import explain_api_error
+        from jobset_core.runtimes.kube.api_errors import explain_api_error
 
         raise explain_api_error(exc, ("list", "events", "")) from None
-    objects = {"jobset": observation.main if kind == "JobSet" else None, "jobs": observation.jobs,
-               "pods": observation.pods, "events": observation.events, "workloads": observation.workloads,
-               "nodes": observation.nodes}
-    if kind == "Job":
-        objects["jobs"] = [observation.main, *observation.jobs]
-    return objects
-
-
-def policy_of(main: dict[str, Any] | None) -> RetryPolicy:
-    """The policy the workload was submitted with (its exit codes and grace periods shape the diagnosis), or
-    the defaults for one no run of ours submitted."""
-    stored = ev.stored_policy(main)
-    try:
-        return RetryPolicy.from_annotation(stored) if stored else RetryPolicy(retries=0)
-    except (ValueError, TypeError, KeyError):
-        return RetryPolicy(retries=0)
-
-
-def diagnose_objects(objects: dict[str, Any], now: datetime | None = None) -> Diagnosis:
-    """The diagnosis a run makes of the same objects: its own step (`diagnose_observation`) with its policy, as
-    of `now` (a dump: the moment it was taken; a live look: the wall clock)."""
-    main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None)
-    now = now or datetime.now(UTC)
-    if main is None:
-        return diagnose(**objects, now=now)
-    observation = Observation(main=main, jobs=[j for j in objects.get("jobs") or [] if j is not main],
-                              pods=list(objects.get("pods") or []), events=list(objects.get("events") or []),
-                              workloads=list(objects.get("workloads") or []), nodes=list(objects.get("nodes") or []))
-    return diagnose_observation(observation, policy_of(main), now)
 
 
 def render(d: Diagnosis) -> str:
@@ -273,10 +231,13 @@ def read_dump(source: str) -> Any:
     return items
 
 
-def outcome(objects: dict[str, Any], diagnosis: Diagnosis) -> int:
+def _main_of(observation: Observation) -> dict[str, Any] | None:
+    return observation.main or next(iter(observation.jobs), None)
+
+
+def outcome(observation: Observation, diagnosis: Diagnosis) -> int:
     """The exit code scripts branch on: succeeded, failed with a diagnosis, or not finished yet."""
-    main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None)
-    conditions = ((main or {}).get("status") or {}).get("conditions") or []
+    conditions = ((_main_of(observation) or {}).get("status") or {}).get("conditions") or []
     if any(c.get("type") in SUCCESS_CONDITIONS and c.get("status") == "True" for c in conditions):
         return EXIT_SUCCEEDED
     return EXIT_FAILED if diagnosis.failed else EXIT_RUNNING
@@ -284,32 +245,31 @@ def outcome(objects: dict[str, Any], diagnosis: Diagnosis) -> int:
 
 def explain(args: argparse.Namespace) -> int:
     if args.from_file:
-        objects = split_dump(read_dump(args.from_file), args.name)
+        seen = observe_dump(read_dump(args.from_file), args.name)
     else:
         if not args.name:
             raise DumpError("give a NAME or --from-file")
         from jobset_core.runtimes.kube.client import kubeconfig_namespace
 
-        objects = read_live(args.name, args.namespace or kubeconfig_namespace())
-    if not any(objects.get(k) for k in ("jobset", "jobs", "pods", "events")):
+        seen = read_live(args.name, args.namespace or kubeconfig_namespace())
+    if seen.main is None and not (seen.jobs or seen.pods or seen.events):
         raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
     # a dump is judged as of when it was taken (the latest moment its objects record), a live look as of now
-    now = ev.latest_recorded_time(*objects.values()) if args.from_file else None
-    result = diagnose_objects(objects, now)
+    now = ev.latest_recorded_time(seen.main, seen.jobs, seen.pods, seen.events, seen.workloads, seen.nodes) if args.from_file else None
+    result = diagnose_observation(seen, submitted_policy(_main_of(seen)), now or datetime.now(UTC))
     print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
     if args.html:
-        write_timeline(args.html, objects, result, now)
-    return outcome(objects, result)
+        write_timeline(args.html, seen, result, now)
+    return outcome(seen, result)
 
 
-def write_timeline(path: str, objects: dict[str, Any], diagnosis: Diagnosis, now: datetime | None = None) -> None:
+def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, now: datetime | None = None) -> None:
     """The Flyte Deck's timeline page, for people who are not in Flyte: every pod as a bar, the culprit marked."""
     from jobset_core.timeline import AttemptTimeline, render_timeline
 
-    main = objects.get("jobset") or next(iter(objects.get("jobs") or []), None) or {}
-    name = (main.get("metadata") or {}).get("name") or "workload"
-    state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(outcome(objects, diagnosis), "still running")
-    attempt = AttemptTimeline(name, list(objects.get("pods") or []), diagnosis, state)
+    name = name_of(_main_of(observation) or {}) or "workload"
+    state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(outcome(observation, diagnosis), "still running")
+    attempt = AttemptTimeline(name, list(observation.pods), diagnosis, state)
     page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary, now=now)
     try:
         Path(path).write_text(page)
@@ -345,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Errors are reported once, as one line; retry warnings on the way there would bury it.
     logging.basicConfig(level=logging.ERROR, format="jobset: %(message)s")
-    from jobset_core.runtimes.kube.client import KubeApiError
+    from jobset_core.runtimes.kube.api_errors import KubeApiError
 
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
     try:

@@ -54,9 +54,6 @@ class VirtualClock:
     def monotonic(self) -> float:
         return self._elapsed
 
-    def advance(self, seconds: float) -> None:
-        self.advance_to(self._elapsed + seconds)
-
     def advance_to(self, moment: float) -> None:
         """Move to `moment` (a `monotonic()` value); never backwards, as no clock a controller trusts does."""
         with self._lock:

@@ -50,11 +50,6 @@ class PodFailureMatch:
     index: int
     message: str | None = None
 
-    @property
-    def counts_as_failed(self) -> bool:
-        """Ignore is the only action whose pod does not count towards backoffLimit (status.failed)."""
-        return self.action != IGNORE
-
 
 def exit_code_rule_message(
     container: str, namespace: str, pod: str, exit_code: int, action: str, index: int
@@ -74,9 +69,9 @@ def condition_rule_message(namespace: str, pod: str, condition: str, action: str
 def _exit_codes_match(exit_code: int, requirement: Mapping[str, Any]) -> bool:
     values = {int(v) for v in requirement.get("values") or []}
     operator = requirement.get("operator")
-    if operator == "In":
+    if operator == c.OPERATOR_IN:
         return exit_code in values
-    if operator == "NotIn":
+    if operator == c.OPERATOR_NOT_IN:
         return exit_code not in values
     return False
 
@@ -119,7 +114,7 @@ def match_pod_failure_policy(job_spec: Mapping[str, Any], pod: Mapping[str, Any]
     match wins; only FailJob carries a message.
     """
     meta = pod.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+    namespace, name = str(meta.get("namespace") or c.DEFAULT_NAMESPACE), str(meta.get("name") or "")
     rules = (job_spec.get("podFailurePolicy") or {}).get("rules") or []
     for index, rule in enumerate(rules):
         action = str(rule.get("action"))
@@ -354,8 +349,8 @@ class JobSetFailureOutcome:
 
 def _fail(reason: str, message: str, decision: FailurePolicyDecision | None) -> JobSetFailureOutcome:
     events = (
-        JobSetEvent("Warning", reason, message),
-        JobSetEvent("Normal", JOBSET_REASON_FAILED, JOBSET_MESSAGE_FAILED),
+        JobSetEvent(c.EVENT_TYPE_WARNING, reason, message),
+        JobSetEvent(c.EVENT_TYPE_NORMAL, JOBSET_REASON_FAILED, JOBSET_MESSAGE_FAILED),
     )
     return JobSetFailureOutcome(
         False, failed_reason=reason, failed_message=message, events=events, decision=decision
@@ -390,8 +385,8 @@ def jobset_failure_outcome(
         )
     message = action_message(decision.action, decision.job)
     events = (
-        JobSetEvent("Warning", rule_event_reason(decision.rule), message),
-        JobSetEvent("Warning", f"{decision.action}{c.FAILURE_POLICY_ACTION_SUFFIX}", message),
+        JobSetEvent(c.EVENT_TYPE_WARNING, rule_event_reason(decision.rule), message),
+        JobSetEvent(c.EVENT_TYPE_WARNING, f"{decision.action}{c.FAILURE_POLICY_ACTION_SUFFIX}", message),
     )
     return JobSetFailureOutcome(
         True,
@@ -455,7 +450,7 @@ def replicated_job_may_start(
     for dep in rjobs[position].get("dependsOn") or []:
         if not reached(str(dep.get("name")), str(dep.get("status", c.DEPENDS_ON_READY))):
             return False
-    order = ((jobset_spec.get("startupPolicy") or {}).get("startupPolicyOrder")) or "AnyOrder"
-    if order == "InOrder":
+    order = ((jobset_spec.get("startupPolicy") or {}).get("startupPolicyOrder")) or c.STARTUP_ANY_ORDER
+    if order == c.STARTUP_IN_ORDER:
         return all(reached(str(rj.get("name")), c.DEPENDS_ON_READY) for rj in rjobs[:position])
     return True

@@ -2,7 +2,7 @@
 
 Kept apart from the ranking in `diagnosis/` so that every accessor tolerates the objects real callers hand
 over: truncated dumps, nulls, hand-edited fields. The messages the controllers write in answer to our
-failure policies are parsed in `policy_contract.py`, next to the policies that cause them.
+failure policies are parsed in `policy/contract.py`, next to the policies that cause them.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def pod_templates(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The pod templates of a JobSet (one per replicated Job) or of a Job."""
     if not obj:
         return []
-    if obj.get("kind") == "Job":
+    if obj.get("kind") == c.JOB_KIND:
         return [as_map(spec_of(obj).get("template"))]
     return [
         as_map(spec_of(as_map(as_map(rj).get("template"))).get("template"))
@@ -191,7 +191,7 @@ def pod_job_name(pod: Mapping[str, Any]) -> str | None:
         if labels.get(key) and isinstance(labels[key], str):
             return labels[key]
     for ref in as_list(meta(pod).get("ownerReferences")):
-        if as_map(ref).get("kind") == "Job":
+        if as_map(ref).get("kind") == c.JOB_KIND:
             return as_str(ref.get("name")) or None
     return None
 
@@ -271,16 +271,16 @@ def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     spec = pod.get("spec") or {}
     keep_meta = {k: meta[k] for k in ("name", "namespace", "uid", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences") if k in meta}
     containers = [
-        {"name": c.get("name"), "resources": {"limits": (c.get("resources") or {}).get("limits") or {}}}
-        for c in spec.get("containers") or []
+        {"name": ctr.get("name"), "resources": {"limits": (ctr.get("resources") or {}).get("limits") or {}}}
+        for ctr in spec.get("containers") or []
     ]
-    init = [{"name": c.get("name"), "restartPolicy": c.get("restartPolicy")} for c in spec.get("initContainers") or []]
+    init = [{"name": ctr.get("name"), "restartPolicy": ctr.get("restartPolicy")} for ctr in spec.get("initContainers") or []]
     keep_spec: dict[str, Any] = {"containers": containers, "nodeName": spec.get("nodeName")}
     if spec.get("hostname"):
         keep_spec["hostname"] = spec["hostname"]  # the replica (`<jobset>-<rjob>-<job>-<pod>`) a person knows
     if init:
         keep_spec["initContainers"] = init
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": keep_meta, "spec": keep_spec, "status": pod.get("status") or {}}
+    return {"apiVersion": c.CORE_API_VERSION, "kind": c.POD_KIND, "metadata": keep_meta, "spec": keep_spec, "status": pod.get("status") or {}}
 
 
 def pod_has_failed(pod: Mapping[str, Any]) -> bool:
@@ -363,21 +363,31 @@ def owner_reference(obj: Mapping[str, Any], *, controller: bool = False) -> dict
     return ref
 
 
-def kept_pods(config_map: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The pods an evidence ConfigMap (`<attempt>-evidence`) holds; none when it is absent or unreadable."""
-    raw = as_map((config_map or {}).get("data")).get(c.EVIDENCE_PODS_KEY)
+def _kept_list(config_map: Mapping[str, Any] | None, key: str) -> list[dict[str, Any]]:
+    raw = as_map((config_map or {}).get("data")).get(key)
     try:
-        pods = json.loads(raw) if isinstance(raw, str) else []
+        items = json.loads(raw) if isinstance(raw, str) else []
     except ValueError:
         return []
-    return [p for p in pods if isinstance(p, dict)] if isinstance(pods, list) else []
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def kept_pods(config_map: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The pods an evidence ConfigMap (`<attempt>-evidence`) holds; none when it is absent or unreadable."""
+    return _kept_list(config_map, c.EVIDENCE_PODS_KEY)
+
+
+def kept_restart_causes(config_map: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The restart causes an evidence ConfigMap holds; none when absent or unreadable (each entry is read, and
+    an unreadable one skipped, by the diagnosis)."""
+    return _kept_list(config_map, c.EVIDENCE_RESTARTS_KEY)
 
 
 def child_job_names(main: Mapping[str, Any]) -> list[str]:
     """A JobSet's child Jobs by the names its controller gives them, `<jobset>-<replicatedJob>-<index>`: a
     restart deletes and recreates them, and a look in between lists none, though their events (which
     failure the restart answered) are still there under those names."""
-    if main.get("kind") != "JobSet":
+    if main.get("kind") != c.JOBSET_KIND:
         return []
     name = name_of(main)
     rjobs = as_list(spec_of(main).get("replicatedJobs"))

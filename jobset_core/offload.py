@@ -6,7 +6,7 @@ which has min(32, cores + 4) threads: six on a 2-core triggerer, so when hundred
 end together, six calls are in flight and every other decision waits its turn (in the 500-run benchmark,
 twice the decision latency). This pool is sized for calls that mostly wait on the network, not for CPU
 work; it is created on first use and shared by every event loop of the process, and the client's
-connection pool is grown to match it (`kube_api.without_transport_retries`).
+connection pool is grown to match it (`runtimes.kube.client.without_transport_retries`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from jobset_core.lifecycle.drive import EventType, RunEvent
+from jobset_core.lifecycle.result import EventType, RunEvent
 from jobset_core.terminal import silence, silenced
 
 CLEAR_LINE = "\r\x1b[K"  # back to the start of the line and erase it (ANSI EL), as progress bars do

@@ -7,7 +7,7 @@ written whole and the kubelet keeps its tail (the last 80 lines, cut to their la
 counted failure (FailureTarget, then Failed with the PodFailurePolicy message), deletes the other active pods
 (`SuccessfulDelete` "Deleted pod: <name>") which exit 143, and the JobSet applies FailJobSet.
 
-Messages are quoted from their sources (see `jobset_core/constants.py`): PyTorch c10/cuda CUDAException.cpp and
+Messages are quoted from their sources (see `jobset_core/constants/hardware.py`): PyTorch c10/cuda CUDAException.cpp and
 CUDAMiscFunctions.cpp, ProcessGroupNCCL.cpp and NCCLUtils.cpp, NCCL 2.21.5 net_ib.cc, socket.cc and debug.cc,
 the NVIDIA driver's Xid line (kernel_rc.c), GKE's nvidia-gpu-device-plugin health checker, NVSentinel's
 platform connector, node-problem-detector's kernel monitor, torch elastic's ChildFailedError report.

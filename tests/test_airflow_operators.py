@@ -33,18 +33,21 @@ import tenacity  # noqa: E402
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred  # noqa: E402
 
 from airflow_jobset import GangJobOperator, JobSetFailed, JobSetOperator, JobSetRetryPolicy, JobSetTrigger  # noqa: E402
-from airflow_jobset.logs import LeaderLog, leader_selector  # noqa: E402
-from airflow_jobset.operators import HANDLE_KEY, run_key_for  # noqa: E402
+from airflow_jobset.operators import HANDLE_KEY  # noqa: E402
+from airflow_jobset.tries import run_key_for  # noqa: E402
 from airflow_jobset.triggers import DEFER_SETTLE_SECONDS, settle_left  # noqa: E402
 from jobset_core import (  # noqa: E402
     FailureKind,
     GangJobSpec,
+    Handle,
     JobSetSpec,
     KubernetesRuntime,
+    LeaderLog,
     ReplicatedJob,
     RetryPolicy,
     SpecError,
     cleared_record,
+    leader_selector,
 )
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
@@ -321,7 +324,7 @@ def test_a_leader_that_does_not_start_is_looked_for_less_and_less_often(
         return listing(*args, **kwargs)
 
     monkeypatch.setattr(runtime.core, "list_namespaced_pod", look)
-    follower = LeaderLog(runtime, handle, leader_selector(spec, handle), "main", lambda line: None, retry_seconds=0.05).start()
+    follower = LeaderLog(runtime, handle, leader_selector(spec, handle.name), "main", lambda line: None, retry_seconds=0.05).start()
     try:
         wait_until(lambda: len(looks) >= 6, "six looks for the leader pod", timeout=30)
     finally:
@@ -428,8 +431,9 @@ def test_a_suspended_jobset_is_live_not_resubmittable(server: LocalApiServer, dr
     ti, store = ti_for("queued"), StateStore()
     handle = op.submit_job({"ti": ti, "task_state_store": store})
     server.patch(JOBSET_API, "JobSet", handle["name"], NS, {"spec": {"suspend": True}})
-    driver.run_until(lambda: op.get_job_status(handle, {}) == "suspended", 10, "the JobSet to be suspended")
-    assert op.is_job_active(op.get_job_status(handle, {}))
+    runtime = KubernetesRuntime(server.api_client(), NS)
+    driver.run_until(lambda: runtime.observe(Handle.from_dict(handle)).state == "suspended", 10, "the JobSet to be suspended")
+    assert op.get_job_status(handle, {}) == "reconnect" and op.is_job_active(op.get_job_status(handle, {}))
     ti.try_number = 2
     assert operator().submit_job({"ti": ti, "task_state_store": store})["name"] == handle["name"]
     assert len(jobsets(server)) == 1
@@ -798,7 +802,7 @@ def test_stopping_the_log_follower_leaves_no_reader_and_the_runtime_usable(
     runtime = KubernetesRuntime(server.api_client(), NS)
     handle = runtime.submit(dataclasses.replace(spec, namespace=NS).manifests(), run_key="follow-stop", attempt=0)
     lines: list[str] = []
-    follower = LeaderLog(runtime, handle, leader_selector(spec, handle), "trainer", lines.append, retry_seconds=0.05).start()
+    follower = LeaderLog(runtime, handle, leader_selector(spec, handle.name), "trainer", lines.append, retry_seconds=0.05).start()
     driver.run_until(lambda: running_pod(server, "leader-0-0", 0) is not None, 20, "the leader to run")
     leader = running_pod(server, "leader-0-0", 0)
     server.append_log(NS, leader, "step 1\n")
@@ -856,7 +860,7 @@ def test_a_deferral_that_times_out_deletes_the_run_before_the_task_fails(server:
 
 
 def test_the_first_try_after_a_clear_is_read_from_airflows_numbers() -> None:
-    from airflow_jobset.operators import cleared_before, engine_attempt_for, first_try_for
+    from airflow_jobset.tries import cleared_before, engine_attempt_for, first_try_for
 
     def context(try_number: int, max_tries: int | None) -> dict[str, Any]:
         return {"ti": TaskInstance(dag_id="d", task_id="t", run_id="r", try_number=try_number, max_tries=max_tries)}
@@ -873,8 +877,9 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
     """Pure rules of `airflow_jobset.cleanup`: only a task no longer deferred lost its JobSet; a try deletes
     its attempts and those before it, never a newer try's; a record a newer try took over stays."""
     from airflow_jobset import cleanup
-    from jobset_core import Handle
+    from jobset_core import attempts_in_scope
     from jobset_core.constants import ATTEMPT_ANNOTATION, RUN_KEY_LABEL
+    from jobset_core.engine_support.attempts import taken_over
 
     assert cleanup.verdict(cleanup.TaskAnswer("deferred")) is cleanup.Verdict.KEEP  # a hand-over
     assert all(cleanup.verdict(cleanup.TaskAnswer(state)) is cleanup.Verdict.DELETE
@@ -887,14 +892,14 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
                                                "annotations": {ATTEMPT_ANNOTATION: str(attempt)}}}
 
     objects = [obj(2), obj(0), obj(1)]
-    assert [h.name for h in cleanup.attempts_up_to(objects, "k", NS, 1)] == ["t-0", "t-1"]
-    assert [h.name for h in cleanup.attempts_up_to(objects, "k", NS, None)] == ["t-0", "t-1", "t-2"]
+    assert [h.name for h in attempts_in_scope(objects, "k", NS, 1)] == ["t-0", "t-1"]
+    assert [h.name for h in attempts_in_scope(objects, "k", NS, None)] == ["t-0", "t-1", "t-2"]
 
     stored = Handle("JobSet", "t-1", NS, "k", 1)
     record = cleared_record({"ended": [{"name": "t-0", "attempt": 0, "countedRestarts": 1}]}, [obj(1)], stored.name, stored.attempt)
     assert [(e["name"], e["attempt"], e["cleared"]) for e in record["ended"]] == [("t-0", 0, True), ("t-1", 1, True)]
-    assert cleanup.taken_over(record, stored) and not cleanup.taken_over(record, Handle("JobSet", "t-2", NS, "k", 2))
-    assert not cleanup.taken_over(None, stored)
+    assert taken_over(record, stored) and not taken_over(record, Handle("JobSet", "t-2", NS, "k", 2))
+    assert not taken_over(None, stored)
 
 
 def test_an_event_about_another_attempt_than_the_trys_own_defers_again_on_its_own(

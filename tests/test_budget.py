@@ -19,7 +19,7 @@ from jobset_core import (
     Submission,
     strip_interruptible,
 )
-from jobset_core.policy.budget import platform_default_retries
+from jobset_core.policy.platform import platform_default_retries
 from tests.schemas import validate_jobset, validate_kubernetes
 
 K = FailureKind
@@ -98,6 +98,34 @@ def test_free_interruptions_are_capped():
     assert not capped.retry and "cap of 2 free interruptions" in capped.reason
     # a bug still ends the run at once
     assert not policy.decide(D(K.APPLICATION_ERROR, 1), used(1)).retry
+
+
+def test_the_endings_no_diagnosis_decides_are_the_policys_decisions():
+    """A cancel, a deletion by someone else and free interruptions over their cap end the run: the policy says
+    so in one form (no retry, the counted attempts so far), so the step never builds a decision by hand."""
+    policy = RetryPolicy(retries=3, count_interruptions=False, max_interruptions=2, backoff=NO_WAIT)
+    ledger = used(2, free=3)
+    assert policy.over_interruption_cap(ledger) and not policy.over_interruption_cap(used(2, free=2))
+    assert not RetryPolicy(retries=3, max_interruptions=2).over_interruption_cap(ledger)  # counted: the cluster's cap
+    cancelled = policy.decide_cancelled(ledger)
+    deleted = policy.decide_deleted("JobSet train-1", ledger)
+    over = policy.decide_over_cap(ledger)
+    recorded = policy.decide_over_cap(ledger, "stopped after 3 free interruptions, more than max_interruptions=2")
+    assert [d.reason for d in (cancelled, deleted, over)] == [
+        "not retrying: the run was cancelled",
+        "not retrying: JobSet train-1 was deleted outside this run",
+        "not retrying: stopped after 3 free interruptions, more than max_interruptions=2",
+    ]
+    assert recorded == over
+    for decision in (cancelled, deleted, over):
+        assert (decision.retry, decision.attempt, decision.free) == (False, ledger.counted_attempts, False)
+
+
+def test_a_free_decision_is_a_retry_that_spends_nothing():
+    policy = RetryPolicy(retries=1, count_interruptions=False, backoff=NO_WAIT)
+    assert policy.decide(D(K.PREEMPTED), used(1)).free
+    assert not RetryPolicy(retries=1, backoff=NO_WAIT).decide(D(K.PREEMPTED), used(1)).free
+    assert not policy.decide(D(K.APPLICATION_ERROR, 1), used(1)).free
 
 
 def test_free_interruptions_default_cap_is_finite():

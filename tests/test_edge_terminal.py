@@ -303,7 +303,7 @@ def test_a_run_on_a_server_whose_certificate_does_not_verify_raises_one_line_aft
     tmp_path: Path, certificates: Certificates, serving: list[TlsServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from jobset_core import JobSetRun, JobSetSpec, KubernetesRuntime, ReplicatedJob, RetryPolicy
-    from jobset_core.runtimes.kube.client import KubeApiError, TlsError
+    from jobset_core.runtimes.kube.api_errors import KubeApiError, TlsError
 
     server = TlsServer(*certificates.self_signed("localhost"))
     serving.append(server)
@@ -355,7 +355,8 @@ def test_a_request_the_client_cannot_build_is_one_line_at_once() -> None:
     AttributeError of the TLS case): any such error comes out as a KubeApiError, and is not retried."""
     from kubernetes import client
 
-    from jobset_core.runtimes.kube.client import ApiRetry, KubeApiError, without_transport_retries
+    from jobset_core.runtimes.kube.api_errors import KubeApiError
+    from jobset_core.runtimes.kube.client import ApiRetry, without_transport_retries
 
     configuration = client.Configuration()
     configuration.host = "http://127.0.0.1:9"  # never reached: the request is refused before any connection

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from jobset_core.errors import SpecError
-from jobset_core.sim.faults import Crash, Hardware, from_mapping, parse_one, to_mapping
+from jobset_core.sim.fault_parsing import from_mapping, parse_one, to_mapping
+from jobset_core.sim.faults import Crash, Hardware
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,8 @@ import tenacity
 from jobset_core import Coscheduling, GangJobSpec, JobSetRun, RetryPolicy, RunResult, Volcano, make_run_key
 from jobset_core.constants import CANCELLED_ANNOTATION, EVIDENCE_FINALIZER
 from jobset_core.lifecycle.contract import Handle
-from jobset_core.runtimes.kube.client import ApiRetry, KubeApiError, UnreachableError
+from jobset_core.runtimes.kube.api_errors import KubeApiError, UnreachableError
+from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 from jobset_core.testing import LocalApiServer, PolicyRule, rules_from_yaml
 from tests.kube_driver import JOBSET_API, ClusterDriver

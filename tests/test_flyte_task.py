@@ -15,7 +15,7 @@ from flytekit.tools.translator import get_serializable
 from kubernetes.client import V1Container, V1PodSpec
 
 from flyte_jobset import JobSet, JobSetFunctionTask, jobset_task
-from flyte_jobset.connector import spec_from_template
+from flyte_jobset.template import spec_from_template
 from jobset_core import Coscheduling, Kueue, ReplicatedJob, RetryPolicy, SpecError, Volcano
 from jobset_core.model.gang import WorkloadAPI
 from tests.schemas import validate_jobset

@@ -30,7 +30,8 @@ from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.runtimes.kube.nodes import MAX_NODES, failed_pod_nodes, gpu_workload, torn_down
 from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 from jobset_core.runtimes.local import LocalRuntime
-from jobset_core.sim.faults import Crash, Hardware, from_mapping, parse_faults, to_mapping
+from jobset_core.sim.fault_parsing import from_mapping, parse_faults, to_mapping
+from jobset_core.sim.faults import Crash, Hardware
 from jobset_core.sim.gpu import cuda_error_of, torch_cuda_message, torch_traceback, xid_reason
 from jobset_core.sim.node import EMULATED_VERSION, fault_output, log_tail
 from jobset_core.sim.scheduling import failed_scheduling_message, tolerates, why_not

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,12 @@ from jobset_core import (
     RetryPolicy,
     Volcano,
 )
+from jobset_core import evidence as ev
 from jobset_core.constants import RUN_KEY_LABEL, RUN_MEMBER_LABEL
 from jobset_core.evidence import finalizer_removal_patch
 from jobset_core.lifecycle.drive import JobSetRun, RunEvent, RunResult, attempt_name, make_run_key
-from jobset_core.runtimes.kube.client import ApiRetry, KubeApiError, NameConflictError
+from jobset_core.runtimes.kube.api_errors import KubeApiError, NameConflictError
+from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.runtimes.kube.runtime import EVIDENCE_FINALIZER, KubernetesRuntime
 from jobset_core.testing import LocalApiServer, RequestRecord
 from tests.kube_driver import JOBSET_API, ClusterDriver
@@ -239,6 +242,42 @@ def test_application_error_fails_fast_without_restart(server: LocalApiServer, dr
     assert result.decision is not None and not result.decision.retry
     assert result.decision.reason.startswith("not retrying: ApplicationError")
     assert result.ledger.counted_attempts == 1
+
+
+def test_a_watch_a_direct_look_and_a_dump_of_the_same_moment_hold_the_same_facts(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """One assembler, one event rule: after a preemption, a restart and a bug, the attempt's object, Jobs, pods
+    (live and kept) and events are the same whether a watch's shared streams, a direct look or a dump of the
+    namespace show them, and so is the diagnosis."""
+    from jobset_core.cli import observe_dump
+    from jobset_core.lifecycle.assemble import diagnose_observation, submitted_policy
+
+    spec, key = make_spec(), make_run_key("same-facts", "train")
+    driver.preempt("workers-1-0", restart=0, after=0.2)
+    driver.exit("workers-0-1", 1, restart=1, after=0.3, message="ValueError: bad shard")
+    result = run_to_end(new_run(spec, make_runtime(server), key))
+    assert not result.succeeded and result.handle is not None, result.message
+    handle = result.handle
+
+    watch = make_runtime(server).watch(handle)
+    watched = next(watch)
+    watch.close()
+    looked = make_runtime(server).observe(handle)
+    kinds = [(JOBSET_API, "JobSet"), ("batch/v1", "Job"), ("v1", "Pod"), ("v1", "Event"), ("v1", "ConfigMap")]
+    dumped = observe_dump({"kind": "List", "items": [{"kind": k, **o} for api, k in kinds for o in server.list(api, k, NS)]},
+                          handle.name)
+
+    def facts(seen: Any) -> tuple[set[str], ...]:
+        return tuple({ev.name_of(o) for o in group} for group in (seen.jobs, seen.pods, seen.events))
+
+    assert watched.main is not None and watched.main["status"].get("restarts") == 1
+    preempted = next(e["involvedObject"]["name"] for e in driver.events(["Preempted"]))
+    assert preempted in facts(looked)[1] and any(ev.involved(e) == ("Pod", preempted) for e in looked.events)
+    assert facts(watched) == facts(looked) == facts(dumped)
+    now = datetime.now(UTC)
+    told = {diagnose_observation(seen, submitted_policy(seen.main), now).summary for seen in (watched, looked, dumped)}
+    assert len(told) == 1, told
 
 
 @pytest.mark.faults

@@ -1,10 +1,12 @@
 """The house's rules, read from the code: the engines use only public names of the core; the core never
-imports an engine; imports inside the package form no circle (type-only imports count: they are arrows too).
+imports an engine; imports inside the package form no circle; and imports only go down the floors
+`docs/ARCHITECTURE.md` draws (type-only and lazy imports count: they are arrows too).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,44 @@ PUBLIC_MODULES = {"jobset_core", "jobset_core.constants", "jobset_core.evidence"
 ENGINE_PACKAGES = ("flytekit", "flyte", "flyteidl", "airflow")
 # Circles still to break; a new one fails, and one of these that is gone must be taken off the list.
 KNOWN_CIRCLES: set[frozenset[str]] = set()
+
+# The floors of docs/ARCHITECTURE.md, lowest first: a module may import from its own floor or one below, never
+# from one above. A key names a module or a package (everything under it); the longest key that names a module
+# gives its floor. The root package (`jobset_core/__init__.py`, the public names) sits with the edge.
+FLOOR_NAMES = ("vocabulary", "sim", "pure", "contract", "runtimes", "lifecycle", "edge", "engines")
+VOCABULARY, SIM, PURE, CONTRACT, RUNTIMES, LIFECYCLE, EDGE, ENGINE_FLOOR = range(len(FLOOR_NAMES))
+FLOORS = {
+    "jobset_core.constants": VOCABULARY,
+    "jobset_core.evidence": VOCABULARY,
+    "jobset_core.submitted": VOCABULARY,
+    "jobset_core.controller_rules": VOCABULARY,
+    "jobset_core.clock": VOCABULARY,
+    "jobset_core.offload": VOCABULARY,
+    "jobset_core.errors": VOCABULARY,
+    "jobset_core.terminal": VOCABULARY,  # the standard library only: what a Ctrl-C or a closed pipe does
+    "jobset_core.sim": SIM,
+    "jobset_core.diagnosis": PURE,
+    "jobset_core.policy": PURE,
+    "jobset_core.model": PURE,
+    "jobset_core.timeline": PURE,
+    # What a runtime hands the lifecycle (`Handle`, `Observation`, the `Runtime` protocol) and the one assembler
+    # every look builds its `Observation` with: below the runtimes that implement and call them.
+    "jobset_core.lifecycle.contract": CONTRACT,
+    "jobset_core.lifecycle.assemble": CONTRACT,
+    "jobset_core.runtimes": RUNTIMES,
+    "jobset_core.lifecycle": LIFECYCLE,
+    "jobset_core": EDGE,  # the root package itself only
+    "jobset_core.cli": EDGE,
+    "jobset_core.console": EDGE,
+    "jobset_core.progress": EDGE,
+    "jobset_core.engine_support": EDGE,
+    "jobset_core.testing": EDGE,
+    "flyte_jobset": ENGINE_FLOOR,
+    "airflow_jobset": ENGINE_FLOOR,
+}
+# Modules still imported from below their floor, to move down (or be drawn lower on the page); an upward import
+# of any other fails, and one of these no longer imported from below must be taken off the list.
+KNOWN_UPWARD: set[str] = set()
 
 
 def python_files(package: str) -> Iterator[Path]:
@@ -110,3 +150,44 @@ def test_no_new_import_circle() -> None:
     found = circles(graph())
     assert found - KNOWN_CIRCLES == set(), "a new import circle"
     assert KNOWN_CIRCLES - found == set(), "a known circle is gone: take it off KNOWN_CIRCLES"
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of a module: the longest key of FLOORS that is the module or a package above it (the root
+    package's key names only itself)."""
+    keys = [k for k in FLOORS if module == k or (module.startswith(k + ".") and k != "jobset_core")]
+    return FLOORS[max(keys, key=len)] if keys else None
+
+
+def test_every_module_is_on_a_floor() -> None:
+    homeless = sorted(m for m in graph() if floor_of(m) is None)
+    assert homeless == [], "put these modules on a floor of FLOORS (and of docs/ARCHITECTURE.md)"
+
+
+def upward_imports(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Every import of a module from a floor above the importer's: ("importer (floor)", imported)."""
+    found = set()
+    for importer, targets in edges.items():
+        here = floor_of(importer)
+        for target in targets:
+            there = floor_of(target)
+            if here is not None and there is not None and there > here:
+                found.add((f"{importer} ({FLOOR_NAMES[here]})", target))
+    return found
+
+
+def test_imports_only_go_down_the_floors() -> None:
+    found = upward_imports(graph())
+    new = sorted(f"{importer} -> {target}" for importer, target in found if target not in KNOWN_UPWARD)
+    assert new == [], "an upward import"
+    assert sorted(KNOWN_UPWARD - {target for _, target in found}) == [], \
+        "no longer imported from below: take it off KNOWN_UPWARD"
+
+
+def test_every_file_the_architecture_page_names_exists() -> None:
+    """The page is the map a newcomer follows: a module it names that was renamed or split away misleads."""
+    page = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"\b([a-z_0-9]+(?:/[a-z_0-9]+)*\.py)\b", page))
+    files = {p.relative_to(ROOT).as_posix() for package in ("jobset_core", *ENGINES, "tests") for p in python_files(package)}
+    missing = sorted(n for n in named if not any(f == n or f.endswith("/" + n) for f in files))
+    assert missing == []

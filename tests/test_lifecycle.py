@@ -26,16 +26,10 @@ from jobset_core.constants import (
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
 )
+from jobset_core.lifecycle.actions import Action, AppReport, Ending
+from jobset_core.lifecycle.attempts import adoptable, next_is_free, next_submission_free, outcome_annotation
 from jobset_core.lifecycle.contract import Handle, Observation, State, state_of
-from jobset_core.lifecycle.step import (
-    Action,
-    AppReport,
-    adoptable,
-    assess,
-    next_is_free,
-    next_submission_free,
-    outcome_annotation,
-)
+from jobset_core.lifecycle.step import assess
 from jobset_core.policy.ledger import (
     Ledger,
     Submission,
@@ -225,7 +219,7 @@ def test_free_interruptions_over_the_cap_end_the_attempt_with_a_clear_reason() -
     js["status"].update(restarts=3)
     js["status"].pop("restartsCountTowardsMax")
     step = assess(handle_for(js), observation_of(data), Ledger(), policy(retries=1, count_interruptions=False, max_interruptions=2), NOW)
-    assert step.action is Action.END_ATTEMPT and step.ended is not None
+    assert step.action is Action.END_ATTEMPT and step.ended is not None and step.ending is Ending.OVER_CAP
     assert step.decision is not None and not step.decision.retry
     assert step.decision.reason == "not retrying: stopped after 3 free interruptions, more than max_interruptions=2"
     assert step.diagnosis is not None and step.diagnosis.failed and not step.diagnosis.retryable
@@ -267,7 +261,7 @@ def test_a_stuck_image_pull_ends_the_attempt_and_its_spend_is_recorded() -> None
     js = running_jobset()
     pod = pending_pod("ImagePullBackOff", 'Back-off pulling image "x:1": not found', NOW - timedelta(seconds=5))
     step = assess(handle_for(js), Observation(js, pods=[pod]), Ledger(), policy(retries=2), NOW)
-    assert step.action is Action.END_ATTEMPT
+    assert step.action is Action.END_ATTEMPT and step.ending is Ending.STUCK
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.IMAGE_PULL_ERROR
     assert step.ended is not None and step.ended.counted_attempts == 1
     after = assess(handle_for(js), Observation(None), Ledger().with_ended([step.ended]), policy(retries=2), NOW)

@@ -569,6 +569,23 @@ def test_an_eviction_stays_an_eviction_in_the_restart_history(
     assert history[0].pod.startswith(f"{result.handle.name}-workers-0-1-")
 
 
+def test_a_node_pressure_eviction_plays_locally_and_restarts_the_jobset_once(
+    tmp_path: Path, make_runtime: Callable[..., LocalRuntime]
+) -> None:
+    runtime = make_runtime(faults=parse_faults("node-pressure:workers-0-1@200ms"))
+    run = drive(jobset("pressure", "import time; time.sleep(1.0)", tmp_path, retry=policy(retries=1)), runtime)
+    result = run.run()
+
+    assert result.succeeded and result.ledger.in_cluster_restarts == 1
+    history = run.diagnose(runtime.observe(result.handle)).history
+    assert [h.kind for h in history] == [FailureKind.EVICTED]
+    assert history[0].pod.startswith(f"{result.handle.name}-workers-0-1-")
+    evicted = [p for p in runtime.observe(result.handle).pods if p["metadata"]["name"] == history[0].pod]
+    assert evicted and (evicted[0]["status"]["phase"], evicted[0]["status"]["reason"]) == ("Failed", "Evicted")
+    condition = next(c for c in evicted[0]["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    assert condition["reason"] == "TerminationByKubelet"
+
+
 def test_node_shutdown_pod_record(tmp_path: Path, make_runtime: Callable[..., LocalRuntime]) -> None:
     runtime = make_runtime(faults=[NodeShutdown("0", after_seconds=0.2)])
     spec = GangJobSpec(

@@ -272,3 +272,26 @@ def test_property_any_spec_is_schema_valid_or_a_spec_error(name, rj_names, repli
         return
     for manifest in manifests:
         validate_any(manifest)
+
+
+def test_a_jobset_pod_finds_its_place_by_downward_env_and_a_gang_job_pod_by_its_index():
+    """The JobSet's labels reach its pods through the downward API (a user's variable of the same name wins);
+    a gang Job has no JobSet labels, so it carries none of that env, and a user's variable is kept."""
+    env = {"JOB_INDEX": "mine", "EPOCHS": 3}
+    jobset = JobSetSpec(name="j", replicated_jobs=[ReplicatedJob(name="r", image=IMAGE, command=CMD, env=env)]).to_manifest()
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    names = [e["name"] for e in pod["containers"][0]["env"]]
+    assert names[:5] == ["JOBSET_NAME", "REPLICATED_JOB_NAME", "JOB_INDEX", "JOB_GLOBAL_INDEX", "RESTART_ATTEMPT"]
+    assert {"name": "JOB_INDEX", "value": "mine"} in pod["containers"][0]["env"] and pod["restartPolicy"] == "Never"
+    job = GangJobSpec(name="g", image=IMAGE, command=CMD, pods=2, env=env).to_manifest()
+    assert job["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "JOB_INDEX", "value": "mine"}, {"name": "EPOCHS", "value": "3"},
+    ]
+
+
+def test_the_namespace_default_is_decided_once():
+    from jobset_core.model.workload import DEFAULT_NAMESPACE, namespace_for
+
+    assert namespace_for("ml", "team") == "ml"
+    assert namespace_for(None, "team") == namespace_for("", "team") == "team"
+    assert namespace_for(None, None) == namespace_for() == DEFAULT_NAMESPACE == "default"

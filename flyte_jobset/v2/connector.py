@@ -1,8 +1,8 @@
 """The `jobset` connector on Flyte 2's connector framework (`flyte.connectors`), served by Flyte 2's `c0`.
 
 It is flytekit's `JobSetConnector` behind Flyte 2's interface, not a second lifecycle: `create` hands the
-template (read as flyteidl's, `wire.template_of`) and the attempt to the shared `_create`, `get` calls the
-shared `_get` (the core's resumable step over the ledger on the cluster), `delete` the shared cancel. What
+template (read as flyteidl's, `wire.template_of`) and the attempt to the shared `create_sync`, `get` calls the
+shared `get_sync` (the core's resumable step over the ledger on the cluster), `delete` the shared cancel. What
 differs is only the edge: Flyte 2's connector server passes the inputs as Python values (written back as
 Flyte 2's `inputs.pb` where `a0` reads them), its `ResourceMeta` is encoded by Flyte 2, and its replicas run
 `a0`, which needs its run and action in the environment (`wire.remote_env`).

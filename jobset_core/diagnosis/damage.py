@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core import evidence as ev
 
 TIME, TEXT, NUMBER, MAPPING, LIST = "a time", "a string", "an integer", "a mapping", "a list"
@@ -29,13 +30,13 @@ _METADATA: Shape = (MAPPING, {
     "name": _leaf(TEXT), "labels": _leaf(MAPPING), "ownerReferences": _leaf(LIST), "deletionTimestamp": _leaf(TIME),
 })
 SHAPES: dict[str, Shape] = {
-    "JobSet": (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING),
+    c.JOBSET_KIND: (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING),
                          "status": (MAPPING, {"conditions": _CONDITIONS, "restarts": _leaf(NUMBER)})}),
-    "Job": (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING), "status": (MAPPING, {"conditions": _CONDITIONS})}),
-    "Pod": (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING), "status": (MAPPING, {
+    c.JOB_KIND: (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING), "status": (MAPPING, {"conditions": _CONDITIONS})}),
+    c.POD_KIND: (MAPPING, {"metadata": _METADATA, "spec": _leaf(MAPPING), "status": (MAPPING, {
         "conditions": _CONDITIONS, "containerStatuses": _CONTAINER_LIST, "initContainerStatuses": _CONTAINER_LIST,
     })}),
-    "Event": (MAPPING, {"involvedObject": _leaf(MAPPING), "reason": _leaf(TEXT), "message": _leaf(TEXT),
+    c.EVENT_KIND: (MAPPING, {"involvedObject": _leaf(MAPPING), "reason": _leaf(TEXT), "message": _leaf(TEXT),
                         "eventTime": _leaf(TIME), "firstTimestamp": _leaf(TIME)}),
 }
 

@@ -1,16 +1,20 @@
 """Restart history: which failure caused each in-cluster restart.
 
 A restart deletes the pods and recreates the Jobs with the same names (jobset
-pkg/controllers/failure_policy.go), so the cause of restart N survives only in events: the JobSet's
-`<Action>FailurePolicyAction` event naming the first failed Job, and the Job failure events before it.
-Timestamps from different controllers disagree by about a second, so "before" allows `SKEW`.
+pkg/controllers/failure_policy.go), so on the cluster the cause of restart N survives only in events: the
+JobSet's `<Action>FailurePolicyAction` event naming the first failed Job, and the Job failure events before it.
+Timestamps from different controllers disagree by about a second, so "before" allows `SKEW`. Events expire
+(an hour, by default), so a watcher also keeps each restart's cause as it judged it, in the attempt's evidence
+ConfigMap: a restart whose events are gone is told from that record (`read_restart_causes`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
@@ -31,7 +35,7 @@ def restart_events(scope: Scope) -> list[RestartEvent]:
         kind, _ = ev.involved(event)
         message = ev.event_message(event)
         reason = ev.as_str(event.get("reason"))
-        if kind == "JobSet" and reason.endswith(c.FAILURE_POLICY_ACTION_SUFFIX) and contract.RESTART_ACTION.search(message):
+        if kind == c.JOBSET_KIND and reason.endswith(c.FAILURE_POLICY_ACTION_SUFFIX) and contract.RESTART_ACTION.search(message):
             job = contract.FIRST_FAILED_JOB.search(message)
             out.append(RestartEvent(ev.event_time(event), job.group("job") if job else None))
     return out
@@ -83,12 +87,37 @@ def _labelled_cause(candidates: list[int], restart: RestartEvent | None, finding
     return (named or free or [None])[0]
 
 
-def history(scope: Scope, job_event_findings: list[Finding]) -> tuple[list[HistoryEntry], set[int]]:
+def read_restart_causes(items: Iterable[Mapping[str, Any]] | None) -> list[HistoryEntry]:
+    """The restart causes a watcher kept (`HistoryEntry.to_dict()` each); unreadable ones are skipped, as a
+    ConfigMap can be edited by hand."""
+    entries = []
+    for item in items or ():
+        try:
+            entry = HistoryEntry.from_dict(item)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if isinstance(entry.restart, int) and entry.restart > 0 and entry.kind is not K.UNKNOWN:
+            entries.append(entry)
+    return entries
+
+
+def _not_recorded(number: int, restart: RestartEvent | None, recorded: Sequence[HistoryEntry]) -> HistoryEntry:
+    """Restart `number` with no failure on record: the cause a watcher kept of it, else "not recorded"."""
+    kept = next((entry for entry in recorded if entry.restart == number), None)
+    if kept is not None:
+        return kept
+    why = f"({restart.job or 'unknown job'})" if restart is not None else "(events expired)"
+    return HistoryEntry(number, K.UNKNOWN, f"restart {number}: cause not recorded {why}", time=restart.time if restart else None)
+
+
+def history(scope: Scope, job_event_findings: list[Finding],
+            recorded: Sequence[HistoryEntry] = ()) -> tuple[list[HistoryEntry], set[int]]:
     """One entry per in-cluster restart, and the indexes of the Job failure findings it consumed.
 
     Restart N's cause is a failure of a pod of restart attempt N - 1 (the label the JobSet controller puts on its
     Jobs' pods), however fast restarts come; only failures whose pod is not on record are placed by time, against
-    the JobSet's restart events (which the event recorder may have folded into one when they repeat)."""
+    the JobSet's restart events (which the event recorder may have folded into one when they repeat). A restart
+    with no failure on record is told by the cause a watcher `recorded` when it saw it, if one did."""
     if scope.restarts == 0:
         return [], set()
     events = restart_events(scope)
@@ -104,9 +133,7 @@ def history(scope: Scope, job_event_findings: list[Finding]) -> tuple[list[Histo
         if best is None and restart is not None:
             best = _cause(restart, job_event_findings, used)
         if best is None:
-            why = f"({restart.job or 'unknown job'})" if restart is not None else "(events expired)"
-            entries.append(HistoryEntry(number, K.UNKNOWN, f"restart {number}: cause not recorded {why}",
-                                        time=restart.time if restart else None))
+            entries.append(_not_recorded(number, restart, recorded))
             continue
         used.add(best)
         f = job_event_findings[best]

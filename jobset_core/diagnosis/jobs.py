@@ -29,7 +29,7 @@ def pod_event_kind(pod: str, events: list[dict[str, Any]]) -> tuple[FailureKind,
     """Refine a bare "has condition DisruptionTarget" from the deleted pod's own events."""
     for event in events:
         kind, name = ev.involved(event)
-        if kind != "Pod" or name != pod:
+        if kind != c.POD_KIND or name != pod:
             continue
         found = _disruption_event(pod, ev.as_str(event.get("reason")), ev.event_message(event))
         if found is not None:
@@ -128,7 +128,7 @@ def job_findings(job: Mapping[str, Any], events: list[dict[str, Any]], codes: fr
         return []
     when = ev.parse_time(cond.get("lastTransitionTime"))
     reason, message = ev.as_str(cond.get("reason")), ev.as_str(cond.get("message"))
-    found = job_message_finding(ev.name_of(job), reason, message, when, events, codes, "Job", pods)
+    found = job_message_finding(ev.name_of(job), reason, message, when, events, codes, c.JOB_KIND, pods)
     return [found] if found else []
 
 
@@ -137,7 +137,7 @@ def job_event_findings(events: list[dict[str, Any]], codes: frozenset[int] | Non
     for event in events:
         kind, name = ev.involved(event)
         reason = ev.as_str(event.get("reason"))
-        if kind != "Job" or reason not in c.JOB_FAILURE_REASONS:
+        if kind != c.JOB_KIND or reason not in c.JOB_FAILURE_REASONS:
             continue
         found = job_message_finding(name, reason, ev.event_message(event), ev.event_time(event), events, codes, "event on Job", pods)
         if found:
@@ -151,7 +151,7 @@ def pod_event_findings(events: list[dict[str, Any]], known_pods: set[str]) -> li
     seen: set[str] = set()
     for event in events:
         kind, name = ev.involved(event)
-        if kind != "Pod" or name in known_pods or name in seen:
+        if kind != c.POD_KIND or name in known_pods or name in seen:
             continue
         refined = pod_event_kind(name, [event])
         if refined:

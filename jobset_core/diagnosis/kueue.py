@@ -42,9 +42,9 @@ def _workload_facts(workloads: list[dict[str, Any]]) -> list[Fact]:
 def _is_eviction_event(event: Mapping[str, Any]) -> bool:
     kind, _ = ev.involved(event)
     reason = ev.as_str(event.get("reason"))
-    if kind == "Workload":
-        return any(word in reason for word in ("Evicted", "Preempted", "Deactivated"))
-    return kind == "JobSet" and reason == c.EVENT_KUEUE_STOPPED
+    if kind == c.WORKLOAD_KIND:
+        return any(word in reason for word in (c.WORKLOAD_EVICTED, c.WORKLOAD_PREEMPTED, c.KUEUE_REASON_DEACTIVATED))
+    return kind == c.JOBSET_KIND and reason == c.EVENT_KUEUE_STOPPED
 
 
 def kueue_state(scope: Scope) -> Finding | None:
@@ -64,7 +64,8 @@ def kueue_state(scope: Scope) -> Finding | None:
         evidence = f"Kueue evicted the workload: its pods were not all ready in time ({text})"
         return Finding(K.UNSCHEDULABLE, time=when, evidence=evidence, reason=c.KUEUE_REASON_PODS_READY_TIMEOUT, message=text)
     if PREEMPTED.search(reason) or PREEMPTED.search(message):
-        return Finding(K.PREEMPTED, time=when, evidence=f"evicted by Kueue: Preempted, requeued ({text})", reason="Preempted")
+        return Finding(K.PREEMPTED, time=when, evidence=f"evicted by Kueue: Preempted, requeued ({text})",
+                       reason=c.WORKLOAD_PREEMPTED)
     return Finding(K.UNSCHEDULABLE, time=when, evidence=f"evicted by Kueue, requeued ({text})", reason=reason)
 
 

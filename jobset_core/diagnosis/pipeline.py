@@ -8,7 +8,7 @@ evidence and skipped, so a damaged dump still gets the best diagnosis the rest o
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -62,7 +62,7 @@ def read_input(
     """The top level must be Kubernetes JSON (ValueError otherwise); what is inside objects is not checked."""
     if jobset is not None and (not isinstance(jobset, Mapping) or not isinstance(jobset.get("metadata"), Mapping)):
         raise ValueError("jobset: expected a JobSet object (a JSON mapping with metadata), got " + type(jobset).__name__)
-    if jobset is not None and jobset.get("kind") not in (None, "JobSet"):
+    if jobset is not None and jobset.get("kind") not in (None, c.JOBSET_KIND):
         raise ValueError(f"jobset: expected kind JobSet, got {jobset.get('kind')!r}")
     named = (("jobs", jobs), ("pods", pods), ("events", events), ("workloads", workloads), ("nodes", nodes))
     lists = [ev.ensure_objects(name, value) for name, value in named]
@@ -88,8 +88,8 @@ def read_signatures(signatures: Iterable[Any]) -> hw.Signatures:
 
 
 def _damage(scope: Scope) -> list[str]:
-    lines = damaged_fields("JobSet", scope.jobset) if scope.jobset else []
-    for kind, objects in (("Job", scope.jobs), ("Pod", scope.pods), ("Event", scope.events)):
+    lines = damaged_fields(c.JOBSET_KIND, scope.jobset) if scope.jobset else []
+    for kind, objects in ((c.JOB_KIND, scope.jobs), (c.POD_KIND, scope.pods), (c.EVENT_KIND, scope.events)):
         for obj in objects:
             lines += damaged_fields(kind, obj)
     return lines
@@ -116,7 +116,7 @@ def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[i
     failure, and a claim that never binds explains why it is Pending.
     """
     findings: list[Finding] = []
-    claims = any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in scope.events)
+    claims = any(ev.involved(e)[0] == c.PVC_KIND for e in scope.events)
     for pod in scope.current_pods:
         try:
             found = classify_pod(pod, now=now, grace=grace, retryable_exit_codes=codes, signatures=signatures)
@@ -134,7 +134,7 @@ def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[i
 def _outside_pods(scope: Scope, known: set[str], kills: dict[str, sig.ProbeKill], now: datetime, grace: Grace) -> list[Finding]:
     """Findings only events hold: probe kills, pull and start failures and deletions of pods that are gone,
     and Jobs whose pods the API server refuses."""
-    pod_events = [e for e in scope.events if ev.involved(e)[0] == "Pod"]
+    pod_events = [e for e in scope.events if ev.involved(e)[0] == c.POD_KIND]
     found = _refused_jobs(scope, now, grace)
     if not pod_events:
         return found
@@ -182,11 +182,12 @@ def _gang_replacements(scope: Scope, pod_findings: list[Finding]) -> tuple[list[
     return [*earlier, *gang], [f for f in pod_findings if f.pod not in replaced]
 
 
-def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None, signatures: hw.Signatures = ()) -> Evidence:
+def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None, signatures: hw.Signatures = (),
+            recorded: Sequence[HistoryEntry] = ()) -> Evidence:
     notes = scope.notes
     pods_by_name = {ev.name_of(p): p for p in scope.pods}
     job_events = guarded(notes, "the Job events", lambda: jobs_.job_event_findings(scope.events, codes, pods_by_name), [])
-    history, consumed = guarded(notes, "the restart history", lambda: hist.history(scope, job_events), ([], set()))
+    history, consumed = guarded(notes, "the restart history", lambda: hist.history(scope, job_events, recorded), ([], set()))
     old_end = guarded(notes, "the restart events", lambda: hist.earlier_attempts_end(scope), None)
     kills = guarded(notes, "the probe events", lambda: sig.probe_kills(scope.events), {})
     findings: list[Finding] = []
@@ -300,7 +301,7 @@ def _what(scope: Scope) -> str:
     """How the summary names the input: the JobSet, the Jobs, or the pods that were handed over."""
     if scope.jobset is not None:
         return f"JobSet {scope.name}"
-    for label, objects in (("Job", scope.jobs), ("pod", scope.pods)):
+    for label, objects in ((c.JOB_KIND, scope.jobs), ("pod", scope.pods)):
         names = [ev.name_of(o) for o in objects]
         if names:
             more = f" and {len(names) - 3} more" if len(names) > 3 else ""
@@ -423,6 +424,7 @@ def diagnose(
     grace: Grace | None = None,
     nodes: Iterable[Mapping[str, Any]] = (),
     signatures: Iterable[Any] = (),
+    restart_causes: Iterable[Mapping[str, Any]] = (),
 ) -> Diagnosis:
     """Find the root cause of a JobSet's or gang Job's failure from plain Kubernetes JSON objects.
 
@@ -431,7 +433,9 @@ def diagnose(
     Kubernetes JSON at the top level; damaged objects inside it are named in the evidence instead.
 
     `nodes` are the Nodes the pods ran on (their GPU health conditions and taints; their events go with the
-    others); `signatures` a site's own (regular expression, failure kind) pairs, read before the built-in ones.
+    others); `signatures` a site's own (regular expression, failure kind) pairs, read before the built-in ones;
+    `restart_causes` the causes of in-cluster restarts a watcher kept when it saw them (`HistoryEntry.to_dict()`
+    each: the evidence ConfigMap's), which tell a restart's story once its events have expired.
     """
     js, job_list, pod_list, event_list, workload_list, node_list = read_input(jobset, jobs, pods, events, workloads, nodes)
     site = read_signatures(signatures)
@@ -441,7 +445,8 @@ def diagnose(
     scope.notes += _damage(scope)
     given = frozenset(retryable_exit_codes) if retryable_exit_codes is not None else None
     codes = given if given is not None else guarded(scope.notes, "the podFailurePolicy", lambda: contract.policy_exit_codes(scope.jobset, scope.jobs), None)
-    found = collect(scope, now, grace or Grace(), codes, site)
+    recorded = hist.read_restart_causes(restart_causes)
+    found = collect(scope, now, grace or Grace(), codes, site, recorded)
     v = verdict(scope, found)
     if not v.explains:
         return quiet(scope, found, v)

@@ -114,7 +114,7 @@ def _claims(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> set[str]:
     """The PersistentVolumeClaims the workload's pods mount (their events say why a claim never binds)."""
     claims = set(ev.template_claims(jobset))
     for obj in jobs:
-        claims.update(ev.template_claims({"kind": "Job", **obj}))
+        claims.update(ev.template_claims({"kind": c.JOB_KIND, **obj}))
     return claims | {name for pod in pods for name in ev.claim_names(pod)}
 
 
@@ -133,7 +133,7 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
     job_names, pod_names = {ev.name_of(j) for j in jobs}, {ev.name_of(p) for p in pods}
     pattern = _name_pattern(name, jobset, job_names)
     ns = _namespace(jobset, jobs, pods)
-    claims = _claims(jobset, jobs, pods) if any(ev.involved(e)[0] == "PersistentVolumeClaim" for e in events) else set()
+    claims = _claims(jobset, jobs, pods) if any(ev.involved(e)[0] == c.PVC_KIND for e in events) else set()
 
     only_events = jobset is None and not jobs and not pods
     on_nodes = _node_names(pods, nodes, events)
@@ -145,15 +145,15 @@ def build_scope(jobset: Obj | None, jobs: list[Obj], pods: list[Obj], events: li
         if ns and namespace and namespace != ns:
             return False
         kind, obj_name = ev.involved(event)
-        if kind == "JobSet":
+        if kind == c.JOBSET_KIND:
             return bool(name) and obj_name == name
-        if kind in ("Job", "Pod"):
+        if kind in (c.JOB_KIND, c.POD_KIND):
             if only_events:  # nothing to scope by: the events handed over are the workload's
                 return True
-            return obj_name in (job_names if kind == "Job" else pod_names) or bool(pattern and pattern.match(obj_name))
-        if kind in ("PersistentVolumeClaim", c.NODE_KIND):  # a node's words on its GPUs: the pods' nodes only
-            return only_events or obj_name in (claims if kind == "PersistentVolumeClaim" else on_nodes)
-        return kind == "Workload"
+            return obj_name in (job_names if kind == c.JOB_KIND else pod_names) or bool(pattern and pattern.match(obj_name))
+        if kind in (c.PVC_KIND, c.NODE_KIND):  # a node's words on its GPUs: the pods' nodes only
+            return only_events or obj_name in (claims if kind == c.PVC_KIND else on_nodes)
+        return kind == c.WORKLOAD_KIND
 
     events = sorted((e for e in events if mine(e)), key=lambda e: ev.event_time(e) or LONG_AGO)
     restarts, counted = _restarts(jobset, jobs, pods)

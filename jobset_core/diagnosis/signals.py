@@ -113,7 +113,7 @@ def probe_kills(events: list[dict[str, Any]]) -> dict[str, ProbeKill]:
     said: dict[tuple[str, str], str] | None = None
     for event in events:
         kind, pod = ev.involved(event)
-        if kind != "Pod" or ev.as_str(event.get("reason")) != c.EVENT_KILLING:
+        if kind != c.POD_KIND or ev.as_str(event.get("reason")) != c.EVENT_KILLING:
             continue
         m = PROBE_KILL.match(ev.event_message(event).strip())
         if not m:
@@ -132,7 +132,7 @@ def stopped_findings(events: Iterable[Obj], pods: set[str]) -> list[Finding]:
     out = []
     for event in events:
         kind, pod = ev.involved(event)
-        if kind != "Pod" or pod not in pods or ev.as_str(event.get("reason")) != c.EVENT_KILLING:
+        if kind != c.POD_KIND or pod not in pods or ev.as_str(event.get("reason")) != c.EVENT_KILLING:
             continue
         message = ev.event_message(event).strip()
         container = _container_of(event)
@@ -223,7 +223,7 @@ def pull_or_start_findings(events: Iterable[Obj], pods: set[str] | None = None) 
     started = {ev.involved(e)[1] for e in events if ev.as_str(e.get("reason")) == c.EVENT_STARTED}
     for event in events:
         kind, pod = ev.involved(event)
-        if kind != "Pod" or (pods is not None and pod not in pods) or pod in started:
+        if kind != c.POD_KIND or (pods is not None and pod not in pods) or pod in started:
             continue
         failure = kubelet_failure(event)
         if failure is None:
@@ -250,7 +250,7 @@ def _claim_events(events: Iterable[Obj]) -> dict[str, Obj]:
     latest: dict[str, Obj] = {}
     for event in events:
         kind, name = ev.involved(event)
-        if kind == "PersistentVolumeClaim" and ev.as_str(event.get("reason")) in c.CLAIM_EVENT_REASONS:
+        if kind == c.PVC_KIND and ev.as_str(event.get("reason")) in c.CLAIM_EVENT_REASONS:
             latest[name] = event
     return latest
 
@@ -289,7 +289,7 @@ def unbound_claim_findings(events: list[dict[str, Any]], pods: set[str], now: da
     first: dict[str, datetime] = {}
     for event in events:
         kind, pod = ev.involved(event)
-        if kind != "Pod" or pod not in pods or ev.as_str(event.get("reason")) != c.EVENT_FAILED_SCHEDULING:
+        if kind != c.POD_KIND or pod not in pods or ev.as_str(event.get("reason")) != c.EVENT_FAILED_SCHEDULING:
             continue
         when = ev.event_time(event)
         if c.UNBOUND_IMMEDIATE_PVC_MESSAGE in ev.event_message(event) and when and (pod not in first or when < first[pod]):
@@ -329,7 +329,7 @@ def failed_create_findings(events: list[dict[str, Any]], pods: Iterable[Obj], no
     first: dict[str, datetime] = {}
     for event in events:
         kind, job = ev.involved(event)
-        if kind != "Job" or ev.as_str(event.get("reason")) != c.EVENT_FAILED_CREATE:
+        if kind != c.JOB_KIND or ev.as_str(event.get("reason")) != c.EVENT_FAILED_CREATE:
             continue
         latest[job] = event
         when = ev.event_time(event)
@@ -370,7 +370,7 @@ def job_deletions(events: Iterable[Obj]) -> tuple[frozenset[str], frozenset[str]
     pods, jobs = set(), set()
     for event in events:
         kind, job = ev.involved(event)
-        if kind != "Job" or ev.as_str(event.get("reason")) != c.EVENT_SUCCESSFUL_DELETE:
+        if kind != c.JOB_KIND or ev.as_str(event.get("reason")) != c.EVENT_SUCCESSFUL_DELETE:
             continue
         message = ev.event_message(event).strip()
         if message.startswith(prefix):

@@ -1,8 +1,9 @@
 """The contract below the lifecycle: where a submission lives, what one look at it shows, and what a runtime does.
 
-Both runtimes (a cluster through `kube.py`, local processes through `local/`) implement `Runtime`; the lifecycle
-(`lifecycle.py`, pure) and its drivers (`run.py`) only ever see these types. Keeping them here, below
-everything else, is what lets the runtimes stop importing the lifecycle (one-way layering).
+Both runtimes (a cluster through `runtimes/kube/`, local processes through `runtimes/local/`) implement `Runtime`;
+the lifecycle's step and drivers only ever see these types. Keeping them here, below the rest of the lifecycle,
+is what lets the runtimes use them without importing the lifecycle (one-way layering). What one look shows is
+built by `assemble.assemble`, whoever looked.
 
 Everything an engine keeps between two calls is a `Handle`, and it round-trips through JSON: a Flyte
 connector's `ResourceMeta` and Airflow's task state store hold nothing else.
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.constants import CANCELLED_ANNOTATION
+from jobset_core.submitted import attempt_of
 
 HANDLE_VERSION = 1
 
@@ -48,7 +50,7 @@ def state_of(obj: Mapping[str, Any] | None) -> State:
     if (obj.get("spec") or {}).get("suspend") or ev.condition(obj, c.CONDITION_SUSPENDED):
         return State.SUSPENDED
     status = obj.get("status") or {}
-    if obj.get("kind") == "Job":
+    if obj.get("kind") == c.JOB_KIND:  # a Job counts its pods; a JobSet its child Jobs, per replicated job
         return State.RUNNING if status.get("active") or status.get("ready") else State.PENDING
     if any(ev.count(r.get("active")) for r in status.get("replicatedJobsStatus") or []):
         return State.RUNNING
@@ -68,6 +70,9 @@ class Observation:
     # The Nodes the attempt's failed pods ran on (their conditions and taints say when a GPU broke), read at a
     # decision for GPU workloads; their events are among `events` (involvedObject kind Node).
     nodes: list[dict[str, Any]] = field(default_factory=list)
+    # The cause of each in-cluster restart as a watcher judged it when it happened (`HistoryEntry.to_dict()`
+    # each, kept in the evidence ConfigMap): the story of the run once its pods and events have expired.
+    restart_causes: list[dict[str, Any]] = field(default_factory=list)
     # The object carried the cancel mark when last seen, though it may be gone now: a watch can deliver the
     # mark and the deletion together, and a cancelled run must not read as one deleted by someone else.
     cancelled: bool = False
@@ -80,13 +85,12 @@ class Observation:
 def handle_of(obj: Mapping[str, Any], run_key: str, namespace: str, *, adopted: bool = True) -> Handle:
     """The handle of a submitted JobSet or gang Job, read off the object (its attempt from our annotation)."""
     meta = ev.meta(obj)
-    attempt = ev.as_int((meta.get("annotations") or {}).get(c.ATTEMPT_ANNOTATION))
     return Handle(
-        str(obj.get("kind") or "JobSet"),
+        str(obj.get("kind") or c.JOBSET_KIND),
         str(meta.get("name") or ""),
         str(meta.get("namespace") or namespace),
         run_key,
-        attempt if attempt is not None and attempt >= 0 else 0,
+        attempt_of(obj),
         adopted=adopted,
     )
 
@@ -101,7 +105,7 @@ def marked_cancelled(obj: Mapping[str, Any] | None) -> bool:
 class Handle:
     """Where a submission lives: enough to observe, watch and cancel it from any process."""
 
-    kind: str  # "JobSet" | "Job"
+    kind: str  # the `kind` of a workload descriptor: c.JOBSET_KIND or c.JOB_KIND
     name: str
     namespace: str
     run_key: str
@@ -127,7 +131,7 @@ class Handle:
         missing = [k for k in ("kind", "name", "namespace", "runKey", "attempt") if k not in data]
         if missing:
             raise ValueError(f"not a jobset-plugins handle: missing {', '.join(missing)}")
-        if data["kind"] not in ("JobSet", "Job"):
+        if data["kind"] not in c.WORKLOAD_KINDS:
             raise ValueError(f"handle kind {data['kind']!r} is not JobSet or Job")
         return cls(
             kind=str(data["kind"]),

@@ -77,8 +77,6 @@ class Kueue:
         return []
 
 
-
-
 @dataclass(frozen=True)
 class WorkloadAPI:
     """The in-tree Workload API gang scheduler (GenericWorkload and GangScheduling feature gates).
@@ -172,18 +170,18 @@ class WorkloadAPI:
         meta = {"name": name, "namespace": namespace}
         if self.version.endswith("v1alpha1"):
             pod_groups = [{"name": g.name, "policy": {"gang": {"minCount": self._group_min(g)}}} for g in groups]
-            return [{"apiVersion": self.version, "kind": "Workload", "metadata": meta, "spec": {"podGroups": pod_groups}}]
+            return [{"apiVersion": self.version, "kind": c.WORKLOAD_KIND, "metadata": meta, "spec": {"podGroups": pod_groups}}]
         templates = [
             {"name": g.name, "schedulingPolicy": {"gang": {"minCount": self._group_min(g)}}} for g in groups
         ]
         objects: list[dict] = [
-            {"apiVersion": self.version, "kind": "Workload", "metadata": dict(meta), "spec": {"podGroupTemplates": templates}}
+            {"apiVersion": self.version, "kind": c.WORKLOAD_KIND, "metadata": dict(meta), "spec": {"podGroupTemplates": templates}}
         ]
         for g in groups:
             objects.append(
                 {
                     "apiVersion": self.version,
-                    "kind": "PodGroup",
+                    "kind": c.POD_GROUP_KIND,
                     "metadata": {"name": f"{name}-{g.name}", "namespace": namespace},
                     "spec": {
                         "podGroupTemplateRef": {"workload": {"workloadName": name, "podGroupTemplateName": g.name}},
@@ -239,7 +237,7 @@ class Coscheduling:
         return [
             {
                 "apiVersion": c.COSCHEDULING_API_VERSION,
-                "kind": "PodGroup",
+                "kind": c.POD_GROUP_KIND,
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": {
                     "minMember": _check_min("gang.min_member", self.min_member, total_pods),
@@ -274,7 +272,7 @@ class Volcano:
         return [
             {
                 "apiVersion": c.VOLCANO_API_VERSION,
-                "kind": "PodGroup",
+                "kind": c.POD_GROUP_KIND,
                 "metadata": {"name": name, "namespace": namespace},
                 "spec": spec,
             }

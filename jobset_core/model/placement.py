@@ -1,10 +1,15 @@
-"""Placement away from broken nodes: a required node affinity that keeps every pod of an attempt off them.
+"""Where an attempt's pods may land: off broken nodes, and, for the final attempt, off interruptible capacity.
 
-A hardware fault ends the attempt (a JobSet restart recreates the pods where the scheduler likes, which may be
-the same broken node); the next attempt carries, in every pod template, one `matchFields` requirement per node
-(`metadata.name NotIn [node]`: the API server allows one value per field requirement). Node selector terms are
-ORed, so the exclusion is added to each of the user's own terms (and makes the only term when there is none):
-it narrows whatever the user asked for, never widens it. Pure: manifests in, manifests out.
+Away from broken nodes: a required node affinity keeps every pod of an attempt off them. A hardware fault
+ends the attempt (a JobSet restart recreates the pods where the scheduler likes, which may be the same broken
+node); the next attempt carries, in every pod template, one `matchFields` requirement per node (`metadata.name
+NotIn [node]`: the API server allows one value per field requirement). Node selector terms are ORed, so the
+exclusion is added to each of the user's own terms (and makes the only term when there is none):
+it narrows whatever the user asked for, never widens it.
+
+The final attempt on demand (as Flyte does for interruptible tasks): the last attempt a run may spend drops the
+node selectors, tolerations and affinity terms that ask for spot capacity, so a preemption cannot end the run.
+Pure: manifests in, manifests out.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core.policy.interruptible import Interruptible
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 # How many nodes a run keeps its attempts off: enough for a bad rack, never so many that the gang cannot be
 # placed (the newest exclusions are kept).
 MAX_AVOIDED_NODES = 16
@@ -23,15 +30,15 @@ MAX_AVOIDED_NODES = 16
 
 def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The pod specs of a JobSet's replicated jobs or of a Job, created where missing (for writing)."""
+    if manifest.get("kind") not in (c.JOBSET_KIND, c.JOB_KIND):
+        return []
     spec = manifest.setdefault("spec", {})
-    if manifest.get("kind") == "JobSet":
+    if manifest.get("kind") == c.JOBSET_KIND:
         return [
             rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
             for rj in spec.get("replicatedJobs", [])
         ]
-    if manifest.get("kind") == "Job":
-        return [spec.setdefault("template", {}).setdefault("spec", {})]
-    return []
+    return [spec.setdefault("template", {}).setdefault("spec", {})]
 
 
 def _exclusion(node: str) -> dict[str, Any]:
@@ -75,3 +82,54 @@ def avoided_nodes(pod_spec: Mapping[str, Any]) -> set[str]:
     terms = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED) or {}).get("nodeSelectorTerms") or []
     sets = [_excluded(term) for term in terms]
     return set.intersection(*sets) if sets else set()
+
+
+def strip_interruptible(manifest: Mapping[str, Any], settings: Interruptible | None = None) -> dict[str, Any]:
+    """Drop spot node selectors, tolerations and affinity terms, so the last attempt lands on on-demand nodes."""
+    settings = settings or Interruptible()
+    result = copy.deepcopy(dict(manifest))
+    keys = set(settings.node_selector_keys)
+    for pod_spec in pod_specs(result):
+        _drop_node_selector_keys(pod_spec, keys)
+        _drop_tolerations(pod_spec, settings.toleration_keys)
+        _drop_affinity_terms(pod_spec.get("affinity", {}).get("nodeAffinity", {}), keys)
+    return result
+
+
+def _drop_node_selector_keys(pod_spec: dict[str, Any], keys: set[str]) -> None:
+    """Remove the spot keys from `nodeSelector`, and the field itself when nothing is left."""
+    selector = pod_spec.get("nodeSelector")
+    if not selector:
+        return
+    kept = {k: v for k, v in selector.items() if k not in keys}
+    if kept:
+        pod_spec["nodeSelector"] = kept
+    else:
+        pod_spec.pop("nodeSelector")
+
+
+def _drop_tolerations(pod_spec: dict[str, Any], keys: Sequence[str]) -> None:
+    """Remove the tolerations of spot taints, and the field itself when nothing is left."""
+    tolerations = pod_spec.get("tolerations")
+    if not tolerations:
+        return
+    kept = [t for t in tolerations if t.get("key") not in keys]
+    if kept:
+        pod_spec["tolerations"] = kept
+    else:
+        pod_spec.pop("tolerations")
+
+
+def _drop_affinity_terms(node_affinity: dict[str, Any], keys: set[str]) -> None:
+    """Remove required match expressions on spot keys, and preferred terms that name one."""
+    required = node_affinity.get(REQUIRED, {})
+    for term in required.get("nodeSelectorTerms", []):
+        if "matchExpressions" in term:
+            term["matchExpressions"] = [e for e in term["matchExpressions"] if e.get("key") not in keys]
+    preferred = node_affinity.get(PREFERRED)
+    if preferred:
+        node_affinity[PREFERRED] = [
+            p for p in preferred
+            if not any(e.get("key") in keys for e in p.get("preference", {}).get("matchExpressions", []))
+        ]
+

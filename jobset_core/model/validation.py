@@ -45,8 +45,8 @@ LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 HUGEPAGES_PREFIX = "hugepages-"
 KUBERNETES_DOMAIN = "kubernetes.io"
-TOLERATION_OPERATORS = ("Exists", "Equal")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TOLERATION_OPERATORS = (c.TOLERATION_EXISTS, c.TOLERATION_EQUAL)
+TAINT_EFFECTS = (c.TAINT_NO_SCHEDULE, c.TAINT_PREFER_NO_SCHEDULE, c.TAINT_NO_EXECUTE)
 
 
 def check_str(field: str, value: object, fix: str | None = None) -> str:
@@ -292,11 +292,11 @@ def check_tolerations(field: str, tolerations: object) -> list[dict[str, Any]]:
         key = item.get("key")
         if key not in (None, ""):
             check_qualified_name(f"{where}.key", key)
-        elif operator != "Exists":
+        elif operator != c.TOLERATION_EXISTS:
             raise SpecError(f"{where}.operator", "must be Exists when the key is empty", "set a key or operator='Exists'")
         value = item.get("value")
         if value not in (None, ""):
-            if operator == "Exists":
+            if operator == c.TOLERATION_EXISTS:
                 raise SpecError(f"{where}.value", "must be empty with operator Exists", "drop the value or use operator='Equal'")
             check_label_value(f"{where}.value", value)
         seconds = item.get("tolerationSeconds")

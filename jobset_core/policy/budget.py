@@ -2,21 +2,16 @@
 
 Users set one number. The cluster spends it through JobSet in-cluster restarts (fast, no resubmission) and
 the engine spends it through resubmissions (a Flyte attempt, an Airflow try); both layers draw on the same
-count because the ledger lives on the cluster objects themselves (see `ledger.py`). Everything here is pure:
-no I/O except reading the platform default once, at policy construction.
+count because the ledger lives on the cluster objects themselves (see `ledger.py`). `RetryPolicy` decides every
+`RetryDecision` a run makes, the endings no diagnosis decides included (a cancel, a deletion by someone else,
+free interruptions over their cap). Everything here is pure: the platform's defaults are read once, at policy
+construction, by `platform.py`; the checks of each setting are in `checks.py`.
 """
 
 from __future__ import annotations
 
-import copy
-import logging
-import math
-import os
-import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import tenacity
@@ -24,249 +19,26 @@ import tenacity
 from jobset_core import constants as c
 from jobset_core.errors import SpecError
 from jobset_core.policy import contract as policy_contract
-from jobset_core.policy.contract import MAX_EXIT_CODE_VALUES
+from jobset_core.policy.checks import (
+    COUNT_BOUNDS,
+    check_exit_codes,
+    check_failure_kinds,
+    check_signatures,
+    is_count,
+    is_seconds,
+)
+from jobset_core.policy.decision import RetryDecision
 from jobset_core.policy.grace import Grace
+from jobset_core.policy.interruptible import Interruptible
 from jobset_core.policy.kinds import RETRYABLE_BY_DEFAULT, FailureKind, is_retryable
 from jobset_core.policy.ledger import Ledger
+from jobset_core.policy.platform import (
+    platform_default_retries,
+    platform_hardware_setting,
+    platform_signatures,
+)
 
-log = logging.getLogger(__name__)
-
-DEFAULT_RETRIES = 3
 DEFAULT_MAX_INTERRUPTIONS = 10
-RETRIES_ENV = "JOBSET_DEFAULT_RETRIES"
-CONFIG_ENV = "JOBSET_CONFIG"
-CONFIG_SECTION = "retry"
-SIGNATURES_SECTION = "signatures"  # [signatures] "<regular expression>" = "<failure kind>"
-CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures")}
-# A site's and a task's log signatures ride on every submitted object's policy annotation: keep them bounded.
-MAX_SIGNATURES = 64
-MAX_SIGNATURE_LENGTH = 500
-
-def default_config_path() -> Path:
-    return Path.home() / ".config" / "jobset-plugins" / "config.toml"
-
-
-def platform_config_path(environ: Mapping[str, str] | None = None) -> Path | None:
-    """The platform config file in force: `JOBSET_CONFIG`, else the per-user default; None when there is none."""
-    environ = os.environ if environ is None else environ
-    named = environ.get(CONFIG_ENV)
-    path = Path(named) if named else default_config_path()
-    if named and not path.is_file():
-        raise SpecError(CONFIG_ENV, f"names {str(path)!r}, which is not a file", "fix the path or unset JOBSET_CONFIG")
-    return path if path.is_file() else None
-
-
-def platform_default_retries(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """The platform's default count and where it came from: env, then config file, then 3.
-
-    The source is returned so that the run can log which setting is in force: a count that silently comes
-    from somewhere unexpected is exactly the confusion this project exists to remove.
-    """
-    environ = os.environ if environ is None else environ
-    raw = environ.get(RETRIES_ENV)
-    if raw not in (None, ""):
-        return _retries_from_env(raw), f"env {RETRIES_ENV}"
-    path = platform_config_path(environ)
-    if path is not None:
-        value = _retries_from_config(path)
-        if value is not None:
-            return value, f"config {path}"
-    return DEFAULT_RETRIES, "built-in default"
-
-
-def platform_hardware_setting(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether the platform counts hardware failures against the budget (`[retry] count_hardware_failures`);
-    by default it does not: a broken GPU is the platform's failure, not the task's."""
-    path = platform_config_path(environ)
-    value = _read_config(path).get(CONFIG_SECTION, {}).get("count_hardware_failures") if path else None
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise SpecError(f"{path}: {CONFIG_SECTION}.count_hardware_failures", f"{value!r} is not true or false", "use true or false")
-    return value
-
-
-def platform_signatures(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
-    """The site's own log signatures (`[signatures]`: regular expression = failure kind), checked."""
-    path = platform_config_path(environ)
-    table = _read_config(path).get(SIGNATURES_SECTION, {}) if path else {}
-    return check_signatures(table, f"{path}: {SIGNATURES_SECTION}") if table else ()
-
-
-def check_signatures(value: Any, field_name: str = "retry.signatures") -> tuple[tuple[str, str], ...]:
-    """A mapping (or pairs) of regular expression -> failure kind, as (pattern, kind) pairs: each pattern must
-    compile and each kind be one of ours; a bad one is a SpecError naming it, before anything is submitted."""
-    if isinstance(value, Mapping):
-        items = list(value.items())
-    elif isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise SpecError(field_name, f"must be a mapping of pattern -> failure kind, got {value!r}",
-                        "use e.g. {r'Xid 48': 'HardwareFailure'}")
-    else:
-        items = [tuple(item) if isinstance(item, (list, tuple)) else (item, None) for item in value]
-    if len(items) > MAX_SIGNATURES:
-        raise SpecError(field_name, f"has {len(items)} patterns, more than {MAX_SIGNATURES}", "keep the ones your site needs")
-    return tuple(_check_signature(item, field_name) for item in items)
-
-
-def _check_signature(item: tuple[Any, ...], field_name: str) -> tuple[str, str]:
-    if len(item) != 2 or not isinstance(item[0], str) or not item[0]:
-        raise SpecError(field_name, f"{item!r} is not a (pattern, failure kind) pair", "use e.g. {r'Xid 48': 'HardwareFailure'}")
-    pattern, kind = item
-    where = f"{field_name}[{pattern!r}]"
-    if len(pattern) > MAX_SIGNATURE_LENGTH:
-        raise SpecError(where, f"is {len(pattern)} characters long, more than {MAX_SIGNATURE_LENGTH}", "shorten the pattern")
-    try:
-        re.compile(pattern, re.MULTILINE)
-    except re.error as exc:
-        raise SpecError(where, f"is not a regular expression ({exc})", "fix the pattern (Python `re` syntax)") from None
-    try:
-        return pattern, FailureKind.parse(kind).value
-    except ValueError as exc:
-        raise SpecError(where, str(exc), None) from None
-
-
-def _read_config(path: Path) -> dict[str, Any]:
-    """The config file's tables, every key known (a misspelt one would leave a default in force silently)."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError(str(path), f"cannot be read as TOML ({exc})", "fix the file or unset JOBSET_CONFIG") from exc
-    unknown = _unknown_config_keys(data)
-    if unknown:
-        raise SpecError(
-            f"{path}: {unknown[0]}",
-            "is not a setting this project reads",
-            f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}, and [{SIGNATURES_SECTION}]",
-        )
-    return data
-
-
-def _retries_from_env(raw: object) -> int:
-    """The count `JOBSET_DEFAULT_RETRIES` sets, or a SpecError that says how to fix it."""
-    try:
-        value = int(str(raw).strip())
-    except ValueError as exc:
-        raise SpecError(RETRIES_ENV, f"{raw!r} is not an integer", "set it to a whole number such as 3") from exc
-    if not _is_count(value):
-        raise SpecError(RETRIES_ENV, f"{value} is {COUNT_BOUNDS}", "set it to a whole number such as 3")
-    return value
-
-
-def _unknown_config_keys(data: Mapping[str, Any]) -> list[str]:
-    """Settings of the config file this project does not read: a misspelt key would otherwise leave the
-    built-in default in force without a word."""
-    unknown = sorted(set(data) - set(CONFIG_KEYS) - {SIGNATURES_SECTION})
-    if not isinstance(data.get(SIGNATURES_SECTION, {}), dict):
-        unknown.append(SIGNATURES_SECTION)
-    section = data.get(CONFIG_SECTION, {})
-    if not isinstance(section, dict):
-        unknown.append(CONFIG_SECTION)
-    else:
-        unknown += [f"{CONFIG_SECTION}.{k}" for k in sorted(set(section) - set(CONFIG_KEYS[CONFIG_SECTION]))]
-    return unknown
-
-
-def _retries_from_config(path: Path) -> int | None:
-    """The config file's `[retry] default_retries`, or None when the file does not set it."""
-    data = _read_config(path)
-    section = data.get(CONFIG_SECTION, {})
-    if "default_retries" not in section:
-        return None
-    value = section["default_retries"]
-    if not _is_count(value):
-        raise SpecError(f"{path}: {CONFIG_SECTION}.default_retries", f"{value!r} is {COUNT_BOUNDS}", "use e.g. 3")
-    return value
-
-
-# A count lands in int32 fields (the JobSet's maxRestarts, annotations read back as int32): say the bound.
-COUNT_BOUNDS = f"not an integer from 0 to {c.INT32_MAX} (the bound of the JobSet's int32 maxRestarts)"
-
-
-def _is_count(value: object) -> bool:
-    """A Kubernetes int32 count: an int (not a bool) in 0..c.INT32_MAX."""
-    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= c.INT32_MAX
-
-
-def _is_seconds(value: object) -> bool:
-    """A finite, non-negative number of seconds (not a bool)."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
-
-
-@dataclass(frozen=True)
-class Interruptible:
-    """Where interruptible capacity is selected, so the final attempt can drop it (as Flyte does)."""
-
-    node_selector_keys: tuple[str, ...] = c.SPOT_CAPACITY_KEYS
-    toleration_keys: tuple[str, ...] = c.SPOT_CAPACITY_KEYS
-
-
-@dataclass(frozen=True)
-class RetryDecision:
-    """What to do after a terminal failure, and a sentence that says why."""
-
-    retry: bool
-    reason: str
-    delay_seconds: float = 0.0
-    attempt: int = 1
-    remaining: int = 0
-    final_attempt: bool = False
-    counted: bool = True
-    # Nodes the next attempt is kept off (a hardware failure implicated them): a required node affinity
-    avoid_nodes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "retry": self.retry,
-            "reason": self.reason,
-            "delay_seconds": self.delay_seconds,
-            "attempt": self.attempt,
-            "remaining": self.remaining,
-            "final_attempt": self.final_attempt,
-            "counted": self.counted,
-            "avoid_nodes": list(self.avoid_nodes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RetryDecision:
-        return cls(
-            retry=bool(data["retry"]),
-            reason=str(data.get("reason", "")),
-            delay_seconds=float(data.get("delay_seconds", 0.0)),
-            attempt=int(data.get("attempt", 1)),
-            remaining=int(data.get("remaining", 0)),
-            final_attempt=bool(data.get("final_attempt", False)),
-            counted=bool(data.get("counted", True)),
-            avoid_nodes=tuple(str(n) for n in data.get("avoid_nodes") or ()),
-        )
-
-
-def _exit_codes(values: Iterable[Any]) -> tuple[int, ...]:
-    """The retryable exit codes, checked, sorted, without duplicates and without 143 (always retried as
-    SIGTERM), within the Kubernetes limit on one rule's values (143 takes one of them)."""
-    codes: list[int] = []
-    for code in values:
-        if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 255:
-            raise SpecError("retry.retryable_exit_codes", f"{code!r} is not an exit code", "exit codes are integers 1..255")
-        if code != c.SIGTERM_EXIT_CODE and code not in codes:
-            codes.append(code)
-    if len(codes) + 1 > MAX_EXIT_CODE_VALUES:
-        raise SpecError(
-            "retry.retryable_exit_codes",
-            f"{len(codes)} codes plus 143 exceed the Kubernetes limit of {MAX_EXIT_CODE_VALUES} values",
-            "list fewer exit codes",
-        )
-    return tuple(sorted(codes))
-
-
-def _failure_kinds(values: Iterable[FailureKind | str]) -> frozenset[FailureKind]:
-    """`retry_on` parsed into failure kinds; an unknown name is a SpecError."""
-    kinds = []
-    for kind in values:
-        try:
-            kinds.append(FailureKind.parse(kind))
-        except ValueError as exc:
-            raise SpecError("retry.retry_on", str(exc), None) from exc
-    return frozenset(kinds)
 
 
 def _default_backoff() -> tenacity.wait.wait_base:
@@ -307,8 +79,8 @@ class RetryPolicy:
         set_ = object.__setattr__
         self._resolve_retries()
         self._check_shapes()
-        set_(self, "retryable_exit_codes", _exit_codes(self.retryable_exit_codes))
-        set_(self, "retry_on", _failure_kinds(self.retry_on))
+        set_(self, "retryable_exit_codes", check_exit_codes(self.retryable_exit_codes))
+        set_(self, "retry_on", check_failure_kinds(self.retry_on))
         self._check_numbers()
         self._resolve_platform()
         if self.backoff is None:
@@ -331,7 +103,7 @@ class RetryPolicy:
             value, source = platform_default_retries()
             object.__setattr__(self, "retries", value)
             object.__setattr__(self, "retries_source", source)
-        elif not _is_count(self.retries):
+        elif not is_count(self.retries):
             raise SpecError("retry.retries", f"{self.retries!r} is {COUNT_BOUNDS}", "use e.g. retries=3")
 
     def _check_shapes(self) -> None:
@@ -351,16 +123,16 @@ class RetryPolicy:
 
     def _check_numbers(self) -> None:
         """The interruption cap is a count; the grace periods and the unschedulable timeout are seconds."""
-        if self.max_interruptions is not None and not _is_count(self.max_interruptions):
+        if self.max_interruptions is not None and not is_count(self.max_interruptions):
             raise SpecError(
                 "retry.max_interruptions", f"{self.max_interruptions!r} is {COUNT_BOUNDS}", "use e.g. 10"
             )
         for name in ("image_pull_grace_seconds", "config_error_grace_seconds", "create_container_grace_seconds"):
             value = getattr(self, name)
-            if not _is_seconds(value):
+            if not is_seconds(value):
                 raise SpecError(f"retry.{name}", f"must be a number of seconds >= 0, got {value!r}", None)
         timeout = self.unschedulable_timeout_seconds
-        if timeout is not None and not _is_seconds(timeout):
+        if timeout is not None and not is_seconds(timeout):
             raise SpecError("retry.unschedulable_timeout_seconds", f"must be a number of seconds >= 0 or None, got {timeout!r}", None)
 
     # ----- budget arithmetic -------------------------------------------------------------------------
@@ -462,6 +234,32 @@ class RetryPolicy:
             avoid_nodes=avoid,
         )
 
+    # ----- the endings no diagnosis decides: still the policy's decision, in its words -------------------
+
+    def over_interruption_cap(self, ledger: Ledger) -> bool:
+        """Whether free interruptions passed the cap: the cluster restarts for them without limit
+        (RestartJobSetAndIgnoreMaxRestarts, podFailurePolicy Ignore), so the cap is enforced by the run."""
+        return self.interruptions_free() and ledger.free_interruptions > self.interruption_cap
+
+    def over_cap_text(self, ledger: Ledger) -> str:
+        """Why a run stopped over the cap, in the words recorded on the attempt it ended."""
+        return (f"stopped after {ledger.free_interruptions} free interruptions, "
+                f"more than max_interruptions={self.interruption_cap}")
+
+    def decide_over_cap(self, ledger: Ledger, text: str | None = None) -> RetryDecision:
+        """No retry after free interruptions passed the cap. `text` is the reason recorded when the attempt was
+        ended (a later reader decides with it, as the ledger may have moved since); by default it is said now."""
+        return _stop(text or self.over_cap_text(ledger), ledger)
+
+    def decide_cancelled(self, ledger: Ledger) -> RetryDecision:
+        """No retry after a cancel: the user asked the run to stop."""
+        return _stop("the run was cancelled", ledger)
+
+    def decide_deleted(self, what: str, ledger: Ledger) -> RetryDecision:
+        """No retry after someone else deleted the attempt `what` ("JobSet train-0"): a resubmission would be a
+        zombie nobody asked for."""
+        return _stop(f"{what} was deleted outside this run", ledger)
+
     def _free(self, kind: FailureKind, ledger: Ledger, used: int, remaining: int, spent: str,
               avoid: tuple[str, ...]) -> RetryDecision:
         """A retry that spends nothing of the count, up to the cap of free ones (interruptions and hardware
@@ -501,9 +299,6 @@ class RetryPolicy:
         return float(self.backoff(state))
 
     # ----- translation into Kubernetes failure policies ---------------------------------------------
-
-    def _exit_codes_counted(self) -> list[int]:
-        return policy_contract.exit_codes_counted(self.retryable_exit_codes)
 
     def pod_failure_policy(self, *, per_index: bool = False) -> dict[str, Any]:
         """podFailurePolicy for a child Job, a gang Job or a per-index Job; the rules live in `policy_contract`."""
@@ -625,11 +420,9 @@ class RetryPolicy:
                 "retry-policy annotation", f"cannot be read back ({exc})", "the object was edited by hand; fix it"
             ) from exc
 
-    # ----- final attempt on demand --------------------------------------------------------------------
 
-    def strip_interruptible(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """Return a copy of a JobSet/Job manifest whose pods no longer ask for interruptible capacity."""
-        return strip_interruptible(manifest, self.interruptible)
+def _stop(why: str, ledger: Ledger) -> RetryDecision:
+    return RetryDecision(False, f"not retrying: {why}", attempt=ledger.counted_attempts)
 
 
 def _avoid(diagnosis: Any, kind: FailureKind) -> tuple[str, ...]:
@@ -643,64 +436,3 @@ def _avoid_text(nodes: tuple[str, ...]) -> str:
     return f"; the next attempt avoids node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}"
 
 
-def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    kind = manifest.get("kind")
-    spec = manifest.get("spec", {})
-    if kind == "JobSet":
-        return [
-            rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
-            for rj in spec.get("replicatedJobs", [])
-        ]
-    if kind == "Job":
-        return [spec.setdefault("template", {}).setdefault("spec", {})]
-    return []
-
-
-def strip_interruptible(manifest: Mapping[str, Any], settings: Interruptible | None = None) -> dict[str, Any]:
-    """Drop spot node selectors, tolerations and affinity terms, so the last attempt lands on on-demand nodes."""
-    settings = settings or Interruptible()
-    result = copy.deepcopy(dict(manifest))
-    keys = set(settings.node_selector_keys)
-    for pod_spec in _pod_specs(result):
-        _drop_node_selector_keys(pod_spec, keys)
-        _drop_tolerations(pod_spec, settings.toleration_keys)
-        _drop_affinity_terms(pod_spec.get("affinity", {}).get("nodeAffinity", {}), keys)
-    return result
-
-
-def _drop_node_selector_keys(pod_spec: dict[str, Any], keys: set[str]) -> None:
-    """Remove the spot keys from `nodeSelector`, and the field itself when nothing is left."""
-    selector = pod_spec.get("nodeSelector")
-    if not selector:
-        return
-    kept = {k: v for k, v in selector.items() if k not in keys}
-    if kept:
-        pod_spec["nodeSelector"] = kept
-    else:
-        pod_spec.pop("nodeSelector")
-
-
-def _drop_tolerations(pod_spec: dict[str, Any], keys: Sequence[str]) -> None:
-    """Remove the tolerations of spot taints, and the field itself when nothing is left."""
-    tolerations = pod_spec.get("tolerations")
-    if not tolerations:
-        return
-    kept = [t for t in tolerations if t.get("key") not in keys]
-    if kept:
-        pod_spec["tolerations"] = kept
-    else:
-        pod_spec.pop("tolerations")
-
-
-def _drop_affinity_terms(node_affinity: dict[str, Any], keys: set[str]) -> None:
-    """Remove required match expressions on spot keys, and preferred terms that name one."""
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {})
-    for term in required.get("nodeSelectorTerms", []):
-        if "matchExpressions" in term:
-            term["matchExpressions"] = [e for e in term["matchExpressions"] if e.get("key") not in keys]
-    preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
-    if preferred:
-        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            p for p in preferred
-            if not any(e.get("key") in keys for e in p.get("preference", {}).get("matchExpressions", []))
-        ]

@@ -20,16 +20,17 @@ from typing import Any
 
 from jobset_core import evidence as ev
 from jobset_core.constants import (
-    ATTEMPT_ANNOTATION,
     CLEARED_ANNOTATION,
     CONDITION_FAILED,
     CONDITION_FAILURE_TARGET,
     FREE_ANNOTATION,
     FREE_INTERRUPTIONS_ANNOTATION,
     JOB_REASON_BACKOFF_LIMIT,
+    JOBSET_KIND,
     OUTCOME_ANNOTATION,
     RUN_KEY_LABEL,
 )
+from jobset_core.submitted import attempt_of
 
 
 @dataclass(frozen=True)
@@ -181,13 +182,13 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
     annotations = meta.get("annotations") or {}
     if run_key is not None and labels.get(RUN_KEY_LABEL) != run_key:
         return None
-    attempt = ev.count(annotations.get(ATTEMPT_ANNOTATION))
+    attempt = attempt_of(obj)
     status = obj.get("status") or {}
     free = annotations.get(FREE_ANNOTATION) == "true"
     cleared = annotations.get(CLEARED_ANNOTATION) == "true"
     outcome = annotations.get(OUTCOME_ANNOTATION)
     free_in_place = 0
-    if obj.get("kind") == "JobSet":
+    if obj.get("kind") == JOBSET_KIND:
         restarts = ev.count(status.get("restarts"))
         # JobSet omits restartsCountTowardsMax while it is 0 (omitempty): absent means no counted restart.
         counted = min(restarts, ev.count(status.get("restartsCountTowardsMax")))

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core.sim.events import SCHEDULER
 from jobset_core.sim.records import Obj, owner_ref
 
 DEFAULT_GRACE_SECONDS = 30
@@ -51,7 +50,7 @@ def child_job_tags(jobset: Mapping[str, Any], position: int, job_index: int, res
         c.JOB_GROUP_INDEX_LABEL: str(
             sum(_replicas(r) for r in group_jobs[: group_jobs.index(rjob)]) + job_index
         ),
-        c.JOB_KEY_LABEL: job_key(js_meta.get("namespace") or "default", job_name),
+        c.JOB_KEY_LABEL: job_key(js_meta.get("namespace") or c.DEFAULT_NAMESPACE, job_name),
         c.RESTART_ATTEMPT_LABEL: str(restarts),
     }
 
@@ -88,7 +87,7 @@ def child_job(jobset: Mapping[str, Any], position: int, job_index: int, restarts
     job_meta = (rjob.get("template") or {}).get("metadata") or {}
     return {
         "apiVersion": c.BATCH_API_VERSION,
-        "kind": "Job",
+        "kind": c.JOB_KIND,
         "metadata": {
             "name": f"{js_name}-{rjob['name']}-{job_index}",
             "namespace": jobset["metadata"].get("namespace"),
@@ -106,15 +105,15 @@ def headless_service(jobset: Mapping[str, Any]) -> Obj | None:
     if network.get("enableDNSHostnames") is False:
         return None
     return {
-        "apiVersion": "v1",
-        "kind": "Service",
+        "apiVersion": c.CORE_API_VERSION,
+        "kind": c.SERVICE_KIND,
         "metadata": {
             "name": network.get("subdomain") or jobset["metadata"]["name"],
             "namespace": jobset["metadata"].get("namespace"),
             "ownerReferences": [owner_ref(jobset)],
         },
         "spec": {
-            "clusterIP": "None",
+            "clusterIP": c.HEADLESS_CLUSTER_IP,
             "selector": {c.JOBSET_NAME_LABEL: jobset["metadata"]["name"]},
             "publishNotReadyAddresses": network.get("publishNotReadyAddresses", True),
         },
@@ -131,7 +130,7 @@ def job_defaults_patch(job: Mapping[str, Any]) -> Obj:
         "spec": {
             "selector": {"matchLabels": {c.CONTROLLER_UID_LABEL: uid}},
             "manualSelector": False,
-            "completionMode": spec.get("completionMode") or "Indexed",
+            "completionMode": spec.get("completionMode") or c.COMPLETION_MODE_INDEXED,
             "suspend": bool(spec.get("suspend", False)),
             "template": {
                 "metadata": {
@@ -166,8 +165,8 @@ def indexed_pod(job: Mapping[str, Any], index: int) -> Obj:
     annotations = {**(tmeta.get("annotations") or {}), c.JOB_COMPLETION_INDEX_KEY: str(index)}
     pod_spec = template.get("spec") or {}
     pod_spec.setdefault("hostname", f"{name}-{index}")
-    pod_spec.setdefault("restartPolicy", "Never")
-    pod_spec.setdefault("schedulerName", SCHEDULER)
+    pod_spec.setdefault("restartPolicy", c.RESTART_POLICY_NEVER)
+    pod_spec.setdefault("schedulerName", c.DEFAULT_SCHEDULER)
     pod_spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
     for container in pod_spec.get("containers") or []:
         env = [e for e in container.get("env") or [] if e.get("name") != "JOB_COMPLETION_INDEX"]
@@ -179,8 +178,8 @@ def indexed_pod(job: Mapping[str, Any], index: int) -> Obj:
         })
         container["env"] = env
     return {
-        "apiVersion": "v1",
-        "kind": "Pod",
+        "apiVersion": c.CORE_API_VERSION,
+        "kind": c.POD_KIND,
         "metadata": {
             "generateName": f"{name}-{index}-",
             "namespace": job["metadata"].get("namespace"),

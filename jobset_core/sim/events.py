@@ -16,12 +16,6 @@ from jobset_core import constants as c
 from jobset_core.sim.records import Obj, now_micro, now_seconds
 from jobset_core.sim.store import ClusterStore
 
-JOB_CONTROLLER = "job-controller"
-JOBSET_CONTROLLER = "jobset"
-SCHEDULER = "default-scheduler"
-KUBELET = "kubelet"
-ACTION_RECONCILING = "Reconciling"
-
 
 def event_object(
     involved: Mapping[str, Any],
@@ -49,8 +43,8 @@ def event_object(
     if namespace is None:
         del reference["namespace"]
     event: Obj = {
-        "apiVersion": "v1",
-        "kind": "Event",
+        "apiVersion": c.CORE_API_VERSION,
+        "kind": c.EVENT_KIND,
         "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": namespace or c.NODE_EVENTS_NAMESPACE},
         "involvedObject": reference,
         "type": type_,
@@ -77,10 +71,11 @@ def jobset_event(store: ClusterStore, jobset: Mapping[str, Any], type_: str, rea
     """An event of the JobSet controller (events.k8s.io, action Reconciling)."""
     return record_event(
         store, jobset, type_, reason, message,
-        component=JOBSET_CONTROLLER, action=ACTION_RECONCILING, instance=f"{JOBSET_CONTROLLER}-emulated",
+        component=c.JOBSET_CONTROLLER_COMPONENT, action=c.ACTION_RECONCILING,
+        instance=f"{c.JOBSET_CONTROLLER_COMPONENT}-emulated",
     )
 
 
 def job_event(store: ClusterStore, job: Mapping[str, Any], type_: str, reason: str, message: str) -> Obj:
     """An event of the Job controller (core/v1 recorder)."""
-    return record_event(store, job, type_, reason, message, component=JOB_CONTROLLER)
+    return record_event(store, job, type_, reason, message, component=c.JOB_CONTROLLER_COMPONENT)

@@ -105,9 +105,9 @@ def report_xid(store: ClusterStore, node_name: str, xid: int) -> None:
     """GKE's GPU device plugin on `node_name` catches Xid `xid`: the `XIDError` Warning event on the Node and,
     for a monitored Xid, the `XidCriticalError` condition (only when the Node object exists: there is no
     status to write otherwise). Its recorder is client-go's core/v1 one with source component only."""
-    node = store.get("v1", c.NODE_KIND, node_name, None)
+    node = store.get(c.CORE_API_VERSION, c.NODE_KIND, node_name, None)
     involved = node or {"apiVersion": "v1", "kind": c.NODE_KIND, "metadata": {"name": node_name}}
-    record_event(store, involved, "Warning", c.GKE_XID_EVENT_REASON, c.GKE_XID_EVENT_FORMAT.format(xid=xid),
+    record_event(store, involved, c.EVENT_TYPE_WARNING, c.GKE_XID_EVENT_REASON, c.GKE_XID_EVENT_FORMAT.format(xid=xid),
                  component=c.GKE_GPU_DEVICE_PLUGIN)
     if node is None or xid not in c.GKE_MONITORED_XIDS:
         return

@@ -123,7 +123,7 @@ class _Sync:
     def delete_active(self, active: list[Obj]) -> None:
         for pod in active:
             delete_object(self.store, pod)
-            job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_DELETE,
+            job_event(self.store, self.job, c.EVENT_TYPE_NORMAL, c.EVENT_SUCCESSFUL_DELETE,
                       c.DELETED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
 
     def finish_failed(self, live: list[Obj], active: list[Obj]) -> None:
@@ -140,7 +140,7 @@ class _Sync:
         if not live:
             self.conditions = set_condition(self.conditions, c.CONDITION_COMPLETE, "True", *reached, probe=True)
             self.status["completionTime"] = now_seconds()
-            job_event(self.store, self.job, "Normal", c.JOB_EVENT_COMPLETED, c.JOB_EVENT_COMPLETED_MESSAGE)
+            job_event(self.store, self.job, c.EVENT_TYPE_NORMAL, c.JOB_EVENT_COMPLETED, c.JOB_EVENT_COMPLETED_MESSAGE)
 
     def delete_failed_indexes(self, active: list[Obj]) -> None:
         """manageJob with per-index backoff: the active pods of a failed index are deleted, never replaced."""
@@ -192,7 +192,7 @@ class _Sync:
                 if ignored:
                     manifest["metadata"]["annotations"][c.JOB_INDEX_IGNORED_FAILURE_COUNT_ANNOTATION] = str(ignored)
             pod = self.store.create(manifest)
-            job_event(self.store, self.job, "Normal", c.EVENT_SUCCESSFUL_CREATE,
+            job_event(self.store, self.job, c.EVENT_TYPE_NORMAL, c.EVENT_SUCCESSFUL_CREATE,
                       c.CREATED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
             live.append(pod)
             active.append(pod)
@@ -249,7 +249,7 @@ def sync_job(store: ClusterStore, job: Obj, pods: list[Obj], *, workload_with_jo
     if sync.failure is not None:
         sync.finish_failed(live, active)
         if not live:
-            job_event(store, job, "Warning", *sync.failure)
+            job_event(store, job, c.EVENT_TYPE_WARNING, *sync.failure)
         sync.write(live, force=True)
         return
     completions = int(sync.spec.get("completions") or sync.spec.get("parallelism") or 1)
@@ -268,8 +268,8 @@ def admit(store: ClusterStore, job: Obj) -> Obj:
 
 def reconcile_jobs(store: ClusterStore, namespace: str | None, *, workload_with_job: bool = False) -> None:
     """Every Job of the namespace (None: all), then release orphaned pods so they can be removed."""
-    pods = store.list("v1", "Pod", namespace, shared=True)
-    jobs = store.list(c.BATCH_API_VERSION, "Job", namespace, shared=True)
+    pods = store.list(c.CORE_API_VERSION, c.POD_KIND, namespace, shared=True)
+    jobs = store.list(c.BATCH_API_VERSION, c.JOB_KIND, namespace, shared=True)
     uids = {j["metadata"]["uid"] for j in jobs}
     owned = by_owner(pods)
     for job in jobs:
@@ -277,6 +277,6 @@ def reconcile_jobs(store: ClusterStore, namespace: str | None, *, workload_with_
             job = admit(store, job)
         sync_job(store, job, owned.get(job["metadata"]["uid"], []), workload_with_job=workload_with_job)
     for pod in pods:
-        owners = [r for r in meta(pod).get("ownerReferences") or [] if r.get("kind") == "Job"]
+        owners = [r for r in meta(pod).get("ownerReferences") or [] if r.get("kind") == c.JOB_KIND]
         if _tracked(pod) and not any(r.get("uid") in uids for r in owners):
             remove_finalizer(store, pod, c.JOB_TRACKING_FINALIZER)

@@ -81,8 +81,8 @@ class JobSetController:
         self.notice = notice or (lambda line: None)
 
     def reconcile_all(self, namespace: str | None) -> None:
-        jobs = by_owner(self.store.list(c.BATCH_API_VERSION, "Job", namespace, shared=True))
-        for js in self.store.list(c.JOBSET_API_VERSION, "JobSet", namespace, shared=True):
+        jobs = by_owner(self.store.list(c.BATCH_API_VERSION, c.JOB_KIND, namespace, shared=True))
+        for js in self.store.list(c.JOBSET_API_VERSION, c.JOBSET_KIND, namespace, shared=True):
             if not deleting(js):  # foreground deletion: the garbage collector takes the children
                 self.reconcile(js, jobs.get(js["metadata"]["uid"], []))
 
@@ -107,7 +107,7 @@ class JobSetController:
     def _delete_unfinished(self, jobs: list[Obj], *, also_finished: bool = False) -> None:
         for job in jobs:
             if not deleting(job) and (also_finished or not finished(job)):
-                delete_object(self.store, job, "Foreground")
+                delete_object(self.store, job, c.PROPAGATION_FOREGROUND)
 
     # ----- suspend ---------------------------------------------------------------------------------
 
@@ -118,12 +118,12 @@ class JobSetController:
             if not condition(js, c.CONDITION_SUSPENDED):
                 conditions = set_condition(conditions, c.CONDITION_SUSPENDED, "True", c.JOBSET_REASON_SUSPENDED, c.JOBSET_MESSAGE_SUSPENDED)
                 write_status(self.store, js, {"conditions": conditions})
-                jobset_event(self.store, js, "Normal", c.JOBSET_REASON_SUSPENDED, c.JOBSET_MESSAGE_SUSPENDED)
+                jobset_event(self.store, js, c.EVENT_TYPE_NORMAL, c.JOBSET_REASON_SUSPENDED, c.JOBSET_MESSAGE_SUSPENDED)
             return True
         if condition(js, c.CONDITION_SUSPENDED):
             conditions = set_condition(conditions, c.CONDITION_SUSPENDED, "False", c.JOBSET_REASON_RESUMED, c.JOBSET_MESSAGE_RESUMED)
             write_status(self.store, js, {"conditions": conditions})
-            jobset_event(self.store, js, "Normal", c.JOBSET_REASON_RESUMED, c.JOBSET_MESSAGE_RESUMED)
+            jobset_event(self.store, js, c.EVENT_TYPE_NORMAL, c.JOBSET_REASON_RESUMED, c.JOBSET_MESSAGE_RESUMED)
             return True
         return False
 
@@ -147,7 +147,7 @@ class JobSetController:
             write_status(self.store, js, status)
             self.notice(f"{js['metadata']['name']}: in-cluster restart {restarts + 1}: {outcome.restarting_message}")
             for job in current:
-                delete_object(self.store, job, "Foreground")
+                delete_object(self.store, job, c.PROPAGATION_FOREGROUND)
             return
         if any(cond.get("type") == c.CONDITION_RESTARTING for cond in conditions):
             conditions = set_condition(
@@ -175,7 +175,7 @@ class JobSetController:
         status["terminalState"] = c.TERMINAL_STATE_COMPLETED
         status["replicatedJobsStatus"] = replicated_jobs_status(spec, current)
         write_status(self.store, js, status)
-        jobset_event(self.store, js, "Normal", c.JOBSET_REASON_COMPLETED, c.JOBSET_MESSAGE_COMPLETED)
+        jobset_event(self.store, js, c.EVENT_TYPE_NORMAL, c.JOBSET_REASON_COMPLETED, c.JOBSET_MESSAGE_COMPLETED)
         return True
 
     def _create_jobs(self, js: Obj, owned: list[Obj], current: list[Obj], restarts: int) -> None:
@@ -202,7 +202,7 @@ class JobSetController:
         if service is None:
             return
         namespace = js["metadata"].get("namespace")
-        if self.store.get("v1", "Service", service["metadata"]["name"], namespace) is not None:
+        if self.store.get(c.CORE_API_VERSION, c.SERVICE_KIND, service["metadata"]["name"], namespace) is not None:
             return
         try:
             self.store.create(service)

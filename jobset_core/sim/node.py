@@ -1,16 +1,17 @@
 """What a node does to a pod when a fault strikes it: the one emulation both kubelets play.
 
 The offline cluster's scripted kubelet and the local runtime's kubelet (real processes) differ only in how a
-container ends (a status written, or a process signalled); what the cluster's components write first is
-written here, once, as upstream writes it:
+container ends (a status written, or a process signalled); what the cluster's components write first, and
+how the container ends (`ContainerEnd`), is decided here, once, as upstream writes it:
 - kube-scheduler preemption (`pkg/scheduler/framework/preemption/preemption.go`): DisruptionTarget
   PreemptionByScheduler, a `Preempted` event, then a graceful deletion;
 - the Eviction API (`pkg/registry/core/pod/storage/eviction.go`): DisruptionTarget EvictionByEvictionAPI, deletion;
 - graceful node shutdown (`pkg/kubelet/nodeshutdown`): DisruptionTarget TerminationByKubelet, pod reason
-  `Terminated` with the shutdown message (the pod is not deleted);
+  `Terminated` with the shutdown message (the pod is not deleted), the container SIGTERMed;
 - node-pressure eviction (`pkg/kubelet/eviction`): DisruptionTarget TerminationByKubelet, pod reason `Evicted`
-  with the "low on resource" message;
-- a GPU hardware fault (`sim/gpu.py`): the node's event and condition, then the program's own error.
+  with the "low on resource" message, the container killed and reported ContainerStatusUnknown 137;
+- a GPU hardware fault (`sim/gpu.py`): the node's event and condition, then the program's own error, exit 1;
+- a crash, the OOM killer, a clean exit: the container's own end.
 
 Both kubelets also keep a failed container's log tail as its termination message the kubelet's way
 (`log_tail`), and register their Node objects as a kubelet does (`node_object`).
@@ -21,31 +22,88 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jobset_core import constants as c
 from jobset_core.sim import pod_status
-from jobset_core.sim.events import SCHEDULER, record_event
-from jobset_core.sim.faults import Evict, Fault, Hardware, NodePressure, NodeShutdown, Preempt
-from jobset_core.sim.gpu import torch_traceback
+from jobset_core.sim.events import record_event
+from jobset_core.sim.faults import (
+    Crash,
+    Evict,
+    Fault,
+    Hardware,
+    NodePressure,
+    NodeShutdown,
+    OOMKill,
+    Preempt,
+    Succeed,
+)
+from jobset_core.sim.gpu import report_xid, torch_traceback
 from jobset_core.sim.records import now_seconds
 from jobset_core.sim.store import CONFLICT, ClusterStore, delete_object, write_status
 
 Obj = dict[str, Any]
-PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
-EVICTION_API_MESSAGE = "Eviction API: evicting"
-NODE_PRESSURE_MESSAGE = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi. "
+NODE_PRESSURE_MESSAGE = c.NODE_PRESSURE_MESSAGE_FORMAT.format(resource="memory", threshold="100Mi", available="52Mi")
 # The Kubernetes version the emulated control plane and kubelets report (`/version`, `nodeInfo.kubeletVersion`)
 EMULATED_VERSION = "v1.34.0-jobset-local"
+
+
+@dataclass(frozen=True)
+class ContainerEnd:
+    """How a fault ends the pod's container: its exit code and terminated reason (None: Error, or Completed for
+    0), what it printed last (`output`, its log's tail the termination message), a message the kubelet writes
+    instead (`message`), whether the pod is Failed whatever the code (`failed`), and whether the kubelet ends
+    it with SIGTERM (`sigterm`: a real process's own exit code stands; a scripted one exits `exit_code`)."""
+
+    exit_code: int
+    reason: str | None = None
+    output: str = ""
+    message: str | None = None
+    failed: bool = False
+    sigterm: bool = False
+
+
+def container_end(fault: Fault) -> ContainerEnd | None:
+    """How `fault` ends the container; None when a deletion does (a preemption, an eviction: the kubelet
+    SIGTERMs the container of a pod being deleted)."""
+    if isinstance(fault, Crash):
+        return ContainerEnd(fault.exit_code, fault.reason, fault_output(fault))
+    if isinstance(fault, Hardware):  # the program dies on its next CUDA call
+        return ContainerEnd(1, c.REASON_ERROR, fault_output(fault))
+    if isinstance(fault, OOMKill):
+        return ContainerEnd(c.SIGKILL_EXIT_CODE, c.REASON_OOM_KILLED, fault_output(fault))
+    if isinstance(fault, Succeed):
+        return ContainerEnd(0, output=fault_output(fault))
+    if isinstance(fault, NodeShutdown):
+        return ContainerEnd(c.SIGTERM_EXIT_CODE, failed=True, sigterm=True)
+    if isinstance(fault, NodePressure):  # the container is gone: synthesized as ContainerStatusUnknown 137
+        return ContainerEnd(c.SIGKILL_EXIT_CODE, c.REASON_CONTAINER_STATUS_UNKNOWN,
+                            message=c.CONTAINER_STATUS_UNKNOWN_MESSAGE, failed=True)
+    return None
+
+
+def strike(store: ClusterStore, pod: Obj, fault: Fault, *, instance: str,
+           grace_seconds: int | None = None) -> tuple[Obj, ContainerEnd | None]:
+    """Write what the cluster writes first when `fault` strikes `pod` (a GPU fault: the node's report; a
+    disruption: `disrupt`), and return the pod as written with how its container ends (`container_end`);
+    ending the container is the caller's kubelet's job."""
+    if isinstance(fault, Hardware):
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:  # the node says it first
+            report_xid(store, node, fault.xid)
+    elif fault.disruption_reason is not None:
+        pod = disrupt(store, pod, fault, instance=instance, grace_seconds=grace_seconds)
+    return pod, container_end(fault)
 
 
 def disruption_of(fault: Fault, pod: Mapping[str, Any]) -> tuple[str, str, str | None]:
     """(DisruptionTarget reason, its message, the pod's status reason or None) for a disrupting fault."""
     if isinstance(fault, Preempt):
-        scheduler = (pod.get("spec") or {}).get("schedulerName") or SCHEDULER
-        return c.DISRUPTION_PREEMPTION, PREEMPTION_MESSAGE.format(scheduler=scheduler), None
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or c.DEFAULT_SCHEDULER
+        return c.DISRUPTION_PREEMPTION, c.PREEMPTION_CONDITION_FORMAT.format(scheduler=scheduler), None
     if isinstance(fault, Evict):
-        return c.DISRUPTION_EVICTION_API, EVICTION_API_MESSAGE, None
+        return c.DISRUPTION_EVICTION_API, c.EVICTION_API_MESSAGE, None
     if isinstance(fault, NodeShutdown):
         return c.DISRUPTION_KUBELET, c.NODE_SHUTDOWN_MESSAGE, c.POD_REASON_TERMINATED
     if isinstance(fault, NodePressure):
@@ -62,29 +120,18 @@ def disrupt(store: ClusterStore, pod: Obj, fault: Fault, *, instance: str, grace
         status.update(reason=pod_reason, message=message)
     record = write_status(store, pod, status)
     if isinstance(fault, Preempt):
-        scheduler = (pod.get("spec") or {}).get("schedulerName") or SCHEDULER
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or c.DEFAULT_SCHEDULER
         preemptor = f"{secrets.token_hex(4)}-{secrets.token_hex(2)}-{secrets.token_hex(2)}"
-        record_event(store, record, "Normal", c.EVENT_PREEMPTED,
-                     f"Preempted by pod {preemptor} on node {(pod.get('spec') or {}).get('nodeName')}",
-                     component=scheduler, action="Preempting", instance=f"{scheduler}-{instance}")
+        record_event(store, record, c.EVENT_TYPE_NORMAL, c.EVENT_PREEMPTED,
+                     c.PREEMPTED_MESSAGE_FORMAT.format(preemptor=preemptor, node=(pod.get("spec") or {}).get("nodeName")),
+                     component=scheduler, action=c.ACTION_PREEMPTING, instance=f"{scheduler}-{instance}")
     if fault.deletes_pod:
         if grace_seconds is None:
             delete_object(store, record)
         else:  # a graceful deletion: the kubelet sends SIGTERM, SIGKILL after the grace period
-            store.delete("v1", "Pod", record["metadata"]["name"], record["metadata"].get("namespace"), "Background",
-                         grace_seconds)
+            store.delete(c.CORE_API_VERSION, c.POD_KIND, record["metadata"]["name"], record["metadata"].get("namespace"),
+                         c.PROPAGATION_BACKGROUND, grace_seconds)
     return record
-
-
-def kubelet_end(fault: Fault) -> tuple[int, str, str | None] | None:
-    """How the kubelet itself ends the container of a pod it terminates (exit code, reason, message), for the
-    faults where no deletion does it: a graceful node shutdown (SIGTERM) and node-pressure eviction (the
-    container is gone and synthesized as ContainerStatusUnknown 137)."""
-    if isinstance(fault, NodeShutdown):
-        return c.SIGTERM_EXIT_CODE, c.REASON_ERROR, None
-    if isinstance(fault, NodePressure):
-        return c.SIGKILL_EXIT_CODE, c.REASON_CONTAINER_STATUS_UNKNOWN, c.CONTAINER_STATUS_UNKNOWN_MESSAGE
-    return None
 
 
 def log_tail(log: str | bytes) -> str:
@@ -120,13 +167,13 @@ def node_object(
     """A Node as a kubelet registers it: (the object to create, the status to write after; the API server drops
     a status sent with a create). `gpus` adds `nvidia.com/gpu` as the device plugin advertises it; `labels` are
     a node pool's own (e.g. a spot pool's `cloud.google.com/gke-spot: "true"`), beside the kubelet's."""
-    extended = {c.GPU_RESOURCE_NAMES[0]: str(gpus)} if gpus else {}
+    extended = {c.NVIDIA_GPU_RESOURCE: str(gpus)} if gpus else {}
     capacity = {"cpu": cpu, "ephemeral-storage": "507944172Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
                 "memory": f"{memory_kib}Ki", "pods": str(pods), **extended}
     allocatable = {**capacity, "memory": f"{memory_kib * 95 // 100}Ki", "ephemeral-storage": "468125375038"}
     stamp = now_seconds()
     well_known = {c.ARCH_LABEL: arch, c.HOSTNAME_LABEL: name, c.OS_LABEL: os_name}
-    obj: Obj = {"apiVersion": "v1", "kind": c.NODE_KIND, "metadata": {"name": name, "labels": {**(labels or {}), **well_known}},
+    obj: Obj = {"apiVersion": c.CORE_API_VERSION, "kind": c.NODE_KIND, "metadata": {"name": name, "labels": {**(labels or {}), **well_known}},
                 "spec": {}}
     status: Obj = {
         "capacity": capacity,
@@ -152,7 +199,7 @@ def node_object(
 def register_node(store: ClusterStore, name: str, **how: Any) -> Obj:
     """Create the Node (and write its status) unless it exists, as a kubelet registers itself; the Node as
     stored."""
-    found = store.get("v1", c.NODE_KIND, name, None)
+    found = store.get(c.CORE_API_VERSION, c.NODE_KIND, name, None)
     if found is not None:
         return found
     obj, status = node_object(name, **how)
@@ -161,5 +208,5 @@ def register_node(store: ClusterStore, name: str, **how: Any) -> Obj:
     except Exception as exc:  # another kubelet of the same server registered it first
         if getattr(exc, "code", None) != CONFLICT:
             raise
-        return store.get("v1", c.NODE_KIND, name, None) or obj
+        return store.get(c.CORE_API_VERSION, c.NODE_KIND, name, None) or obj
     return write_status(store, created, status)

@@ -18,7 +18,7 @@ from typing import Any
 from jobset_core import constants as c
 
 Obj = Mapping[str, Any]
-FILTERED_EFFECTS = ("NoSchedule", "NoExecute")
+FILTERED_EFFECTS = (c.TAINT_NO_SCHEDULE, c.TAINT_NO_EXECUTE)
 
 
 def _spec(obj: Obj) -> Mapping[str, Any]:
@@ -31,10 +31,10 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
         return False
     if toleration.get("key") and toleration.get("key") != taint.get("key"):
         return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
+    operator = toleration.get("operator") or c.TOLERATION_EQUAL
+    if operator == c.TOLERATION_EXISTS:
         return True
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+    return operator == c.TOLERATION_EQUAL and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
 def untolerated_taint(pod: Obj, node: Obj) -> Mapping[str, Any] | None:
@@ -49,16 +49,16 @@ def untolerated_taint(pod: Obj, node: Obj) -> Mapping[str, Any] | None:
 def _requirement(requirement: Mapping[str, Any], value: str | None) -> bool:
     """One NodeSelectorRequirement against the node's value for its key (None: the node has no such label)."""
     operator, values = requirement.get("operator"), [str(v) for v in requirement.get("values") or []]
-    if operator == "In":
+    if operator == c.OPERATOR_IN:
         return value is not None and value in values
-    if operator == "NotIn":
+    if operator == c.OPERATOR_NOT_IN:
         return value is None or value not in values
-    if operator == "Exists":
+    if operator == c.OPERATOR_EXISTS:
         return value is not None
-    if operator == "DoesNotExist":
+    if operator == c.OPERATOR_DOES_NOT_EXIST:
         return value is None
-    if operator in ("Gt", "Lt") and value is not None and value.lstrip("-").isdigit() and values:
-        return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
+    if operator in (c.OPERATOR_GT, c.OPERATOR_LT) and value is not None and value.lstrip("-").isdigit() and values:
+        return int(value) > int(values[0]) if operator == c.OPERATOR_GT else int(value) < int(values[0])
     return False
 
 
@@ -88,7 +88,7 @@ def matches_affinity(pod: Obj, node: Obj) -> bool:
 
 def why_not(pod: Obj, node: Obj) -> str | None:
     """The reason the first failing filter gives for this node, or None when the pod fits it."""
-    cordon = {"key": c.UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
+    cordon = {"key": c.UNSCHEDULABLE_TAINT_KEY, "effect": c.TAINT_NO_SCHEDULE}
     if _spec(node).get("unschedulable") and not any(tolerates(t, cordon) for t in _spec(pod).get("tolerations") or []):
         return c.SCHEDULER_NODE_UNSCHEDULABLE
     taint = untolerated_taint(pod, node)
@@ -99,13 +99,13 @@ def why_not(pod: Obj, node: Obj) -> str | None:
     return None
 
 
-def failed_scheduling_message(reasons: Sequence[str]) -> str:
+def failed_scheduling_message(reasons: Sequence[str], preemption: str = c.SCHEDULER_PREEMPTION_NOT_HELPFUL) -> str:
     """kube-scheduler's message when no node fits, one reason per node: the histogram sorted as strings, then
-    what the preemption PostFilter says of nodes no eviction can help (every filter here is unresolvable)."""
+    what the preemption PostFilter says of every node: no eviction can help (every filter here is
+    unresolvable), or `c.SCHEDULER_NO_VICTIMS` when resources are short but no pod may be preempted."""
     total = len(reasons)
     if not total:
         return c.SCHEDULER_NO_NODES
     histogram = sorted(f"{count} {reason}" for reason, count in Counter(reasons).items())
     head = c.SCHEDULER_NO_NODES_FORMAT.format(total=total)
-    preemption = f"{head}: {total} {c.SCHEDULER_PREEMPTION_NOT_HELPFUL}."
-    return f"{head}: {', '.join(histogram)}. preemption: {preemption}"
+    return f"{head}: {', '.join(histogram)}. preemption: {head}: {total} {preemption}."

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from jobset_core import constants as c
 from jobset_core.evidence import finalizer_removal_patch
 
 Obj = dict[str, Any]
@@ -59,7 +60,7 @@ class ClusterStore(Protocol):
         kind: str,
         name: str,
         namespace: str | None = None,
-        propagation: str | None = "Background",
+        propagation: str | None = c.PROPAGATION_BACKGROUND,
         grace_period_seconds: int | None = None,
     ) -> dict[str, Any]: ...
 
@@ -85,7 +86,7 @@ def remove_finalizer(store: ClusterStore, obj: Mapping[str, Any], finalizer: str
         store.patch(*_ref(obj), patch, "json")
 
 
-def delete_object(store: ClusterStore, obj: Mapping[str, Any], propagation: str = "Background") -> None:
+def delete_object(store: ClusterStore, obj: Mapping[str, Any], propagation: str = c.PROPAGATION_BACKGROUND) -> None:
     """Delete, treating "already gone" as done (a controller racing the garbage collector)."""
     try:
         store.delete(*_ref(obj), propagation)

@@ -38,7 +38,7 @@ def manages(job: Mapping[str, Any]) -> bool:
     its pods, no controller owner."""
     spec = job.get("spec") or {}
     pod_spec = (spec.get("template") or {}).get("spec") or {}
-    if spec.get("completionMode") != "Indexed" or pod_spec.get("schedulingGroup") or pod_spec.get("workloadRef"):
+    if spec.get("completionMode") != c.COMPLETION_MODE_INDEXED or pod_spec.get("schedulingGroup") or pod_spec.get("workloadRef"):
         return False
     if int(spec.get("parallelism") or 1) != int(spec.get("completions") or 1):
         return False
@@ -54,7 +54,7 @@ def _is_new(job: Mapping[str, Any], pods: list[Obj]) -> bool:
 def pod_group_of(store: ClusterStore, job: Mapping[str, Any]) -> Obj | None:
     """The PodGroup the Job controller made for this Job (controller-owned by it), if any."""
     uid = meta(job).get("uid")
-    for group in store.list(API_VERSION, "PodGroup", meta(job).get("namespace"), shared=True):
+    for group in store.list(API_VERSION, c.POD_GROUP_KIND, meta(job).get("namespace"), shared=True):
         if any(r.get("uid") == uid and r.get("controller") for r in meta(group).get("ownerReferences") or []):
             return group
     return None
@@ -72,18 +72,18 @@ def ensure(store: ClusterStore, job: Obj, pods: list[Obj]) -> Obj | None:
     policy = {"gang": {"minCount": parallelism}}
     template = template_name(job)
     workload = store.create({
-        "apiVersion": API_VERSION, "kind": "Workload",
+        "apiVersion": API_VERSION, "kind": c.WORKLOAD_KIND,
         "metadata": {"name": f"{name}-{_hash(meta(job)['uid'])}", "namespace": namespace, "ownerReferences": [owner_ref(job)]},
         "spec": {
-            "controllerRef": {"apiGroup": c.BATCH_API_GROUP, "kind": "Job", "name": name},
+            "controllerRef": {"apiGroup": c.BATCH_API_GROUP, "kind": c.JOB_KIND, "name": name},
             "podGroupTemplates": [{"name": template, "schedulingPolicy": policy}],
         },
     })
     workload_name = meta(workload)["name"]
-    job_event(store, job, "Normal", c.EVENT_WORKLOAD_CREATED,
+    job_event(store, job, c.EVENT_TYPE_NORMAL, c.EVENT_WORKLOAD_CREATED,
               c.WORKLOAD_CREATED_MESSAGE.format(workload=workload_name, job=name))
     group = store.create({
-        "apiVersion": API_VERSION, "kind": "PodGroup",
+        "apiVersion": API_VERSION, "kind": c.POD_GROUP_KIND,
         "metadata": {"name": f"{workload_name}-{template}-{_hash(workload_name, template)}", "namespace": namespace,
                      "ownerReferences": [owner_ref(job)]},
         "spec": {
@@ -91,6 +91,6 @@ def ensure(store: ClusterStore, job: Obj, pods: list[Obj]) -> Obj | None:
             "schedulingPolicy": policy,
         },
     })
-    job_event(store, job, "Normal", c.EVENT_POD_GROUP_CREATED,
+    job_event(store, job, c.EVENT_TYPE_NORMAL, c.EVENT_POD_GROUP_CREATED,
               c.POD_GROUP_CREATED_MESSAGE.format(pod_group=meta(group)["name"], job=name))
     return group

@@ -140,9 +140,9 @@ class FakeCluster:
 
     def create_namespace(self, name: str) -> None:
         """Create a Namespace unless it exists (`default`, `kube-system` and `kube-public` always do)."""
-        if self.server.get("v1", "Namespace", name) is None:
+        if self.server.get(c.CORE_API_VERSION, c.NAMESPACE_KIND, name) is None:
             try:
-                self.server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+                self.server.create({"apiVersion": "v1", "kind": c.NAMESPACE_KIND, "metadata": {"name": name}})
             except ApiError as exc:
                 if exc.code != 409:
                     raise
@@ -318,18 +318,18 @@ class FakeCluster:
         return self.server.list(api_version, kind, self._scope, label_selector=selector)
 
     def pods(self, selector: str | None = None) -> list[Obj]:
-        return self._list("v1", "Pod", selector)
+        return self._list(c.CORE_API_VERSION, c.POD_KIND, selector)
 
     def jobsets(self) -> list[Obj]:
-        return self._list(c.JOBSET_API_VERSION, "JobSet")
+        return self._list(c.JOBSET_API_VERSION, c.JOBSET_KIND)
 
     def jobs(self, selector: str | None = None) -> list[Obj]:
-        return self._list(c.BATCH_API_VERSION, "Job", selector)
+        return self._list(c.BATCH_API_VERSION, c.JOB_KIND, selector)
 
     def events(self, reasons: Iterable[str] | None = None) -> list[Obj]:
         wanted = set(reasons) if reasons is not None else None
-        return [e for e in self._list("v1", "Event") if wanted is None or e.get("reason") in wanted]
+        return [e for e in self._list(c.CORE_API_VERSION, c.EVENT_KIND) if wanted is None or e.get("reason") in wanted]
 
     def nodes(self) -> list[Obj]:
         """Every Node of the cluster (cluster-scoped: whatever the namespace)."""
-        return self.server.list("v1", c.NODE_KIND, None)
+        return self.server.list(c.CORE_API_VERSION, c.NODE_KIND, None)

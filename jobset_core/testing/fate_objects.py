@@ -2,7 +2,7 @@
 
 A test, a terminal or another engine's process cannot call into the cluster's Python objects, but it can
 talk to its API server: a `Fate` (`fakecluster.jobset-plugins.io/v1`, namespaced) holds one fault in the
-mapping form of `jobset_core.sim.faults` as its `spec`, e.g.
+mapping form of `jobset_core.sim.fault_parsing` as its `spec`, e.g.
 
     apiVersion: fakecluster.jobset-plugins.io/v1
     kind: Fate
@@ -25,7 +25,9 @@ from jobset_core import constants as c
 from jobset_core.errors import SpecError
 from jobset_core.sim.apistore import errors
 from jobset_core.sim.apistore.errors import ApiError
-from jobset_core.sim.faults import Fault, from_mapping, never_fires
+from jobset_core.sim.fault_parsing import from_mapping
+from jobset_core.sim.fault_targets import never_fires
+from jobset_core.sim.faults import Fault
 from jobset_core.testing import tables
 
 if TYPE_CHECKING:
@@ -57,12 +59,10 @@ def fault_of(fate: Obj) -> Fault:
 
 def workloads_named(server: LocalApiServer, namespace: str | None, pattern: str) -> list[Obj]:
     """The JobSets (and gang Jobs of ours, which no JobSet owns) in `namespace` whose name matches `pattern`."""
-    found = [js for js in server.list(c.JOBSET_API_VERSION, "JobSet", namespace, shared=True)
-             if fnmatch.fnmatchcase(js["metadata"]["name"], pattern)]
-    found += [job for job in server.list(c.BATCH_API_VERSION, "Job", namespace, shared=True)
-              if fnmatch.fnmatchcase(job["metadata"]["name"], pattern)
-              and c.JOBSET_NAME_LABEL not in (job["metadata"].get("labels") or {})]
-    return found
+    return [obj for kind in c.WORKLOAD_KINDS.values()
+            for obj in server.list(kind.api_version, kind.kind, namespace, shared=True)
+            if fnmatch.fnmatchcase(obj["metadata"]["name"], pattern)
+            and c.JOBSET.member_label not in (obj["metadata"].get("labels") or {})]  # a JobSet's child Job is none
 
 
 def why_never(fault: Fault, workloads: list[Obj], where: str) -> SpecError | None:
@@ -137,7 +137,7 @@ def add_fate(kubeconfig: str | None = None, *, namespace: str | None = None, nam
     api_client = config.new_client_from_config(config_file=kubeconfig)
     if namespace is None:
         _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-        namespace = (active.get("context") or {}).get("namespace") or "default"
+        namespace = (active.get("context") or {}).get("namespace") or c.DEFAULT_NAMESPACE
     meta = {"name": name} if name else {"generateName": f"{fault.name}-"}
     body = {"apiVersion": c.FATE_API_VERSION, "kind": c.FATE_KIND, "metadata": meta, "spec": spec}
     group, version = c.FATE_API_VERSION.split("/")

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobset_core import constants as c
 from jobset_core.sim.faults import Fault
+from jobset_core.submitted import owner_of, restart_of
 
 Obj = dict[str, Any]
 Selector = str | Callable[[Obj], bool]
@@ -44,12 +44,10 @@ class PodRule:
         meta = pod.get("metadata") or {}
         if self.spent or (self.namespace is not None and meta.get("namespace") != self.namespace):
             return False
-        labels = meta.get("labels") or {}
-        restart = labels.get(c.RESTART_ATTEMPT_LABEL, "0")
-        if not self.fault.applies_to(attempt, int(restart) if restart.isdigit() else 0):
+        if not self.fault.applies_to(attempt, restart_of(pod)):
             return False
-        workload = labels.get(c.JOBSET_NAME_LABEL) or labels.get(c.JOB_NAME_LABEL) or ""
-        if self.fault.jobset is not None and not fnmatch.fnmatchcase(workload, self.fault.jobset):
+        owner = owner_of(pod)
+        if self.fault.jobset is not None and not fnmatch.fnmatchcase(owner[1] if owner else "", self.fault.jobset):
             return False
         if self.predicate is not None:
             return bool(self.predicate(pod))

@@ -182,7 +182,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             raise decision.error
 
     def _answer(self, method: str, route: Route, watching: bool, raw_body: bytes) -> None:
-        if method == "GET" and route.subresource == "log" and route.kind.kind == "Pod":
+        if method == "GET" and route.subresource == "log" and route.kind.kind == c.POD_KIND:
             self._pod_log(route)
         elif method == "GET" and watching:
             self._watch(route)
@@ -255,7 +255,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         propagation = options.get("propagationPolicy") or q.get("propagationPolicy")
         orphan = options.get("orphanDependents", q.get("orphanDependents"))
         if propagation is None and orphan is not None:
-            propagation = "Orphan" if str(orphan).lower() in _TRUE else "Background"
+            propagation = c.PROPAGATION_ORPHAN if str(orphan).lower() in _TRUE else c.PROPAGATION_BACKGROUND
         grace_raw = options.get("gracePeriodSeconds", q.get("gracePeriodSeconds"))
         grace = int(grace_raw) if grace_raw not in (None, "") else None
         if route.name is None:

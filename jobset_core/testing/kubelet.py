@@ -1,14 +1,10 @@
-"""The fake cluster's scheduler and kubelets: they register Node objects, bind pods to the nodes that fit them
-(`sim/scheduling.py`: node selector, required node affinity, taints; round-robin), start them, and play the
-fate the test scripted (exit with a code, OOM, preemption, eviction, node shutdown, image pull back-off,
-unschedulable, a GPU hardware fault); a pod being deleted gets SIGTERM and exits 143.
+"""The fake cluster's kubelets: they register Node objects, have the emulated scheduler (`sim/scheduler.py`:
+node selector, required node affinity, taints; round-robin) bind pods to them, start them, and play the fate
+the test scripted (exit with a code, OOM, preemption, eviction, node pressure, node shutdown, image pull
+back-off, unschedulable, a GPU hardware fault); a pod being deleted gets SIGTERM and exits 143.
 
-What each fate writes mirrors the upstream writer: kube-scheduler preemption
-(`pkg/scheduler/framework/preemption/preemption.go`: DisruptionTarget PreemptionByScheduler, a `Preempted`
-event, then a graceful deletion), the Eviction API (`pkg/registry/core/pod/storage/eviction.go`), the
-kubelet's node-pressure eviction (`pkg/kubelet/eviction`) and graceful node shutdown
-(`pkg/kubelet/nodeshutdown`). The status shapes are `jobset_core.sim.pod_status`, shared with the
-local runtime's kubelet.
+What a fault writes first and how it ends the container is `sim/node.py`, shared with the local runtime's
+kubelet; this one plays the end as a status written (there is no process), on a clock a test may drive.
 """
 
 from __future__ import annotations
@@ -19,35 +15,19 @@ from typing import Any
 from jobset_core import clock as clocks
 from jobset_core import constants as c
 from jobset_core.sim import pod_status
-from jobset_core.sim.events import SCHEDULER, record_event
-from jobset_core.sim.faults import (
-    Crash,
-    Evict,
-    Hardware,
-    ImagePullFailure,
-    NodePressure,
-    NodeShutdown,
-    OOMKill,
-    Preempt,
-    Succeed,
-    Unschedulable,
-)
-from jobset_core.sim.gpu import report_xid
-from jobset_core.sim.node import disrupt, fault_output, kubelet_end, log_tail, register_node
-from jobset_core.sim.records import condition, deleting, terminal
-from jobset_core.sim.scheduling import failed_scheduling_message, why_not
-from jobset_core.sim.store import ClusterStore, patch_object, write_status
+from jobset_core.sim.faults import ImagePullFailure, Unschedulable
+from jobset_core.sim.node import fault_output, log_tail, register_node, strike
+from jobset_core.sim.records import deleting, terminal
+from jobset_core.sim.scheduler import Scheduler
+from jobset_core.sim.scheduling import failed_scheduling_message
+from jobset_core.sim.store import ClusterStore, write_status
+from jobset_core.submitted import attempt_of, owner_of
 from jobset_core.testing.fates import PodRule
 
 Obj = dict[str, Any]
-IMAGE_NOT_FOUND = (
-    'Back-off pulling image "{image}": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
-    'unpack image "{image}": failed to resolve reference "{image}": {image}: not found'
-)
-UNSCHEDULABLE_MESSAGE = (
-    "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: "
-    "4 No preemption victims found for incoming pod."
-)
+# What a pod no node has room for hears by default (`unschedulable`): four GPU nodes, all full, no victim
+UNSCHEDULABLE_MESSAGE = failed_scheduling_message(
+    [c.SCHEDULER_INSUFFICIENT_FORMAT.format(resource=c.NVIDIA_GPU_RESOURCE)] * 4, c.SCHEDULER_NO_VICTIMS)
 
 
 class ScriptedKubelet:
@@ -79,9 +59,8 @@ class ScriptedKubelet:
         self._attempts: dict[str, int] = {}
         self._bound_at: dict[str, float] = {}
         self._running_since: dict[str, float] = {}
-        self._next_node = 0
         self._registered = False
-        self._pass_nodes: list[Obj] | None = None  # the Nodes as listed once per pass, when a pod needs one
+        self.scheduler = Scheduler(store, instance="emulated", node_order=self.nodes)
 
     def register_nodes(self) -> None:
         """Create the Node objects `node-0..node-N-1` (those that exist are kept), as each kubelet registers."""
@@ -92,9 +71,9 @@ class ScriptedKubelet:
     def sync(self) -> None:
         if not self._registered:
             self.register_nodes()
-        self._pass_nodes = None
+        self.scheduler.new_pass()
         now = self.clock.monotonic()
-        for pod in self.store.list("v1", "Pod", self.namespace, shared=True):
+        for pod in self.store.list(c.CORE_API_VERSION, c.POD_KIND, self.namespace, shared=True):
             if terminal(pod):
                 continue
             if deleting(pod):
@@ -106,7 +85,7 @@ class ScriptedKubelet:
         """The earliest `clock.monotonic()` at which a live pod starts or meets its fate (None: nothing is
         scheduled); what is due already was done by the last `sync`, so this is in the future."""
         moments = []
-        for pod in self.store.list("v1", "Pod", self.namespace):
+        for pod in self.store.list(c.CORE_API_VERSION, c.POD_KIND, self.namespace):
             if terminal(pod) or deleting(pod):
                 continue
             uid, phase = pod["metadata"]["uid"], (pod.get("status") or {}).get("phase")
@@ -128,17 +107,14 @@ class ScriptedKubelet:
         """The run's submission number of the pod's JobSet (or gang Job): our ledger's attempt annotation."""
         uid = pod["metadata"]["uid"]
         if uid not in self._attempts:
-            labels = pod["metadata"].get("labels") or {}
-            namespace = pod["metadata"].get("namespace")
-            owner = None
-            if labels.get(c.JOBSET_NAME_LABEL):
-                owner = self.store.get(c.JOBSET_API_VERSION, "JobSet", labels[c.JOBSET_NAME_LABEL], namespace)
-            elif labels.get(c.JOB_NAME_LABEL):
-                owner = self.store.get(c.BATCH_API_VERSION, "Job", labels[c.JOB_NAME_LABEL], namespace)
+            owner = owner_of(pod)
             if owner is None:
                 return 0
-            value = (owner["metadata"].get("annotations") or {}).get(c.ATTEMPT_ANNOTATION, "0")
-            self._attempts[uid] = int(value) if value.isdigit() else 0
+            kind, name = owner
+            workload = self.store.get(kind.api_version, kind.kind, name, pod["metadata"].get("namespace"))
+            if workload is None:
+                return 0
+            self._attempts[uid] = attempt_of(workload)
         return self._attempts[uid]
 
     @staticmethod
@@ -157,9 +133,9 @@ class ScriptedKubelet:
         if not (pod.get("spec") or {}).get("nodeName"):
             blocking = self._blocking(pod, rules, Unschedulable)
             if blocking is not None:
-                self._unschedulable(pod, blocking.fault.output or UNSCHEDULABLE_MESSAGE)
-            else:
-                self._bind(pod, now)
+                self.scheduler.refuse(pod, blocking.fault.output or UNSCHEDULABLE_MESSAGE)
+            elif self.scheduler.place(pod) is not None:
+                self._bound_at[pod["metadata"]["uid"]] = now
         elif status.get("phase") == c.PHASE_PENDING and not status.get("containerStatuses"):
             if now >= self._bound_at.setdefault(pod["metadata"]["uid"], now) + self.start_after:
                 self._start(pod, self._blocking(pod, rules, ImagePullFailure), now)
@@ -184,7 +160,7 @@ class ScriptedKubelet:
         if image_pull is not None:
             message = image_pull.fault.output
             status = pod_status.waiting(
-                pod, c.REASON_IMAGE_PULL_BACKOFF, lambda image: message or IMAGE_NOT_FOUND.format(image=image)
+                pod, c.REASON_IMAGE_PULL_BACKOFF, lambda image: message or c.IMAGE_NOT_FOUND_FORMAT.format(image=image)
             )
         else:
             status = pod_status.running(pod, pod_ip=f"10.1.0.{len(self._running_since) % 250 + 1}")
@@ -200,37 +176,6 @@ class ScriptedKubelet:
         elif self.succeed_after is not None and now - since >= self.succeed_after:
             self._terminate(pod, 0)
 
-    # ----- scheduler ---------------------------------------------------------------------------------
-
-    def _nodes(self) -> list[Obj]:
-        """Every Node, ours first in their order (node-0, node-1, ... node-10), listed once per pass."""
-        if self._pass_nodes is None:
-            order = {name: n for n, name in enumerate(self.nodes)}
-            found = self.store.list("v1", c.NODE_KIND, None, shared=True)
-            self._pass_nodes = sorted(found, key=lambda n: (order.get(n["metadata"]["name"], len(order)), n["metadata"]["name"]))
-        return self._pass_nodes
-
-    def _bind(self, pod: Obj, now: float) -> None:
-        """Bind to the next node (round-robin) the pod fits; none: Unschedulable, as the scheduler says it."""
-        nodes = self._nodes()
-        start = self._next_node
-        for step in range(len(nodes)):
-            node = nodes[(start + step) % len(nodes)]
-            if why_not(pod, node) is None:
-                self._next_node = start + step + 1
-                self._bound_at[pod["metadata"]["uid"]] = now
-                bound = patch_object(self.store, pod, {"spec": {"nodeName": node["metadata"]["name"]}})
-                write_status(self.store, bound, pod_status.scheduled(bound))
-                return
-        self._unschedulable(pod, failed_scheduling_message([why_not(pod, node) or "" for node in nodes]))
-
-    def _unschedulable(self, pod: Obj, message: str) -> None:
-        if condition(pod, c.CONDITION_POD_SCHEDULED, "False"):
-            return
-        write_status(self.store, pod, pod_status.unschedulable(pod, message))
-        record_event(self.store, pod, "Warning", c.EVENT_FAILED_SCHEDULING, message,
-                     component=SCHEDULER, action="Scheduling", instance=f"{SCHEDULER}-emulated")
-
     # ----- kubelet -----------------------------------------------------------------------------------
 
     def _terminate(self, pod: Mapping[str, Any], code: int, reason: str | None = None,
@@ -244,28 +189,18 @@ class ScriptedKubelet:
             self.notice(f"fate {rule.fault.describe()} hits pod {meta.get('namespace')}/{meta['name']}")
 
     def _apply(self, pod: Obj, rule: PodRule) -> None:
-        fault = rule.fault
         rule.used += 1
         self._tell(rule, pod)
-        output = fault_output(fault)  # the log holds only what faults printed: its tail is this one's
+        output = fault_output(rule.fault)  # the log holds only what faults printed: its tail is this one's
         if output and self.write_log is not None:
             self.write_log(pod["metadata"].get("namespace", ""), pod["metadata"]["name"], output)
-        if isinstance(fault, Crash):
-            self._terminate(pod, fault.exit_code, fault.reason, log_tail(output) or None)
-        elif isinstance(fault, Hardware):
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node:  # the node says it first; the program dies on its next CUDA call
-                report_xid(self.store, node, fault.xid)
-            self._terminate(pod, 1, c.REASON_ERROR, log_tail(output))
-        elif isinstance(fault, OOMKill):
-            self._terminate(pod, c.SIGKILL_EXIT_CODE, c.REASON_OOM_KILLED, log_tail(output) or None)
-        elif isinstance(fault, Succeed):
-            self._terminate(pod, 0)
-        elif isinstance(fault, Preempt | Evict | NodeShutdown | NodePressure):
-            record = disrupt(self.store, pod, fault, instance="emulated")
-            end = kubelet_end(fault)
-            if end is not None:  # the kubelet ends it on its node: Failed, with the pod's reason
-                status = record.get("status") or {}
-                self._terminate(record, *end, {"reason": status.get("reason"), "message": status.get("message")})
-        else:  # pragma: no cover - the vocabulary's running faults are all above
-            raise ValueError(f"unknown fault {fault!r}")
+        record, end = strike(self.store, pod, rule.fault, instance="emulated")
+        if end is None:  # deleted: the deletion ends it (SIGTERM, 143) on a later pass
+            return
+        message = end.message or (log_tail(end.output) if end.exit_code else "") or None
+        if end.failed:  # the kubelet ends it on its node: Failed, keeping the pod's reason
+            status = record.get("status") or {}
+            self._terminate(record, end.exit_code, end.reason, message,
+                            {"reason": status.get("reason"), "message": status.get("message")})
+        else:
+            self._terminate(record, end.exit_code, end.reason, message)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.sim.apistore import errors
 from jobset_core.sim.apistore.kinds import KindRegistry, ResourceKind
 from jobset_core.testing import discovery, openapi
@@ -91,4 +92,4 @@ def _served(route: Route) -> bool:
         return False
     if route.subresource is None:
         return True
-    return (route.subresource == "status" and kind.has_status) or (route.subresource == _POD_LOG and kind.kind == "Pod")
+    return (route.subresource == "status" and kind.has_status) or (route.subresource == _POD_LOG and kind.kind == c.POD_KIND)

@@ -9,7 +9,7 @@ runs one in the foreground; in Python:
     with FakeClusterServer(fates="fates.yaml") as server:
         subprocess.run(["kubectl", "--kubeconfig", server.kubeconfig, "apply", "-f", "jobset.yaml"])
 
-Faults come from a fates file (a YAML list in the mapping form of `jobset_core.sim.faults`) and, while
+Faults come from a fates file (a YAML list in the mapping form of `jobset_core.sim.fault_parsing`) and, while
 it runs, from `Fate` objects created from outside (see `fate_objects`).
 """
 
@@ -31,7 +31,8 @@ from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.errors import SpecError
 from jobset_core.sim.apistore.watch import StoredEvent
-from jobset_core.sim.faults import Fault, from_mapping
+from jobset_core.sim.fault_parsing import from_mapping
+from jobset_core.sim.faults import Fault
 from jobset_core.testing.cluster import FakeCluster
 from jobset_core.testing.fate_objects import why_never
 
@@ -106,13 +107,13 @@ class EventLines:
 
     def __call__(self, event: StoredEvent) -> None:
         kind = event.kind.kind
-        if kind == "JobSet":
+        if kind == c.JOBSET_KIND:
             self._jobset(event)
-        elif kind == "Pod" and event.type == "MODIFIED":
+        elif kind == c.POD_KIND and event.type == "MODIFIED":
             self._pod(event.obj, event.prev or {})
-        elif kind == "Job" and event.type == "ADDED" and c.JOBSET_NAME_LABEL not in (event.obj["metadata"].get("labels") or {}):
+        elif kind == c.JOB_KIND and event.type == "ADDED" and c.JOBSET_NAME_LABEL not in (event.obj["metadata"].get("labels") or {}):
             self.echo(f"job {self._name(event.obj)} created ({event.obj.get('spec', {}).get('completions', 1)} pods)")
-        elif kind == "Event" and event.type == "ADDED" and ev.involved(event.obj)[0] == c.NODE_KIND:
+        elif kind == c.EVENT_KIND and event.type == "ADDED" and ev.involved(event.obj)[0] == c.NODE_KIND:
             obj = event.obj
             self.echo(f"node {ev.involved(obj)[1]}: {obj.get('type')} {obj.get('reason')}: {obj.get('message', '')}")
 
@@ -287,7 +288,7 @@ class FakeClusterServer:
         if self.echo is None:
             return
         EventLines(self.echo)(event)
-        if event.type == "ADDED" and event.kind.kind == "JobSet":
+        if event.type == "ADDED" and event.kind.kind == c.JOBSET_KIND:
             self._warn_never_firing(event.obj)
 
     def _warn_never_firing(self, jobset: Obj) -> None:

@@ -253,14 +253,14 @@ NODE_COLUMNS: list[Column] = [
 DEFAULT_COLUMNS: list[Column] = [("Name", "string", 0, _name), ("Age", "string", 0, age)]
 
 _BY_KIND: dict[tuple[str, str], list[Column]] = {
-    ("v1", "Pod"): POD_COLUMNS,
-    (c.BATCH_API_VERSION, "Job"): JOB_COLUMNS,
-    (c.JOBSET_API_VERSION, "JobSet"): JOBSET_COLUMNS,
-    ("v1", "Event"): EVENT_COLUMNS,
-    ("v1", "ConfigMap"): CONFIGMAP_COLUMNS,
-    ("v1", "Namespace"): NAMESPACE_COLUMNS,
-    ("v1", "Service"): SERVICE_COLUMNS,
-    ("v1", "Node"): NODE_COLUMNS,
+    (c.CORE_API_VERSION, c.POD_KIND): POD_COLUMNS,
+    (c.BATCH_API_VERSION, c.JOB_KIND): JOB_COLUMNS,
+    (c.JOBSET_API_VERSION, c.JOBSET_KIND): JOBSET_COLUMNS,
+    (c.CORE_API_VERSION, c.EVENT_KIND): EVENT_COLUMNS,
+    (c.CORE_API_VERSION, c.CONFIG_MAP_KIND): CONFIGMAP_COLUMNS,
+    (c.CORE_API_VERSION, c.NAMESPACE_KIND): NAMESPACE_COLUMNS,
+    (c.CORE_API_VERSION, c.SERVICE_KIND): SERVICE_COLUMNS,
+    (c.CORE_API_VERSION, c.NODE_KIND): NODE_COLUMNS,
 }
 
 

@@ -1,19 +1,15 @@
-"""Every Kubernetes API call goes through here: one tenacity retry policy and errors a person can act on.
+"""Every Kubernetes API call goes through here: the identity to call with, and one tenacity retry policy.
 
 Transient failures (429, 500, 502, 503, 504, dropped connections) are retried with exponential backoff and
 jitter, honouring Retry-After, within a bounded total time. Other 4xx are not retried: they surface as
-`KubeApiError` whose message says what to do (a 403 names the verb, resource and API group to grant). A server
-whose certificate does not verify, or that does not speak TLS at an https:// address, is a `TlsError`: one line
-naming the address, what failed and what to change in the kubeconfig; it is never retried.
+`KubeApiError` whose message says what to do (`api_errors.py`). A server whose certificate does not verify, or
+that does not speak TLS at an https:// address, is a `TlsError` (`tls.py`); it is never retried.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -23,9 +19,19 @@ import urllib3
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from jobset_core import constants as c
-from jobset_core.constants import CLIENT_RESPONSE_BODY_LOG, CLIENT_REST_LOGGER, FORBIDDEN_MESSAGE_PATTERN
+from jobset_core.constants import CLIENT_RESPONSE_BODY_LOG, CLIENT_REST_LOGGER
+from jobset_core.model.workload import namespace_for
 from jobset_core.offload import IO_THREADS
+from jobset_core.runtimes.kube.api_errors import (
+    CONTEXT_ATTRIBUTE,
+    NotConfiguredError,
+    TlsError,
+    describe_call,
+    explain_api_error,
+    one_line,
+    unreachable,
+)
+from jobset_core.runtimes.kube.tls import tls_error, tls_failure_of, with_tls_errors
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -51,34 +57,6 @@ def quiet_response_bodies() -> None:
 quiet_response_bodies()
 
 
-class KubeApiError(RuntimeError):
-    """A Kubernetes API call failed in a way retrying cannot fix."""
-
-    def __init__(self, message: str, status: int | None = None, reason: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
-class NameConflictError(KubeApiError):
-    """The deterministic name is taken by an object of another run: never adopt someone else's work."""
-
-
-class NotConfiguredError(KubeApiError):
-    """No in-cluster service account and no usable kubeconfig: there is no cluster to talk to."""
-
-
-class UnreachableError(KubeApiError):
-    """The API server did not answer within the request timeout (wrong address, cluster down, VPN off)."""
-
-
-class TlsError(KubeApiError):
-    """TLS with the API server failed: its certificate did not verify, or it does not speak TLS at all."""
-
-
-# Where the identity came from, kept on the client's Configuration so that errors can name it.
-CONTEXT_ATTRIBUTE = "jobset_context"
-JOBSET_CONTROLLER_VERSION = "v0.12"
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 KUBECONFIG_ENV = "KUBECONFIG"
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -124,8 +102,8 @@ def kubeconfig_namespace() -> str:
     try:
         _, active = config.list_kube_config_contexts(config_file=kubeconfig_path())
     except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError):
-        return "default"  # default_api_client says what is wrong with the file, in one line
-    return ((active or {}).get("context") or {}).get("namespace") or "default"
+        return namespace_for()  # default_api_client says what is wrong with the file, in one line
+    return namespace_for(((active or {}).get("context") or {}).get("namespace"))
 
 
 def kubeconfig_problem(path: str, exc: BaseException) -> str:
@@ -138,8 +116,8 @@ def kubeconfig_problem(path: str, exc: BaseException) -> str:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         return f"not valid YAML: {exc.problem or exc.context}{where}"
     if isinstance(exc, yaml.YAMLError):
-        return f"not valid YAML: {_one_line(exc)}"
-    return _one_line(exc)
+        return f"not valid YAML: {one_line(exc)}"
+    return one_line(exc)
 
 
 def kubeconfig_path() -> str:
@@ -163,131 +141,6 @@ def without_transport_retries(api_client: Any) -> Any:
     if rest_client is not None:
         with_tls_errors(api_client, rest_client)
     return api_client
-
-
-def with_tls_errors(api_client: Any, rest_client: Any) -> None:
-    """Make the client's every request raise `TlsError` (one line) when TLS with the server fails.
-
-    The client turns urllib3's SSLError into an ApiException with status 0 and no body, which its own
-    `ApiClient.__call_api` then fails to decode (`AttributeError: 'NoneType' object has no attribute
-    'decode'`, from under a hundred lines of traceback), and status 0 reads as a transient error besides.
-    Its REST client's `request` is wrapped here (once), where the SSLError is still in hand.
-    """
-    request = rest_client.request
-    if getattr(request, "_jobset_tls_errors", False):
-        return
-
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return request(*args, **kwargs)
-        except ApiException as exc:
-            if exc.body is None and isinstance(exc.__context__, urllib3.exceptions.SSLError):
-                raise tls_or_connection_error(api_client, exc.__context__) from None
-            if exc.body is None:  # decoded unconditionally by the client: never None
-                exc.body = b""
-            raise
-        except urllib3.exceptions.MaxRetryError as exc:  # with urllib3's retries on, the SSLError is its reason
-            if tls_failure_of(exc) is not None:
-                raise tls_error(api_client, exc) from None
-            raise
-
-    guarded._jobset_tls_errors = True  # type: ignore[attr-defined]
-    rest_client.request = guarded
-
-
-def tls_or_connection_error(api_client: Any, exc: urllib3.exceptions.SSLError) -> Exception:
-    """A TLS failure retrying cannot fix as `TlsError`; any other SSLError (a connection dropped in the
-    handshake) as urllib3's own connection error, which ApiRetry retries like any dropped connection."""
-    return tls_error(api_client, exc) if tls_failure_of(exc) is not None else exc
-
-
-# OpenSSL's reasons for bytes that are not TLS at all: what a plain-HTTP server answers to a ClientHello.
-NOT_TLS_REASONS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST",
-                             "UNKNOWN_PROTOCOL"})
-# X.509 verification codes (OpenSSL's X509_V_ERR_*) -> what a person reads, after OpenSSL's own words.
-_SELF_SIGNED = frozenset({18, 19})
-_UNKNOWN_CA = frozenset({2, 20, 21})
-_HOSTNAME_MISMATCH = 62
-_IP_ADDRESS_MISMATCH = 64
-
-
-def tls_failure_of(exc: BaseException | None) -> ssl.SSLError | None:
-    """The SSL error behind a request's failure when it is one retrying cannot fix: the certificate did not
-    verify, or what answered is not TLS. Followed through urllib3's wrappers (MaxRetryError's reason, its
-    SSLError's argument) and the chain of causes."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            return exc
-        if isinstance(exc, ssl.SSLError):
-            return exc if exc.reason in NOT_TLS_REASONS else None
-        exc = _inner(exc)
-    return None
-
-
-def _inner(exc: BaseException) -> BaseException | None:
-    if isinstance(exc, urllib3.exceptions.MaxRetryError):
-        return exc.reason
-    if isinstance(exc, urllib3.exceptions.SSLError) and exc.args and isinstance(exc.args[0], BaseException):
-        return exc.args[0]
-    return exc.__cause__ or exc.__context__
-
-
-def tls_error(api_client: Any, exc: BaseException) -> TlsError:
-    """One line: the server's address, what failed (OpenSSL's reason, in its words), what to change."""
-    server = describe_server(api_client)
-    failure = tls_failure_of(exc)
-    if isinstance(failure, ssl.SSLCertVerificationError):
-        return TlsError(
-            f"cannot trust the Kubernetes API server at {server}: its certificate did not verify: "
-            f"{verification_problem(failure)}; fix the kubeconfig's server (the name or address its certificate "
-            "is for) or certificate-authority-data (the CA that signed it), or, for a test cluster only, set "
-            "insecure-skip-tls-verify: true"
-        )
-    reason = _one_line(getattr(failure, "reason", None) or failure or exc).lower().replace("_", " ")
-    return TlsError(
-        f"the Kubernetes API server at {server} does not speak TLS ({reason}): is it https:// to a plain-HTTP "
-        "port? fix the kubeconfig's server: http:// for a plain-HTTP server, or the port that serves TLS"
-    )
-
-
-def verification_problem(error: ssl.SSLCertVerificationError) -> str:
-    """OpenSSL's words for the failed check, and what they mean for a kubeconfig."""
-    said = (error.verify_message or _one_line(error)).rstrip(".")
-    code = error.verify_code
-    if code in _SELF_SIGNED:
-        return f"{said}: not signed by a CA the kubeconfig trusts"
-    if code in _UNKNOWN_CA:
-        return f"unknown CA ({said}): not signed by the kubeconfig's certificate-authority-data"
-    if code == _IP_ADDRESS_MISMATCH:
-        return f"{said}: it has no IP SAN for that address"
-    if code == _HOSTNAME_MISMATCH:
-        return f"hostname mismatch ({said})"
-    return said
-
-
-def describe_server(api_client: Any) -> str:
-    configuration = getattr(api_client, "configuration", None)
-    host = getattr(configuration, "host", "?")
-    context = getattr(configuration, CONTEXT_ATTRIBUTE, None)
-    return f"{host}" + (f" ({context})" if context else "")
-
-
-def unreachable(api_client: Any, exc: BaseException) -> UnreachableError:
-    reason = getattr(exc, "reason", None) or exc
-    args = getattr(reason, "args", ())
-    if len(args) > 1 and isinstance(args[-1], str):  # urllib3's (connection object, what happened)
-        reason = args[-1]
-    return UnreachableError(
-        f"cannot reach the Kubernetes API server at {describe_server(api_client)}: {_one_line(reason)}; "
-        "check that the cluster is up and the kubeconfig points at it"
-    )
-
-
-def _one_line(value: object) -> str:
-    text = str(value).strip()
-    return text.splitlines()[0] if text else type(value).__name__
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -426,83 +279,3 @@ def _short(exc: BaseException | None) -> str:
     if isinstance(exc, ApiException):
         return f"{exc.status} {exc.reason}"
     return type(exc).__name__ if exc else "unknown"
-
-
-def describe_call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[str, str, str]:
-    """(verb, resource, group) for an API client method, for RBAC hints."""
-    name = getattr(fn, "__name__", "")
-    verb = next((v for v in ("create", "patch", "delete", "replace", "list", "read", "get") if name.startswith(v)), "get")
-    verb = {"read": "get", "replace": "update"}.get(verb, verb)
-    if "custom_object" in name:
-        return verb, kwargs.get("plural", "?"), kwargs.get("group", "?")
-    resource = name.replace("_namespaced_", "_").split("_", 1)[-1].replace("_status", "")
-    plural = resource if resource.endswith("s") else resource + "s"
-    group = c.BATCH_API_GROUP if plural == "jobs" else ""
-    return verb, plural, group
-
-
-def explain_api_error(exc: ApiException, call: tuple[str, str, str]) -> KubeApiError:
-    verb, resource, group = call
-    message = exc.reason or ""
-    try:
-        body = json.loads(exc.body) if exc.body else {}
-        message = body.get("message") or message
-    except (TypeError, ValueError):
-        pass
-    if exc.status == 403:
-        return explain_forbidden(message, call)
-    if exc.status == 401:
-        return KubeApiError(f"unauthorized: {message}; check the kubeconfig or service account token", 401)
-    if exc.status == 422:
-        return KubeApiError(f"the API server rejected the object: {message}", 422, c.STATUS_INVALID)
-    if exc.status == 404:
-        return explain_not_found(exc, call, message)
-    return KubeApiError(f"Kubernetes API {verb} {resource} failed: {exc.status} {' '.join(message.split())}", exc.status)
-
-
-def explain_forbidden(message: str, call: tuple[str, str, str]) -> KubeApiError:
-    """One line naming what to grant. The server's own message says which verb and resource were refused
-    (a watch, a subresource such as pods/log); the client method is the fallback when it does not."""
-    said = re.search(FORBIDDEN_MESSAGE_PATTERN, message)
-    verb, resource, group = (said["verb"], said["resource"], said["group"]) if said else call
-    where = f'resource "{resource}"' + (f' in API group "{group}"' if group else ' in the core API group ""')
-    return KubeApiError(
-        f"forbidden: {_one_line(message)}. Grant verb {verb!r} on {where} to this identity "
-        "(see plugins/kubernetes/rbac.yaml)",
-        403,
-        c.STATUS_FORBIDDEN,
-    )
-
-
-def explain_not_found(exc: ApiException, call: tuple[str, str, str], message: str) -> KubeApiError:
-    """A 404 a user meets: the namespace does not exist, or the API (a CRD) is not installed."""
-    verb, resource, group = call
-    details = _status_details(exc)
-    if details.get("kind") == "namespaces":
-        namespace = details.get("name", "?")
-        return KubeApiError(
-            f"namespace {namespace!r} does not exist; create it (kubectl create namespace {namespace}) or "
-            "submit to another namespace",
-            404,
-            c.STATUS_NOT_FOUND,
-        )
-    if resource == "jobsets" and (not details or c.STATUS_MESSAGE_RESOURCE_NOT_FOUND in message or "page not found" in message):
-        return KubeApiError(
-            f"the JobSet CRD {c.JOBSET_CRD} is not installed; install the JobSet controller "
-            f"{JOBSET_CONTROLLER_VERSION} or later (https://jobset.sigs.k8s.io/docs/installation/)",
-            404,
-            c.STATUS_NOT_FOUND,
-        )
-    if not details and group:
-        return KubeApiError(
-            f"the API server does not serve {resource} in API group {group!r}: is its CRD installed?", 404, c.STATUS_NOT_FOUND
-        )
-    return KubeApiError(f"Kubernetes API {verb} {resource} failed: 404 {message}", 404, c.STATUS_NOT_FOUND)
-
-
-def _status_details(exc: ApiException) -> dict[str, Any]:
-    try:
-        body = json.loads(exc.body) if exc.body else {}
-    except (TypeError, ValueError):
-        return {}
-    return (body.get("details") or {}) if isinstance(body, dict) else {}

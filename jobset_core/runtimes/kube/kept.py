@@ -4,7 +4,7 @@ A Flyte connector answers every `get` with one observation of a run, every ~30 s
 lasts. Read directly, each observation costs a handful of requests (the object, its pods, Jobs and events),
 so a connector's load on the API server grows with its runs. Its process lives on, though, like a
 triggerer's, and already shares one stream per namespace and resource: an attempt polled here is
-subscribed to those streams once, with the same `_Tracker` a watch uses (so the observation is built
+subscribed to those streams once, with the same `observe.Tracker` a watch uses (so the observation is built
 exactly as the watch builds it, rereads and evidence included), and its later polls read what the streams
 carried since. The subscription is dropped when the attempt is not polled for `keep_seconds`, at once when
 it is observed terminal, and on cancel. Whenever the streams cannot answer (not synced in time, a stream

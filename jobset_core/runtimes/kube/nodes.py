@@ -25,7 +25,8 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.runtimes.kube.client import ApiRetry, KubeApiError
+from jobset_core.runtimes.kube.api_errors import KubeApiError
+from jobset_core.runtimes.kube.client import ApiRetry
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class NodeReader:
                 break
             node = self._answer("nodes", f"node {name}", lambda name=name: self.retry.call(self.core.read_node, name))
             if node is not None:
-                found.append({"apiVersion": "v1", "kind": c.NODE_KIND, **self.sanitize(node)})
+                found.append({"apiVersion": c.CORE_API_VERSION, "kind": c.NODE_KIND, **self.sanitize(node)})
         return found
 
     def _read_events(self, names: set[str]) -> list[Obj]:
@@ -125,7 +126,7 @@ class NodeReader:
         listing = self._answer("events", f"the node events of namespace {c.NODE_EVENTS_NAMESPACE}", lambda: self.retry.call(
             self.core.list_namespaced_event, c.NODE_EVENTS_NAMESPACE, field_selector=selector))
         items = self.sanitize(listing.items) if listing is not None else []
-        return [{"kind": "Event", **item} for item in items if ev.involved(item)[1] in names]
+        return [{"kind": c.EVENT_KIND, **item} for item in items if ev.involved(item)[1] in names]
 
     def _answer(self, what: str, thing: str, call: Callable[[], Any]) -> Any:
         """The call's answer; None when the cluster says no (403: never asked again here) or not found (404)."""

@@ -26,7 +26,8 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.runtimes.kube.client import explain_api_error, is_transient
+from jobset_core.runtimes.kube.api_errors import explain_api_error
+from jobset_core.runtimes.kube.client import is_transient
 
 
 class StreamSource(Protocol):
@@ -91,14 +92,14 @@ class Resource:
 
     @property
     def core(self) -> bool:
-        return self.api_version == "v1"
+        return self.api_version == c.CORE_API_VERSION
 
 
-JOBSETS = Resource(c.JOBSET_PLURAL, "JobSet", c.JOBSET_API_VERSION, c.RUN_KEY_LABEL, _name_key)
-JOBS = Resource("jobs", "Job", c.BATCH_API_VERSION, c.RUN_MEMBER_LABEL, _job_keys)
-PODS = Resource("pods", "Pod", "v1", c.RUN_MEMBER_LABEL, _pod_keys)
+JOBSETS = Resource(c.JOBSET.plural, c.JOBSET.kind, c.JOBSET.api_version, c.RUN_KEY_LABEL, _name_key)
+JOBS = Resource(c.GANG_JOB.plural, c.GANG_JOB.kind, c.GANG_JOB.api_version, c.RUN_MEMBER_LABEL, _job_keys)
+PODS = Resource("pods", c.POD_KIND, c.CORE_API_VERSION, c.RUN_MEMBER_LABEL, _pod_keys)
 # Events carry no labels of ours: the stream is the namespace's, filtered here by the objects of each run.
-EVENTS = Resource("events", "Event", "v1", None, _event_keys)
+EVENTS = Resource("events", c.EVENT_KIND, c.CORE_API_VERSION, None, _event_keys)
 
 
 @dataclass(eq=False)
@@ -255,7 +256,7 @@ class SharedInformer:
         if resource.label_selector:
             kwargs["label_selector"] = resource.label_selector
         if resource.core:
-            fn = {"Pod": runtime.core.list_namespaced_pod, "Event": runtime.core.list_namespaced_event}[resource.kind]
+            fn = {c.POD_KIND: runtime.core.list_namespaced_pod, c.EVENT_KIND: runtime.core.list_namespaced_event}[resource.kind]
             return fn, kwargs
         group, version = resource.api_version.split("/", 1)
         kwargs.update(group=group, version=version, plural=resource.source)

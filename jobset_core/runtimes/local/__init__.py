@@ -1,22 +1,22 @@
 """The local runtime: every pod of a JobSet or gang Job is a process on this machine.
 
 Same manifests, same failure policies, same `diagnose` as on a cluster; see `runtime.LocalRuntime` and,
-for fault injection (`JOBSET_LOCAL_FAULTS`), `jobset_core.sim.faults`.
+for fault injection (`JOBSET_LOCAL_FAULTS`), `jobset_core.sim.fault_parsing`.
 """
 
 from jobset_core.runtimes.local.runtime import LocalRuntime
+from jobset_core.sim.fault_parsing import FAULTS_ENV, faults_from_env, parse_faults
 from jobset_core.sim.faults import (
-    FAULTS_ENV,
     Crash,
     Evict,
     Fault,
     Hardware,
+    NodePressure,
     NodeShutdown,
     OOMKill,
     Preempt,
-    faults_from_env,
-    parse_faults,
+    Succeed,
 )
 
-__all__ = ["FAULTS_ENV", "Crash", "Evict", "Fault", "Hardware", "LocalRuntime", "NodeShutdown", "OOMKill", "Preempt",
-           "faults_from_env", "parse_faults"]
+__all__ = ["FAULTS_ENV", "Crash", "Evict", "Fault", "Hardware", "LocalRuntime", "NodePressure", "NodeShutdown",
+           "OOMKill", "Preempt", "Succeed", "faults_from_env", "parse_faults"]

@@ -1,12 +1,12 @@
-"""The local node: the scheduler and the kubelet for pods that are processes on this machine.
+"""The local node: the kubelet for pods that are processes on this machine.
 
-It binds pods the Job controller created (or leaves them Pending, Unschedulable, past `max_processes`),
-starts their processes, reports how they end, injects faults and tears pods down when they are deleted,
-writing pod status through the store with the transitions of `jobset_core.sim.pod_status` (the same
-the fake cluster's scripted kubelet writes). Mirrors kubernetes pkg/kubelet/status (phase and container
-states), pkg/kubelet/kuberuntime (SIGTERM, grace period, SIGKILL; FallbackToLogsOnError),
-pkg/kubelet/nodeshutdown (graceful shutdown), pkg/scheduler/framework/preemption (DisruptionTarget on the
-victim, `Preempted` event) and pkg/registry/core/pod/storage/eviction.go (the Eviction API).
+It has the emulated scheduler (`sim/scheduler.py`) bind the pods the Job controller created to this node (or
+leave them Pending, Unschedulable, past `max_processes`), starts their processes, reports how they end,
+injects faults and tears pods down when they are deleted, writing pod status through the store with the
+transitions of `jobset_core.sim.pod_status`. What a fault writes first and how it ends the container is
+`sim/node.py`, the same the fake cluster's scripted kubelet plays; here the end is a process signalled.
+Mirrors kubernetes pkg/kubelet/status (phase and container states) and pkg/kubelet/kuberuntime (SIGTERM,
+grace period, SIGKILL; FallbackToLogsOnError).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core.model.workload import namespace_for
 from jobset_core.runtimes.local.process import (
     LocalProcess,
     container_argv,
@@ -32,20 +33,27 @@ from jobset_core.runtimes.local.process import (
 )
 from jobset_core.runtimes.local.state import LocalPod, LocalSubmission
 from jobset_core.sim import pod_status
-from jobset_core.sim.events import KUBELET, SCHEDULER, record_event
-from jobset_core.sim.faults import Crash, Fault, Hardware, OOMKill
-from jobset_core.sim.gpu import report_xid
-from jobset_core.sim.node import disrupt, fault_output
-from jobset_core.sim.records import condition, deleting, labels, terminal
+from jobset_core.sim.events import record_event
+from jobset_core.sim.faults import Fault
+from jobset_core.sim.node import ContainerEnd, strike
+from jobset_core.sim.records import deleting, labels, terminal
+from jobset_core.sim.scheduler import Scheduler
 from jobset_core.sim.scheduling import matches_affinity
-from jobset_core.sim.store import ClusterStore, patch_object, write_status
+from jobset_core.sim.store import ClusterStore, write_status
+from jobset_core.submitted import restart_of
 
 Obj = dict[str, Any]
 LOCAL_IP = "127.0.0.1"
-UNSCHEDULABLE_MESSAGE = "0/1 nodes are available: 1 Too many pods (the local runtime's max_processes is reached)."
+UNSCHEDULABLE_MESSAGE = (f"{c.SCHEDULER_NO_NODES_FORMAT.format(total=1)}: 1 {c.SCHEDULER_TOO_MANY_PODS} "
+                         "(the local runtime's max_processes is reached).")
 # A pod's env may name the coordinator by its cluster DNS name; only 127.0.0.1 reaches it here.
 LOCAL_OVERRIDES = {"COORDINATOR_ADDRESS": LOCAL_IP}
-START_ERROR_EXIT_CODE = 128  # what containerd reports when the command cannot be executed
+
+
+def restarts_whole(sub: LocalSubmission) -> bool:
+    """Whether the workload restarts all its pods at once (a JobSet: a restart has its own coordinator port
+    and number), or the Job controller replaces pods one by one (a gang Job)."""
+    return c.WORKLOAD_KINDS[sub.handle.kind].restart_label is not None
 
 
 class Node:
@@ -68,6 +76,8 @@ class Node:
         self.notice = notice
         self.capacity = capacity
         self.pods: dict[str, LocalPod] = {}
+        self.scheduler = Scheduler(store, instance="local")
+        self._ends: dict[str, ContainerEnd] = {}  # pod uid -> how the fault that struck it ends its container
         self._skipped_noticed: set[tuple[str, str]] = set()
 
     # ----- bookkeeping -----------------------------------------------------------------------------
@@ -82,14 +92,14 @@ class Node:
         index = int(tags.get(c.JOB_COMPLETION_INDEX_KEY, "0"))
         rjob = tags.get(c.REPLICATED_JOB_LABEL)
         job_index = int(tags.get(c.JOB_INDEX_LABEL, "0"))
-        if sub.is_jobset:
-            restart = int(tags.get(c.RESTART_ATTEMPT_LABEL, "0"))
+        if restarts_whole(sub):
+            restart = restart_of(record)
         else:  # a gang Job's restart is how many pods this index had before
             restart = sum(1 for p in self.pods.values() if p.submission is sub and p.index == index)
         pod = LocalPod(
             uid=uid,
             name=record["metadata"]["name"],
-            namespace=record["metadata"].get("namespace") or "default",
+            namespace=namespace_for(record["metadata"].get("namespace")),
             hostname=(record.get("spec") or {}).get("hostname") or record["metadata"]["name"],
             index=index,
             rank=ev.gang_rank(main, rjob, job_index, index),
@@ -100,14 +110,6 @@ class Node:
         )
         self.pods[uid] = pod
         return pod
-
-    def of(self, sub: LocalSubmission) -> list[LocalPod]:
-        return [p for p in self.pods.values() if p.submission is sub]
-
-    def forget(self, sub: LocalSubmission) -> None:
-        """Drop the entries of a submission whose processes are all reaped (their pods are gone)."""
-        for uid in [u for u, p in self.pods.items() if p.submission is sub and p.finished]:
-            del self.pods[uid]
 
     # ----- one pod ---------------------------------------------------------------------------------
 
@@ -148,7 +150,7 @@ class Node:
     def runtime_env(self, pod: LocalPod) -> dict[str, str]:
         """What the local runtime adds for distributed code: rank, world size, a coordinator on localhost."""
         sub = pod.submission
-        port = sub.ports.setdefault(pod.restart if sub.is_jobset else 0, free_port())
+        port = sub.ports.setdefault(pod.restart if restarts_whole(sub) else 0, free_port())
         return {
             "JOB_COMPLETION_INDEX": str(pod.index),
             "HOSTNAME": pod.hostname,
@@ -173,16 +175,9 @@ class Node:
         """Bind the pod to this node and start its process, or leave it Pending when there is no room."""
         room = self.capacity()
         if room is not None and room <= 0:
-            if condition(record, c.CONDITION_POD_SCHEDULED, "False"):
-                return False
-            write_status(self.store, record, pod_status.unschedulable(record, UNSCHEDULABLE_MESSAGE))
-            return True
+            return self.scheduler.refuse(record, UNSCHEDULABLE_MESSAGE)
         self._check_avoidance(pod, record)
-        record = patch_object(self.store, record, {"spec": {"nodeName": self.name}})
-        ns = pod.namespace
-        record_event(self.store, record, "Normal", c.EVENT_SCHEDULED,
-                     c.SCHEDULED_MESSAGE.format(namespace=ns, name=pod.name, node=self.name),
-                     component=SCHEDULER, action="Binding", instance=f"{SCHEDULER}-local")
+        record = self.scheduler.bind(record, self.name)
         env = container_environment(record, self.runtime_env(pod), os.environ, LOCAL_OVERRIDES, self._skipped(pod))
         argv = container_argv(record, env)
         log_path = pod.submission.log_dir / f"restart-{pod.restart}" / f"{pod.hostname}.log"
@@ -200,7 +195,7 @@ class Node:
     def _check_avoidance(self, pod: LocalPod, record: Obj) -> None:
         """A pod whose node selector or required node affinity excludes this node (a retry kept away from a
         node a hardware fault implicated) runs here anyway, the one node there is; said once per submission."""
-        node = self.store.get("v1", c.NODE_KIND, self.name, None) or {"metadata": {"name": self.name}}
+        node = self.store.get(c.CORE_API_VERSION, c.NODE_KIND, self.name, None) or {"metadata": {"name": self.name}}
         sub = pod.submission
         if sub.avoided_noticed or matches_affinity(record, node):
             return
@@ -219,7 +214,7 @@ class Node:
         message = f'exec: "{argv[0] if argv else ""}": {start_error_text(exc)}'
         self.notice(f"pod {pod.name} cannot start: {message}")
         started = {**record, "status": self._running(record, f"local://{uuid.uuid4()}")}
-        status = pod_status.terminated(started, START_ERROR_EXIT_CODE, c.REASON_START_ERROR, message)
+        status = pod_status.terminated(started, c.START_ERROR_EXIT_CODE, c.REASON_START_ERROR, message)
         return self._finish(pod, record, {**started["status"], **status})
 
     # ----- running ---------------------------------------------------------------------------------
@@ -232,21 +227,20 @@ class Node:
         pod.process.release()
         pod.kill_at = None
         exit_code, sig = exit_status(returncode)
-        if pod.crash_exit_code is not None:
-            exit_code, sig = pod.crash_exit_code, None
-        if pod.last_words:  # a fault's words come after the process's own, as its last output
-            pod.process.append_output(pod.last_words)
-        shutdown = (record.get("status") or {}).get("reason") == c.POD_REASON_TERMINATED
-        message = pod.process.output_tail() if exit_code != 0 and _falls_back_to_logs(record) else None
-        status = pod_status.terminated(record, exit_code, pod.crash_reason, message or None, signal=sig, failed=shutdown)
+        end = self._ends.pop(pod.uid, None)
+        if end is None:  # the process's own end, or a deletion's SIGTERM
+            end = ContainerEnd(exit_code, sigterm=True)
+        elif not end.sigterm:  # a fault ended it: the code the fault says, not the SIGKILL's
+            exit_code, sig = end.exit_code, None
+        if end.output:  # a fault's words come after the process's own, as its last output
+            pod.process.append_output(end.output)
+        message = end.message
+        if message is None and exit_code != 0 and _falls_back_to_logs(record):
+            message = pod.process.output_tail()
+        status = pod_status.terminated(record, exit_code, end.reason, message or None, signal=sig, failed=end.failed)
         return self._finish(pod, record, status)
 
     # ----- faults ----------------------------------------------------------------------------------
-
-    @staticmethod
-    def targets(pod: LocalPod, fault: Fault) -> bool:
-        """`replica` is `<rjob>-<jobIndex>-<podIndex>` (a gang Job: the completion index) or the hostname."""
-        return fault.targets(pod.hostname)
 
     def _fire_faults(self, pod: LocalPod, record: Obj) -> bool:
         sub = pod.submission
@@ -254,7 +248,7 @@ class Node:
             return False
         elapsed = time.monotonic() - pod.started_at
         for number, fault in enumerate(sub.faults):
-            if number in pod.fired or not fault.applies_to(sub.handle.attempt, pod.restart) or not self.targets(pod, fault):
+            if number in pod.fired or not fault.applies_to(sub.handle.attempt, pod.restart) or not fault.targets(pod.hostname):
                 continue
             if elapsed < fault.after_seconds:
                 continue
@@ -267,15 +261,14 @@ class Node:
 
     def _inject(self, pod: LocalPod, record: Obj, fault: Fault) -> None:
         assert pod.process is not None
-        if isinstance(fault, Hardware):  # the node says it first; the program dies on its next CUDA call
-            report_xid(self.store, self.name, fault.xid)
-        if isinstance(fault, Crash | OOMKill | Hardware):  # the process ends as the fault says, its words last
-            pod.crash_exit_code, pod.crash_reason, pod.last_words = process_end(fault)
-            pod.process.signal(signal.SIGKILL)
-            return
         grace = int((record.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-        record = disrupt(self.store, record, fault, instance="local", grace_seconds=grace)
-        self._sigterm(pod, record)
+        record, end = strike(self.store, record, fault, instance="local", grace_seconds=grace)
+        if end is not None:
+            self._ends[pod.uid] = end
+        if end is None or end.sigterm:  # deleted, or its node shuts down: SIGTERM, SIGKILL after the grace period
+            self._sigterm(pod, record)
+        else:  # the process ends as the fault says, its words last
+            pod.process.signal(signal.SIGKILL)
 
     # ----- teardown --------------------------------------------------------------------------------
 
@@ -286,18 +279,10 @@ class Node:
             return
         assert pod.process is not None
         container = ((record.get("spec") or {}).get("containers") or [{}])[0].get("name", "main")
-        record_event(self.store, record, "Normal", c.EVENT_KILLING, c.KILL_STOPPING_FORMAT.format(container=container),
-                     component=KUBELET, host=self.name)
+        record_event(self.store, record, c.EVENT_TYPE_NORMAL, c.EVENT_KILLING,
+                     c.KILL_STOPPING_FORMAT.format(container=container), component=c.KUBELET_COMPONENT, host=self.name)
         pod.process.signal(signal.SIGTERM)
         pod.kill_at = time.monotonic() + self.grace_seconds
-
-
-def process_end(fault: Crash | OOMKill | Hardware) -> tuple[int, str | None, str]:
-    """(exit code, terminated reason or None for Error, what the process printed last) of a fault that ends the
-    process itself: a crash's code and output, the OOM killer's 137, a hardware fault's exit 1 and CUDA error."""
-    if isinstance(fault, OOMKill):
-        return c.SIGKILL_EXIT_CODE, c.REASON_OOM_KILLED, ""
-    return (fault.exit_code if isinstance(fault, Crash) else 1), None, fault_output(fault)
 
 
 def avoidance_reason(main: Mapping[str, Any] | None, node: str) -> str:

@@ -1,4 +1,5 @@
-"""What the local runtime does to a manifest before it is stored, where a cluster's webhooks and Kueue would.
+"""What the local runtime reads from and does to a manifest before it is stored, where a cluster's webhooks and
+Kueue would.
 
 Everything else about the records (child Jobs, pods, status, events) is written by the emulated
 controllers (`jobset_core.sim`) and the local kubelet, as the API server would return it.
@@ -7,10 +8,11 @@ controllers (`jobset_core.sim`) and the local kubelet, as the API server would r
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core.errors import SpecError
 
 
 def with_jobset_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -20,8 +22,8 @@ def with_jobset_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
     for rj in spec.get("replicatedJobs") or []:
         rj.setdefault("groupName", "default")
         rj.setdefault("replicas", 1)
-    spec.setdefault("successPolicy", {"operator": "All"})
-    spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
+    spec.setdefault("successPolicy", {"operator": c.SUCCESS_OPERATOR_ALL})
+    spec.setdefault("startupPolicy", {"startupPolicyOrder": c.STARTUP_ANY_ORDER})
     return obj
 
 
@@ -47,3 +49,50 @@ def main_container(pod: Mapping[str, Any]) -> dict[str, Any]:
     if not containers:
         raise ValueError(f"pod {pod['metadata']['name']} has no containers")
     return containers[0]
+
+
+
+def split_manifests(manifests: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The main object (last: a JobSet or a batch/v1 Job) and the extra gang objects before it."""
+    if isinstance(manifests, Mapping) or not manifests or not all(isinstance(m, Mapping) for m in manifests):
+        raise SpecError(
+            "manifests", "must be a non-empty list of Kubernetes objects, the JobSet or Job last", None
+        )
+    main = copy.deepcopy(dict(manifests[-1]))
+    if main.get("kind") not in c.WORKLOAD_KINDS:
+        raise SpecError(
+            "manifests[-1].kind",
+            f"{main.get('kind')!r} is not JobSet or Job",
+            "pass JobSetSpec(...).manifests()",
+        )
+    if not (main.get("metadata") or {}).get("name"):
+        raise SpecError("manifests[-1].metadata.name", "is missing", None)
+    return main, [dict(m) for m in manifests[:-1]]
+
+
+def job_specs(main: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+    """(replicas, Job spec) for each kind of Job the main object runs."""
+    spec = main.get("spec") or {}
+    if main.get("kind") == c.JOB_KIND:
+        return [(1, spec)]
+    return [
+        (int(rj.get("replicas", 1)), (rj.get("template") or {}).get("spec") or {})
+        for rj in spec.get("replicatedJobs") or []
+    ]
+
+
+def world_size(main: Mapping[str, Any]) -> int:
+    """How many pods the object runs at once: every replica of every replicated Job (WORLD_SIZE)."""
+    return sum(
+        replicas * int(js.get("completions") or js.get("parallelism") or 1)
+        for replicas, js in job_specs(main)
+    )
+
+
+def containers_of(main: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The containers of every pod template of the object."""
+    return [
+        c
+        for _, js in job_specs(main)
+        for c in ((js.get("template") or {}).get("spec") or {}).get("containers") or []
+    ]

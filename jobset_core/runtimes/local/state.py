@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.lifecycle.contract import Handle
 from jobset_core.runtimes.local.process import LocalProcess
 from jobset_core.sim.faults import Fault
@@ -34,10 +35,6 @@ class LocalPod:
     started_at: float | None = None  # monotonic, for fault delays
     kill_at: float | None = None  # monotonic deadline for SIGKILL after SIGTERM
     terminating: bool = False  # SIGTERM sent
-    crash_exit_code: int | None = None  # Crash fault: the exit code to record
-    crash_reason: str | None = None  # OOMKill fault: the terminated reason to record
-    last_words: str = ""  # what a Crash or Hardware fault makes the process print before it ends
-    shutdown: bool = False  # ended by a (graceful) node shutdown: Failed whatever the exit code
     finished: bool = False  # its final status is written
     fired: set[int] = field(default_factory=set)  # ids of faults already applied
 
@@ -67,8 +64,5 @@ class LocalSubmission:
 
     @property
     def is_jobset(self) -> bool:
-        return self.handle.kind == "JobSet"
-
-    def owns(self, name: str) -> bool:
-        """Children are named `<main>-...` (Jobs, pods, the Service), so their events are this run's."""
-        return name == self.handle.name or name.startswith(self.handle.name + "-")
+        """Its pods belong to child Jobs (a JobSet), not to the workload itself (a gang Job)."""
+        return c.WORKLOAD_KINDS[self.handle.kind].has_child_jobs

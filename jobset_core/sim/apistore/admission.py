@@ -66,7 +66,7 @@ def resolve_namespace(kind: ResourceKind, meta: Obj, namespace: str | None) -> s
         raise errors.bad_request(
             "the namespace of the provided object does not match the namespace sent on the request"
         )
-    return namespace or body_ns or "default"
+    return namespace or body_ns or c.DEFAULT_NAMESPACE
 
 
 def generate_name(
@@ -104,6 +104,6 @@ def validate_name(kind: ResourceKind, name: str) -> None:
 
 def apply_create_defaults(kind: ResourceKind, obj: Obj) -> None:
     """The few defaults clients commonly rely on right after create."""
-    if kind.group == "" and kind.kind in ("Pod", "Namespace"):
+    if kind.group == "" and kind.kind in (c.POD_KIND, c.NAMESPACE_KIND):
         status = obj.setdefault("status", {})
-        status.setdefault("phase", c.PHASE_PENDING if kind.kind == "Pod" else "Active")
+        status.setdefault("phase", c.PHASE_PENDING if kind.kind == c.POD_KIND else "Active")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from jobset_core import constants as c
 
-PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+PROPAGATION_POLICIES = (c.PROPAGATION_FOREGROUND, c.PROPAGATION_BACKGROUND, c.PROPAGATION_ORPHAN)
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class ResourceKind:
     plural: str
     namespaced: bool = True
     has_status: bool = True
-    default_propagation: str = "Background"
+    default_propagation: str = c.PROPAGATION_BACKGROUND
     strategic_merge: bool = True
     returns_deleted_object: bool = False
 
@@ -56,13 +56,6 @@ class ResourceKind:
         """``Kind.group`` as used in 422 Invalid messages."""
         return f"{self.kind}.{self.group}" if self.group else self.kind
 
-    def collection_path(self, namespace: str | None = None) -> str:
-        """REST path of the collection, namespaced when a namespace is given."""
-        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace is not None and self.namespaced:
-            return f"{prefix}/namespaces/{namespace}/{self.plural}"
-        return f"{prefix}/{self.plural}"
-
 
 def _crd(group: str, version: str, kind: str, plural: str) -> ResourceKind:
     """A custom resource: no strategic merge, DELETE answers with the object."""
@@ -70,24 +63,24 @@ def _crd(group: str, version: str, kind: str, plural: str) -> ResourceKind:
 
 
 DEFAULT_KINDS: tuple[ResourceKind, ...] = (
-    ResourceKind("", "v1", "Pod", "pods", returns_deleted_object=True),
-    ResourceKind("", "v1", "Event", "events", has_status=False),
-    ResourceKind("", "v1", "ConfigMap", "configmaps", has_status=False),
-    ResourceKind("", "v1", "Service", "services"),
-    ResourceKind("", "v1", "Namespace", "namespaces", namespaced=False),
-    ResourceKind("", "v1", "Node", "nodes", namespaced=False),
+    ResourceKind("", c.CORE_API_VERSION, c.POD_KIND, "pods", returns_deleted_object=True),
+    ResourceKind("", c.CORE_API_VERSION, c.EVENT_KIND, "events", has_status=False),
+    ResourceKind("", c.CORE_API_VERSION, c.CONFIG_MAP_KIND, "configmaps", has_status=False),
+    ResourceKind("", c.CORE_API_VERSION, c.SERVICE_KIND, "services"),
+    ResourceKind("", c.CORE_API_VERSION, c.NAMESPACE_KIND, "namespaces", namespaced=False),
+    ResourceKind("", c.CORE_API_VERSION, c.NODE_KIND, "nodes", namespaced=False),
     # Jobs orphan their pods when deleted over REST without a policy: a legacy
     # default the real server keeps for batch/v1.
-    ResourceKind(c.BATCH_API_GROUP, "v1", "Job", "jobs", default_propagation="Orphan"),
-    _crd(c.JOBSET_API_GROUP, "v1alpha2", "JobSet", "jobsets"),
-    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha1", "Workload", "workloads", has_status=False),
-    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha2", "Workload", "workloads"),
-    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha2", "PodGroup", "podgroups"),
-    _crd(c.COSCHEDULING_API_GROUP, "v1alpha1", "PodGroup", "podgroups"),
-    _crd(c.VOLCANO_API_GROUP, "v1beta1", "PodGroup", "podgroups"),
-    _crd(c.KUEUE_API_GROUP, "v1beta1", "Workload", "workloads"),
-    _crd(c.KUEUE_API_GROUP, "v1beta2", "Workload", "workloads"),
-    _crd(c.KUEUE_API_GROUP, "v1beta1", "Workload", "workloads"),
+    ResourceKind(c.BATCH_API_GROUP, "v1", c.JOB_KIND, "jobs", default_propagation=c.PROPAGATION_ORPHAN),
+    _crd(c.JOBSET.group, c.JOBSET.version, c.JOBSET.kind, c.JOBSET.plural),
+    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha1", c.WORKLOAD_KIND, "workloads", has_status=False),
+    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha2", c.WORKLOAD_KIND, "workloads"),
+    ResourceKind(c.SCHEDULING_API_GROUP, "v1alpha2", c.POD_GROUP_KIND, "podgroups"),
+    _crd(c.COSCHEDULING_API_GROUP, "v1alpha1", c.POD_GROUP_KIND, "podgroups"),
+    _crd(c.VOLCANO_API_GROUP, "v1beta1", c.POD_GROUP_KIND, "podgroups"),
+    _crd(c.KUEUE_API_GROUP, "v1beta1", c.WORKLOAD_KIND, "workloads"),
+    _crd(c.KUEUE_API_GROUP, "v1beta2", c.WORKLOAD_KIND, "workloads"),
+    _crd(c.KUEUE_API_GROUP, "v1beta1", c.WORKLOAD_KIND, "workloads"),
 )
 
 

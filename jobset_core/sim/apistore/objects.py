@@ -54,7 +54,7 @@ class ObjectStore:
         self.registry = KindRegistry()
         self.store = Store(event_window=event_window, seed=seed, require_namespaces=require_namespaces, clock=clock)
         for name in namespaces:
-            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            self.create({"apiVersion": "v1", "kind": c.NAMESPACE_KIND, "metadata": {"name": name}})
 
     def register_kind(
         self,
@@ -64,7 +64,7 @@ class ObjectStore:
         namespaced: bool = True,
         has_status: bool = True,
         *,
-        default_propagation: str = "Background",
+        default_propagation: str = c.PROPAGATION_BACKGROUND,
         strategic_merge: bool | None = None,
     ) -> ResourceKind:
         """Serve an extra kind; groups outside the built-in ones behave like CRDs."""
@@ -164,7 +164,7 @@ class ObjectStore:
         kind: str,
         name: str,
         namespace: str | None = None,
-        propagation: str | None = "Background",
+        propagation: str | None = c.PROPAGATION_BACKGROUND,
         grace_period_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Delete like DELETE (``propagation=None`` uses the kind's REST default).
@@ -188,11 +188,6 @@ class ObjectStore:
         """Drop the watch history so watches from older resourceVersions get 410."""
         self.store.compact()
 
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Garbage collection is synchronous, so the server is always idle; kept for API symmetry."""
-        del timeout
-        return True
-
     @property
     def resource_version(self) -> str:
         """Current global resourceVersion."""
@@ -200,4 +195,4 @@ class ObjectStore:
 
     @staticmethod
     def _ns(resource: ResourceKind, namespace: str | None) -> str | None:
-        return (namespace or "default") if resource.namespaced else None
+        return (namespace or c.DEFAULT_NAMESPACE) if resource.namespaced else None

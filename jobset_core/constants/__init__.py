@@ -3,9 +3,14 @@
 Diagnosis reads these strings and the runtimes write them; when each module spelled its own copy, a typo in
 one would silently stop a rule from matching. Like JobSet's pkg/constants/constants.go, every string sits
 here once, under a name, next to the upstream file that writes it (Kubernetes 1.31-1.36, JobSet v0.12).
+Three themes live in their own modules, `apiserver` (the API server's answers), `hardware` (GPU and fabric
+faults) and `project` (this project's own labels, annotations and ConfigMap names); every name of theirs is a
+name of this module too, so a reader imports `jobset_core.constants` only.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 # ----------------------------------------------------------------------------------------------------
 # API groups and versions
@@ -34,9 +39,26 @@ COSCHEDULING_API_VERSION = COSCHEDULING_API_GROUP + "/v1alpha1"
 VOLCANO_API_GROUP = "scheduling.volcano.sh"  # volcano pkg/apis/scheduling
 VOLCANO_API_VERSION = VOLCANO_API_GROUP + "/v1beta1"
 
+# Kinds (the `kind` of the objects a run reads and writes; core/v1, batch/v1, jobset v1alpha2)
+JOBSET_KIND = "JobSet"
+JOB_KIND = "Job"
+POD_KIND = "Pod"
+EVENT_KIND = "Event"
+CONFIG_MAP_KIND = "ConfigMap"
+NAMESPACE_KIND = "Namespace"
+SERVICE_KIND = "Service"
+HEADLESS_CLUSTER_IP = "None"  # core ClusterIPNone: a headless Service (the JobSet's pods' DNS names)
+PVC_KIND = "PersistentVolumeClaim"
+WORKLOAD_KIND = "Workload"  # Kueue's (kueue.x-k8s.io) and the Workload API's (scheduling.k8s.io)
+POD_GROUP_KIND = "PodGroup"  # the Workload API's, scheduler-plugins coscheduling's and Volcano's
+
 # The largest count Kubernetes stores (int32 fields: maxRestarts, backoffLimit, backoffLimitPerIndex, ...);
 # the API server also defaults backoffLimit to it when backoffLimitPerIndex is set (pkg/apis/batch/v1).
 INT32_MAX = 2**31 - 1
+
+# The namespace the API server puts an object in when nobody names one (apimachinery metav1.NamespaceDefault;
+# kubectl and client-go fall back to it when the kubeconfig context names none)
+DEFAULT_NAMESPACE = "default"
 
 # ----------------------------------------------------------------------------------------------------
 # JobSet labels and annotations (jobset pkg/constants/constants.go, api/jobset/v1alpha2/jobset_types.go)
@@ -56,6 +78,11 @@ JOB_GROUP_INDEX_LABEL = JOBSET_PREFIX + "job-group-index"
 RESTART_ATTEMPT_LABEL = JOBSET_PREFIX + "restart-attempt"
 COORDINATOR_KEY = JOBSET_PREFIX + "coordinator"
 POD_PRIORITY_LABEL = JOBSET_PREFIX + "priority"  # set on pods by the JobSet pod webhook (jobset pkg/webhooks)
+# startupPolicy.startupPolicyOrder (api/jobset/v1alpha2/jobset_types.go AnyOrder, InOrder)
+STARTUP_ANY_ORDER, STARTUP_IN_ORDER = "AnyOrder", "InOrder"
+# successPolicy.operator (api/jobset/v1alpha2/jobset_types.go OperatorAll, OperatorAny)
+SUCCESS_OPERATOR_ALL, SUCCESS_OPERATOR_ANY = "All", "Any"
+SUCCESS_OPERATORS = (SUCCESS_OPERATOR_ALL, SUCCESS_OPERATOR_ANY)
 # dependsOn statuses (api/jobset/v1alpha2/jobset_types.go DependencyReady, DependencyComplete)
 DEPENDS_ON_READY, DEPENDS_ON_COMPLETE = "Ready", "Complete"
 DEPENDS_ON_STATUSES = (DEPENDS_ON_READY, DEPENDS_ON_COMPLETE)
@@ -68,6 +95,40 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LEGACY_JOB_NAME_LABEL = "job-name"
 JOB_NAME_LABELS = (JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL)
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+# ----------------------------------------------------------------------------------------------------
+# The two kinds of workload a run submits, described once: a JobSet, or a gang Job (an Indexed Job whose
+# pods start and fail together). Code that treats them differently asks the descriptor, not `kind == "JobSet"`.
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """What the API and the controllers say of one kind of workload: where it is served (group, version,
+    plural), the label its members (child Jobs, pods) carry with its name, and the label that numbers its
+    in-cluster restarts (None: a gang Job has no restart of its own; the Job controller replaces pods)."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    member_label: str  # on every child Job and pod, naming the workload
+    restart_label: str | None  # on every child Job and pod: which in-cluster restart made it
+    has_child_jobs: bool  # its pods belong to child Jobs (a JobSet), or to the workload itself (a gang Job)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def resource(self) -> str:
+        """`<plural>.<group>`, as RBAC and `kubectl get` name it."""
+        return f"{self.plural}.{self.group}"
+
+
+JOBSET = WorkloadKind(JOBSET_KIND, JOBSET_API_GROUP, JOBSET_API_VERSION_NAME, JOBSET_PLURAL, JOBSET_NAME_LABEL,
+                      RESTART_ATTEMPT_LABEL, has_child_jobs=True)
+GANG_JOB = WorkloadKind(JOB_KIND, BATCH_API_GROUP, "v1", "jobs", JOB_NAME_LABEL, None, has_child_jobs=False)
+WORKLOAD_KINDS = {JOBSET.kind: JOBSET, GANG_JOB.kind: GANG_JOB}
 
 # ----------------------------------------------------------------------------------------------------
 # Finalizers
@@ -97,6 +158,33 @@ SPOT_CAPACITY_KEYS = (
     "karpenter.sh/capacity-type",
     "kubernetes.azure.com/scalesetpriority",
 )
+
+# ----------------------------------------------------------------------------------------------------
+# Pod and Job spec values (kubernetes pkg/apis/core/types.go, pkg/apis/batch/types.go)
+
+RESTART_POLICY_NEVER = "Never"  # core RestartPolicyNever: the Job controller, not the kubelet, replaces a pod
+RESTART_POLICY_ON_FAILURE = "OnFailure"
+COMPLETION_MODE_INDEXED = "Indexed"  # batch IndexedCompletion: one pod per completion index
+COMPLETION_MODE_NON_INDEXED = "NonIndexed"
+# Taint effects (core TaintEffect) and the operators of tolerations and node selector requirements
+TAINT_NO_SCHEDULE, TAINT_NO_EXECUTE, TAINT_PREFER_NO_SCHEDULE = "NoSchedule", "NoExecute", "PreferNoSchedule"
+TOLERATION_EXISTS, TOLERATION_EQUAL = "Exists", "Equal"
+OPERATOR_IN, OPERATOR_EXISTS, OPERATOR_DOES_NOT_EXIST, OPERATOR_GT, OPERATOR_LT = "In", "Exists", "DoesNotExist", "Gt", "Lt"
+# Deletion propagation (apimachinery metav1.DeletionPropagation)
+PROPAGATION_BACKGROUND, PROPAGATION_FOREGROUND, PROPAGATION_ORPHAN = "Background", "Foreground", "Orphan"
+# Event types (core EventTypeNormal, EventTypeWarning)
+EVENT_TYPE_NORMAL, EVENT_TYPE_WARNING = "Normal", "Warning"
+# Who reports an event (`reportingComponent`, `source.component`): kube-scheduler's default profile
+# (pkg/scheduler/apis/config DefaultSchedulerName), the kubelet, the Job controller (job_controller.go), the
+# JobSet controller (jobset main.go's event recorder)
+DEFAULT_SCHEDULER = "default-scheduler"
+KUBELET_COMPONENT = "kubelet"
+JOB_CONTROLLER_COMPONENT = "job-controller"
+JOBSET_CONTROLLER_COMPONENT = "jobset"
+# events.k8s.io actions: the scheduler's (schedule_one.go "Scheduling", "Binding"; preemption.go "Preempting")
+# and the JobSet controller's
+ACTION_SCHEDULING, ACTION_BINDING, ACTION_PREEMPTING = "Scheduling", "Binding", "Preempting"
+ACTION_RECONCILING = "Reconciling"
 
 # ----------------------------------------------------------------------------------------------------
 # Condition types
@@ -203,6 +291,9 @@ POD_REASON_UNEXPECTED_ADMISSION = "UnexpectedAdmissionError"  # pkg/kubelet/life
 POD_REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"  # activeDeadlineSeconds, pkg/kubelet/kubelet_pods.go
 POD_REASON_OUT_OF_PREFIX = "OutOf"  # OutOfcpu, OutOfmemory...: admission, pkg/kubelet/lifecycle/predicate.go
 POD_REASON_UNSCHEDULABLE = "Unschedulable"  # pkg/apis/core/types.go PodReasonUnschedulable
+# How `kubectl get pods` shows a pod whose deletion the kubelet never confirmed (kubectl's printer): the
+# diagnosis's reason for a pod stuck that way on a node that stopped reporting.
+REASON_STUCK_TERMINATING = "Terminating"
 NODE_SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 NODE_SHUTDOWN_ADMISSION_MESSAGE = "Pod was rejected as the node is shutting down."
 # Ready/ContainersReady reasons (pkg/kubelet/status/generate.go)
@@ -309,8 +400,8 @@ FAILURE_POLICY_ACTION_SUFFIX = "FailurePolicyAction"  # jobset failure_policy.go
 INVOLVED_OBJECT_NAME_FIELD = "involvedObject.name"  # an Event field the API server selects on (core/v1 conversion)
 
 # ----------------------------------------------------------------------------------------------------
-# GPU hardware and fabric faults, as the pod's log tail, the node's events and conditions say them.
-#
+# Nodes and container logs
+
 # The kubelet keeps a failing container's log tail as its termination message under FallbackToLogsOnError:
 # the last 80 lines, cut to their last 2048 bytes (pkg/kubelet/container/runtime.go
 # MaxContainerTerminationMessageLogLines / MaxContainerTerminationMessageLogLength, read by
@@ -318,143 +409,6 @@ INVOLVED_OBJECT_NAME_FIELD = "involvedObject.name"  # an Event field the API ser
 # the first line may be cut). A message written to terminationMessagePath wins and keeps 4096 bytes.
 TERMINATION_MESSAGE_LOG_LINES = 80
 TERMINATION_MESSAGE_LOG_BYTES = 2048
-
-# PyTorch c10/cuda/CUDAException.cpp c10_cuda_check_implementation: "CUDA error: " + cudaGetErrorString(err),
-# then the help lines of c10/cuda/CUDAMiscFunctions.cpp and CUDADeviceAssertionHost.cpp. Raised as
-# `torch.AcceleratorError` (a RuntimeError) since PyTorch 2.8, as `RuntimeError` before.
-CUDA_ERROR_PREFIX = "CUDA error: "
-# The lines PyTorch adds after the error: hints, never the error itself (the summary skips them).
-TORCH_CUDA_HINT_PREFIXES = (
-    "CUDA kernel errors might be asynchronously reported at some other API call",  # get_cuda_async_error_suffix
-    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-    "For more detailed error information, run with CUDA_LOG_FILE=stderr",
-    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",  # c10_retrieve_device_side_assertion_info
-    "Device-side assertion tracking was not enabled by user.",
-    "Device-side assertions were explicitly omitted for this error check",
-    "Search for `cuda",  # get_cuda_error_help: "Search for `cudaErrorX' in https://docs.nvidia.com/..."
-)
-# Lines that frame an error without saying it: c10 backtraces ("Exception raised from c10_cuda_check_implementation
-# at ...", "frame #0: ..."), libstdc++'s verbose terminate handler.
-ERROR_FRAMING_PREFIXES = ("Exception raised from ", "frame #", "terminate called after throwing an instance of")
-# torch/distributed/elastic/multiprocessing/errors: what torchrun prints after its worker died (a report of the
-# worker's exit code, not its error); the worker's own last words are above it.
-TORCH_ELASTIC_CHILD_FAILED = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
-TORCH_ELASTIC_TRACEBACK = "traceback :"
-# The prefixes PyTorch's c10 logging puts before a distributed error ("[rank5]:[E628 11:53:47.544493410
-# ProcessGroupNCCL.cpp:2197] [PG ID 0 PG GUID 0(default_pg) Rank 5] Process group watchdog thread terminated with
-# exception: ..."; ProcessGroupNCCL::createLogPrefix and the watchdog's exit message): the error follows them.
-TORCH_LOG_PREFIX_PATTERN = (
-    r"^(?:\[rank\d+\]:)?\[[EWIF]\d{4} [0-9:.]+ [^\]]+\] (?:\[PG ID [^\]]*Rank \d+\] )?"
-    r"(?:Process group watchdog thread terminated with exception: )?"
-)
-# cudaGetErrorString texts (CUDA runtime, driver_types.h cudaError enum; quoted by PyTorch after CUDA_ERROR_PREFIX)
-CUDA_ECC_UNCORRECTABLE = "uncorrectable ECC error encountered"  # cudaErrorECCUncorrectable (214)
-CUDA_NVLINK_UNCORRECTABLE = "uncorrectable NVLink error detected during the execution"  # cudaErrorNvlinkUncorrectable (220)
-CUDA_LAUNCH_FAILURE = "unspecified launch failure"  # cudaErrorLaunchFailure (719): a bug (Xid 13/31) or a lost GPU (Xid 79)
-CUDA_ILLEGAL_ADDRESS = "an illegal memory access was encountered"  # cudaErrorIllegalAddress (700)
-CUDA_ASSERT = "device-side assert triggered"  # cudaErrorAssert (710): a kernel's assertion, the program's own
-CUDA_OUT_OF_MEMORY = "out of memory"  # cudaErrorMemoryAllocation (2)
-CUDA_INVALID_DEVICE = "invalid device ordinal"  # cudaErrorInvalidDevice (101): asks for a GPU it was not given
-CUDA_NO_KERNEL_IMAGE = "no kernel image is available for execution on the device"  # cudaErrorNoKernelImageForDevice (209)
-CUDA_NO_DEVICE = "no CUDA-capable device is detected"  # cudaErrorNoDevice (100)
-CUDA_DEVICES_UNAVAILABLE = "CUDA-capable device(s) is/are busy or unavailable"  # cudaErrorDevicesUnavailable (46)
-CUDA_UNKNOWN_ERROR = "unknown error"  # cudaErrorUnknown (999)
-CUDA_SYSTEM_NOT_READY = "system not yet initialized"  # cudaErrorSystemNotReady (802)
-# CUDA errors that are the program's own whatever the node says: its sizing, its assertions, its build.
-CUDA_PROGRAM_ERRORS = (CUDA_ASSERT, CUDA_OUT_OF_MEMORY, CUDA_INVALID_DEVICE, CUDA_NO_KERNEL_IMAGE)
-# c10/cuda/CUDACachingAllocator.cpp: `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 ...`
-TORCH_OOM_PREFIX = "CUDA out of memory. Tried to allocate "
-# NVML nvmlErrorString(NVML_ERROR_GPU_IS_LOST), also what nvidia-smi says of a GPU that fell off the bus:
-# "Unable to determine the device handle for GPU0000:01:00.0: GPU is lost. Reboot the system to recover this GPU"
-NVML_GPU_IS_LOST = "GPU is lost"
-
-# PyTorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp WorkNCCL::checkTimeout:
-# "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1,
-# NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out." (a DistBackendError)
-TORCH_WATCHDOG_TIMEOUT = "Watchdog caught collective operation timeout"
-# NCCLUtils.cpp getNcclErrorDetailStr for ncclRemoteError (NCCL >= 2.13): what every peer of a lost rank prints
-NCCL_REMOTE_ERROR_TEXT = "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."
-NCCL_REMOTE_ERROR_STRING = "remote process exited or there was a network error"  # NCCL src/init.cc ncclGetErrorString
-# NCCL 2.21 src/misc/socket.cc (both return ncclRemoteError): a peer closed the connection, or recv failed
-NCCL_SOCKET_CLOSED = "socketProgress: Connection closed by remote peer"
-NCCL_SOCKET_RECV_FAILED = "socketProgressOpt: Call to recv from"
-# NCCL src/transport/net_ib.cc: the rank whose InfiniBand/RoCE work request completed in error. 2.20-2.21:
-# "NET/IB : Got completion from peer %s with status=%d opcode=%d len=%d vendor err %d (%s)...";
-# 2.18-2.19: "... with error %d, opcode %d, ..."; 2.22+: "NET/IB: Got completion ..." (no space), 2.27+
-# "with status=%s(%d)". The peer is printed as host<port>.
-NCCL_IB_COMPLETION_PATTERN = (
-    r"NET/IB ?: Got completion from peer (?P<peer>\S+) with (?:status=|error )(?:(?P<name>[A-Z_]+)\()?(?P<status>\d+)"
-)
-# net_ib.cc asynchronous device events: 2.18-2.19 "NET/IB : Got async event : %s"; 2.20-2.22
-# "NET/IB : %s:%d Got async event : %s"; 2.23+ "NET/IB : %s:%d async fatal event: %s" and "... Got async error
-# event: %s". The text is ibv_event_type_str (rdma-core libibverbs/enum_strs.c).
-NCCL_IB_ASYNC_PATTERN = r"NET/IB ?: (?:(?P<device>\S+):\d+ )?(?:Got async (?:error )?event|async fatal event)[^:]*: (?P<event>[^\n(]+)"
-# ibv_event_type_str texts that mean the adapter or its port failed (the others: a GID table change, an SM change...)
-IB_FAULT_EVENTS = ("local catastrophic error", "port error", "CQ error", "SRQ catastrophic error",
-                   "local work queue catastrophic error")
-# rdma-core libibverbs/enum_strs.c ibv_wc_status_str, by the status number NCCL prints (include/ibvcore.h order)
-IB_WC_STATUS = {
-    4: "local protection error",
-    5: "Work Request Flushed Error",
-    10: "remote access error",
-    12: "transport retry counter exceeded",
-    13: "RNR retry counter exceeded",
-    19: "fatal error",
-    20: "response timeout error",
-}
-
-# The NVIDIA driver's Xid line in the kernel log (open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/kernel_rc.c
-# krcReportXid): "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
-# (newer drivers leave out pid= and name= when no process is known; MIG adds " GPU-I:%02u").
-XID_LINE_PATTERN = r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]*\): (?P<xid>\d+),"
-# The driver's older words for Xid 79 (kernel-open/nvidia/nv.c): "NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: ...)
-# installed in this system has fallen off the bus and is not responding to commands."
-NVRM_FALLEN_OFF_BUS = "fallen off the bus and is not responding to commands"
-XID_FALLEN_OFF_BUS = 79
-# NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors, Xid-Catalog.xlsx): the Xids whose immediate action is
-# a GPU reset, a node reboot, a drain or the NVLink workflow, i.e. the GPU or its node is at fault, with what
-# failed. Application Xids (13, 31, 43, 45, 68, 69: "restart the application"; 109, a context-switch timeout, is
-# "reset the GPU" in the catalog but the device plugin ignores it as the application's) and informational ones
-# (63 row-remapping event, 92 high single-bit ECC rate, 121 C2C: "ignore") are not faults of the node.
-FATAL_XIDS = {
-    48: ("GPU", "a double-bit (uncorrectable) ECC error in its memory"),
-    62: ("GPU", "an internal micro-controller halt"),
-    64: ("GPU", "a memory row-remapping failure"),
-    74: ("NVLink", "an NVLink error"),
-    79: ("GPU", "fallen off the bus"),
-    94: ("GPU", "a contained uncorrectable memory error"),
-    95: ("GPU", "an uncontained uncorrectable memory error"),
-    119: ("GPU", "a GSP (GPU system processor) RPC timeout"),
-    120: ("GPU", "a GSP (GPU system processor) error"),
-    140: ("GPU", "an unrecovered ECC error in its memory"),
-    143: ("GPU", "an initialization error"),
-    **{xid: ("NVLink", "an NVLink5 error") for xid in range(144, 151)},
-}
-# k8s-device-plugin internal/rm/health.go ignoredXids: the application Xids that never mark a device unhealthy
-APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 69, 109})
-# GKE's nvidia-gpu-device-plugin (container-engine-accelerators pkg/gpu/nvidia/health_check/health_checker.go):
-# a Warning event on the Node, reason "XIDError", message "Caught XID error, XID=%d"; and the node condition
-# "XidCriticalError" whose reason is a JSON map of the Xids seen ({"79":true}).
-GKE_XID_EVENT_REASON = "XIDError"
-GKE_XID_EVENT_PATTERN = r"Caught XID error, XID=(?P<xid>\d+)"
-GKE_XID_EVENT_FORMAT = "Caught XID error, XID={xid}"
-GKE_GPU_DEVICE_PLUGIN = "nvidia-gpu-device-plugin"
-GKE_XID_CONDITION = "XidCriticalError"
-# NVSentinel (platform-connectors process_node_events.go, syslog-health-monitor types.go): a fatal health event is
-# a node condition typed by its check, reason "<check>IsNotHealthy", message "ErrorCode:79 GPU:0 ...".
-NVSENTINEL_GPU_CONDITIONS = {
-    "SysLogsXIDError": "GPU",
-    "SysLogsSXIDError": "NVSwitch",
-    "SysLogsGPUFallenOff": "GPU",
-    "SysLogsNICDriverError": "network adapter",
-}
-NVSENTINEL_UNHEALTHY_SUFFIX = "IsNotHealthy"
-NVSENTINEL_ERROR_CODE_PATTERN = r"ErrorCode:(?P<xid>\d+)"
-# Node taints GPU health tooling sets on a broken GPU (NVSentinel's fault-quarantine documents this one; a site
-# adds its own through a signature, see `RetryPolicy.signatures`).
-GPU_FAULT_TAINT_KEYS = ("nvidia.com/gpu-error",)
-# Extended resources that make a pod a GPU workload, whose failures are worth the nodes' own words
-GPU_RESOURCE_NAMES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
 NODE_KIND = "Node"
 # Node events are recorded in the "default" namespace (client-go tools/record: a cluster-scoped object's events)
 NODE_EVENTS_NAMESPACE = "default"
@@ -464,35 +418,6 @@ INVOLVED_OBJECT_KIND_FIELD = "involvedObject.kind"
 NODE_NAME_FIELD = "metadata.name"
 OPERATOR_NOT_IN = "NotIn"
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # kubelet: the node's well-known hostname label
-
-# The whole lines PyTorch prints after "CUDA error: <cudaGetErrorString>" (c10/cuda/CUDAMiscFunctions.cpp
-# get_cuda_error_help and get_cuda_async_error_suffix with CUDA_LAUNCH_BLOCKING unset; CUDADeviceAssertionHost.cpp
-# c10_retrieve_device_side_assertion_info in a wheel built without TORCH_USE_CUDA_DSA), as the emulations print them.
-TORCH_CUDA_ERROR_HELP_FORMAT = (
-    "Search for `{name}' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information."
-)
-TORCH_CUDA_ASYNC_LINES = (
-    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
-    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-)
-TORCH_CUDA_LOG_FILE_LINE = "For more detailed error information, run with CUDA_LOG_FILE=stderr"
-TORCH_CUDA_DSA_LINE = "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
-# torch/csrc/Exceptions.cpp: PyErr_NewExceptionWithDoc("torch.AcceleratorError", ...), what a CUDA check raises
-TORCH_ACCELERATOR_ERROR = "torch.AcceleratorError"
-# cudaError enum names (driver_types.h), as get_cuda_error_help names them
-CUDA_ERROR_NAMES = {
-    CUDA_ECC_UNCORRECTABLE: "cudaErrorECCUncorrectable",
-    CUDA_NVLINK_UNCORRECTABLE: "cudaErrorNvlinkUncorrectable",
-    CUDA_LAUNCH_FAILURE: "cudaErrorLaunchFailure",
-    CUDA_ILLEGAL_ADDRESS: "cudaErrorIllegalAddress",
-    CUDA_ASSERT: "cudaErrorAssert",
-}
-# get_cuda_async_error_suffix: the errors a kernel reports asynchronously (the stack trace may be elsewhere)
-CUDA_ASYNC_ERRORS = (CUDA_LAUNCH_FAILURE, CUDA_ILLEGAL_ADDRESS, CUDA_ASSERT)
-# GKE's nvidia-gpu-device-plugin (container-engine-accelerators pkg/gpu/nvidia/health_check/health_checker.go
-# NewGPUHealthChecker monitorCriticalXid): the Xids that set the XidCriticalError node condition; the XIDError
-# event is posted for every critical Xid. Its recorder's source is {component: nvidia-gpu-device-plugin}, no host.
-GKE_MONITORED_XIDS = (48, 63, 64, 79, 119, 120, 123, 140)
 
 # A Node as the kubelet registers it: well-known labels (k8s.io/api/core/v1 well_known_labels.go LabelOSStable,
 # LabelArchStable) and the conditions of pkg/kubelet/nodestatus/setters.go (type, status, reason, message).
@@ -515,98 +440,27 @@ SCHEDULER_AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector
 SCHEDULER_PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"  # framework/preemption (unresolvable)
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"  # k8s.io/api/core/v1 TaintNodeUnschedulable
 SCHEDULER_NO_NODES = "no nodes available to schedule pods"  # pkg/scheduler/schedule_one.go ErrNoNodesAvailable
+SCHEDULER_INSUFFICIENT_FORMAT = "Insufficient {resource}"  # plugins/noderesources/fit.go
+SCHEDULER_TOO_MANY_PODS = "Too many pods"  # plugins/noderesources/fit.go ErrReasonTooManyPods
+SCHEDULER_NO_VICTIMS = "No preemption victims found for incoming pod"  # framework/preemption (resolvable, none found)
+# What the cluster writes when it disrupts a pod: the scheduler's preemption (preemption.go: the DisruptionTarget
+# message, then the `Preempted` event on the victim), the Eviction API (registry/core/pod/storage/eviction.go)
+# and the kubelet's node-pressure eviction (pkg/kubelet/eviction/helpers.go evictionMessage).
+PREEMPTION_CONDITION_FORMAT = "{scheduler}: preempting to accommodate a higher priority pod"
+PREEMPTED_MESSAGE_FORMAT = "Preempted by pod {preemptor} on node {node}"
+EVICTION_API_MESSAGE = "Eviction API: evicting"
+NODE_PRESSURE_MESSAGE_FORMAT = "The node was low on resource: {resource}. Threshold quantity: {threshold}, available: {available}. "
+# The kubelet's image pull back-off (pkg/kubelet/images/image_manager.go) with containerd's "not found"
+IMAGE_NOT_FOUND_FORMAT = (
+    'Back-off pulling image "{image}": ErrImagePull: rpc error: code = NotFound desc = failed to pull and '
+    'unpack image "{image}": failed to resolve reference "{image}": {image}: not found'
+)
 
 # ----------------------------------------------------------------------------------------------------
-# This project's own labels and annotations (the ledger kept on the cluster objects)
+# Kueue, and the limits of etcd and Linux
 
-PROJECT_PREFIX = "jobset-plugins.io/"
-RUN_KEY_LABEL = PROJECT_PREFIX + "run-key"
-# On everything a submission makes: a gang Job and, through the templates, a JobSet's child Jobs and every
-# pod. One label selector then finds all of them for the process's shared watches. A separate label from
-# RUN_KEY_LABEL, which marks submissions only (the ledger counts what carries it).
-RUN_MEMBER_LABEL = PROJECT_PREFIX + "run-member"
-ATTEMPT_ANNOTATION = PROJECT_PREFIX + "attempt"
-FREE_ANNOTATION = PROJECT_PREFIX + "free-attempt"
-POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
-OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
-FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
-# On a gang Job run again after its gang failed: every earlier gang restart and its cause (JSON list)
-GANG_RESTARTS_ANNOTATION = PROJECT_PREFIX + "gang-restarts"
-# GangJobSpec.restart: the whole gang again as a fresh Job (coupled ranks), or each index alone (shards)
-RESTART_GANG, RESTART_INDEX = "gang", "index"
-WORKLOAD_CREATED_BY_ANNOTATION = PROJECT_PREFIX + "workload-created-by"  # WorkloadAPI.created_by, on the Job
-GANG_MIN_COUNT_ANNOTATION = PROJECT_PREFIX + "gang-min-count"  # what the gang's PodGroup asks for
-CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
-# On an attempt submitted away from nodes a hardware fault implicated: {node: why} (JSON)
-AVOIDED_NODES_ANNOTATION = PROJECT_PREFIX + "avoided-nodes"
-# An attempt the user threw away to run the task again (Airflow "clear"): kept in the run's history, never
-# counted against the budget, never adopted.
-CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
-# An attempt a process was asked to delete on someone's behalf (a cancelled trigger, a killed worker) and kept,
-# because nobody could say the task had ended: why, and how to remove it.
-KEPT_ANNOTATION = PROJECT_PREFIX + "kept"
-# The engine's own attempt number (Flyte's retry_attempt, Airflow's try within the run) that submitted an attempt:
-# a cleanup on behalf of one engine attempt never deletes what a later one submitted.
-ENGINE_ATTEMPT_ANNOTATION = PROJECT_PREFIX + "engine-attempt"
-EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
-# How `kubectl get pods` shows a pod whose deletion the kubelet never confirmed: the diagnosis's reason for
-# a pod stuck that way on a node that stopped reporting.
-REASON_STUCK_TERMINATING = "Terminating"
-EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
-EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
-RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
-# The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
-FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"
-FATE_KIND, FATE_PLURAL = "Fate", "fates"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # kueue pkg/controller/constants/constants.go JobUIDLabel
 KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")  # Workload versions Kueue serves, newest first
-
-# ----------------------------------------------------------------------------------------------------
-# API server answers
-
-# The RBAC authorizer's denial (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go):
-# `jobsets.jobset.x-k8s.io "a" is forbidden: User "system:serviceaccount:ns:sa" cannot create resource
-# "jobsets" in API group "jobset.x-k8s.io" in the namespace "default"`
-FORBIDDEN_MESSAGE_PATTERN = r'cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
-# Status reasons (apimachinery pkg/apis/meta/v1/types.go StatusReason*) and the HTTP codes they come with
-STATUS_BAD_REQUEST = "BadRequest"
-STATUS_UNAUTHORIZED = "Unauthorized"
-STATUS_FORBIDDEN = "Forbidden"
-STATUS_NOT_FOUND = "NotFound"
-STATUS_METHOD_NOT_ALLOWED = "MethodNotAllowed"
-STATUS_CONFLICT = "Conflict"
-STATUS_EXPIRED = "Expired"
-STATUS_UNSUPPORTED_MEDIA_TYPE = "UnsupportedMediaType"
-STATUS_INVALID = "Invalid"
-STATUS_TOO_MANY_REQUESTS = "TooManyRequests"
-STATUS_INTERNAL_ERROR = "InternalError"
-STATUS_SERVICE_UNAVAILABLE = "ServiceUnavailable"
-STATUS_TIMEOUT = "Timeout"
-STATUS_ALREADY_EXISTS = "AlreadyExists"
-STATUS_REASONS = {
-    400: STATUS_BAD_REQUEST,
-    401: STATUS_UNAUTHORIZED,
-    403: STATUS_FORBIDDEN,
-    404: STATUS_NOT_FOUND,
-    405: STATUS_METHOD_NOT_ALLOWED,
-    409: STATUS_CONFLICT,  # also STATUS_ALREADY_EXISTS, for a create whose name is taken
-    410: STATUS_EXPIRED,
-    415: STATUS_UNSUPPORTED_MEDIA_TYPE,
-    422: STATUS_INVALID,
-    429: STATUS_TOO_MANY_REQUESTS,
-    500: STATUS_INTERNAL_ERROR,
-    503: STATUS_SERVICE_UNAVAILABLE,
-    504: STATUS_TIMEOUT,
-}
-# A 404 for a path no resource serves (apimachinery pkg/api/errors/errors.go NewGenericServerResponse)
-STATUS_MESSAGE_RESOURCE_NOT_FOUND = "the server could not find the requested resource"
-# Field-error causes of an Invalid status (apimachinery pkg/apis/meta/v1/types.go CauseType*)
-CAUSE_FIELD_VALUE_REQUIRED = "FieldValueRequired"
-CAUSE_FIELD_VALUE_INVALID = "FieldValueInvalid"
-CAUSE_FIELD_VALUE_FORBIDDEN = "FieldValueForbidden"
-# The official client logs every response body at DEBUG (kubernetes/client/rest.py): pod specs with their env.
-CLIENT_REST_LOGGER = "kubernetes.client.rest"
-CLIENT_RESPONSE_BODY_LOG = "response body"
 
 # etcd's default --max-request-bytes (1.5 MiB), the largest object the API server can store: a larger create is
 # refused with "etcdserver: request is too large" (etcd server/embed/config.go DefaultMaxRequestBytes).
@@ -617,6 +471,7 @@ ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 # start with "argument list too long" (E2BIG).
 LINUX_MAX_ARG_STRLEN = 32 * 4096
 
-# Our own: the line a `@task.jobset` leader prints its JSON result on (base64), read back from its log. Kept in
-# the pod's log, never shown in a task log or on a terminal, where it would be a blob of noise.
-RESULT_MARKER = "JOBSET_TASK_RESULT "
+# The API server's answers, the hardware vocabulary and this project's own strings, named here too
+from jobset_core.constants.apiserver import *  # noqa: E402, F403
+from jobset_core.constants.hardware import *  # noqa: E402, F403
+from jobset_core.constants.project import *  # noqa: E402, F403

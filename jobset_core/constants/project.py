@@ -1,0 +1,50 @@
+"""This project's own vocabulary: the labels and annotations of the ledger kept on the cluster objects, the
+names of the ConfigMaps a run writes, the offline cluster's Fate kind and the line a task leader's result is on.
+
+Part of the one vocabulary (`jobset_core.constants` names every one of these); kept apart from the upstream
+strings so a reader tells what Kubernetes writes from what this project writes.
+"""
+
+PROJECT_PREFIX = "jobset-plugins.io/"
+RUN_KEY_LABEL = PROJECT_PREFIX + "run-key"
+# On everything a submission makes: a gang Job and, through the templates, a JobSet's child Jobs and every
+# pod. One label selector then finds all of them for the process's shared watches. A separate label from
+# RUN_KEY_LABEL, which marks submissions only (the ledger counts what carries it).
+RUN_MEMBER_LABEL = PROJECT_PREFIX + "run-member"
+ATTEMPT_ANNOTATION = PROJECT_PREFIX + "attempt"
+FREE_ANNOTATION = PROJECT_PREFIX + "free-attempt"
+POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
+OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
+FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
+# On a gang Job run again after its gang failed: every earlier gang restart and its cause (JSON list)
+GANG_RESTARTS_ANNOTATION = PROJECT_PREFIX + "gang-restarts"
+# GangJobSpec.restart: the whole gang again as a fresh Job (coupled ranks), or each index alone (shards)
+RESTART_GANG, RESTART_INDEX = "gang", "index"
+WORKLOAD_CREATED_BY_ANNOTATION = PROJECT_PREFIX + "workload-created-by"  # WorkloadAPI.created_by, on the Job
+GANG_MIN_COUNT_ANNOTATION = PROJECT_PREFIX + "gang-min-count"  # what the gang's PodGroup asks for
+CANCELLED_ANNOTATION = PROJECT_PREFIX + "cancelled"
+# On an attempt submitted away from nodes a hardware fault implicated: {node: why} (JSON)
+AVOIDED_NODES_ANNOTATION = PROJECT_PREFIX + "avoided-nodes"
+# An attempt the user threw away to run the task again (Airflow "clear"): kept in the run's history, never
+# counted against the budget, never adopted.
+CLEARED_ANNOTATION = PROJECT_PREFIX + "cleared"
+# An attempt a process was asked to delete on someone's behalf (a cancelled trigger, a killed worker) and kept,
+# because nobody could say the task had ended: why, and how to remove it.
+KEPT_ANNOTATION = PROJECT_PREFIX + "kept"
+# The engine's own attempt number (Flyte's retry_attempt, Airflow's try within the run) that submitted an attempt:
+# a cleanup on behalf of one engine attempt never deletes what a later one submitted.
+ENGINE_ATTEMPT_ANNOTATION = PROJECT_PREFIX + "engine-attempt"
+EVIDENCE_FINALIZER = PROJECT_PREFIX + "evidence"
+EVIDENCE_CONFIGMAP_SUFFIX = "-evidence"  # ConfigMap `<attempt>-evidence`: the failed pods a watcher kept
+EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
+# Its other data key: a JSON list of the in-cluster restarts' causes as the watcher judged them when it saw
+# each restart (`HistoryEntry.to_dict()` each), kept next to the pods they name.
+EVIDENCE_RESTARTS_KEY = "restarts.json"
+RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
+# The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
+FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"
+FATE_KIND, FATE_PLURAL = "Fate", "fates"
+
+# Our own: the line a `@task.jobset` leader prints its JSON result on (base64), read back from its log. Kept in
+# the pod's log, never shown in a task log or on a terminal, where it would be a blob of noise.
+RESULT_MARKER = "JOBSET_TASK_RESULT "

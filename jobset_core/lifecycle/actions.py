@@ -1,0 +1,74 @@
+"""What the one step answers: the action a run takes next (`Action`) and everything the drivers need to take it
+(`Step`), plus what an application said of its own failure (`AppReport`, an input of the step).
+
+Kept apart from `step.assess` so that the endings, the attempts' bookkeeping and the drivers all speak of the
+same answer without importing the decision itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from jobset_core.diagnosis import Diagnosis
+from jobset_core.lifecycle.standing import Progress
+from jobset_core.policy.budget import RetryDecision
+from jobset_core.policy.ledger import Ledger, Submission
+
+
+class Action(StrEnum):
+    WAIT = "wait"
+    SUCCEEDED = "succeeded"
+    END_ATTEMPT = "end-attempt"
+    RESUBMIT = "resubmit"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (Action.SUCCEEDED, Action.FAILED)
+
+
+class Ending(StrEnum):
+    """Why the run ends a live attempt itself (the cluster never would): recorded with what the attempt spent."""
+
+    STUCK = "stuck"  # waiting in a state no controller ever ends (an image that never pulls, unschedulable)
+    OVER_CAP = "over-cap"  # free interruptions passed the user's max_interruptions
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do next. `ended` (END_ATTEMPT) is what the attempt spent, to record before deleting it, and
+    `ending` why the run ends it."""
+
+    action: Action
+    progress: Progress
+    diagnosis: Diagnosis | None = None
+    decision: RetryDecision | None = None
+    ended: Submission | None = None
+    cancelled: bool = False
+    ledger: Ledger = Ledger()  # what the run has spent, the live attempt as observed
+    ending: Ending | None = None
+
+    @property
+    def note(self) -> str:
+        parts = [self.diagnosis.summary] if self.diagnosis is not None else []
+        if self.decision is not None:
+            parts.append(self.decision.reason)
+        return "; ".join(parts)
+
+    @property
+    def free_retry(self) -> bool:
+        """The step decided a retry that spends nothing: the next submission is free."""
+        return self.action is Action.RESUBMIT and self.decision is not None and not self.decision.counted
+
+
+@dataclass(frozen=True)
+class AppReport:
+    """What the application itself reported about its failure, beside its exit code (an engine's error file:
+    flytekit writes one per worker): the exception line, and whether the user marked it recoverable."""
+
+    worker: str
+    line: str
+    code: str
+    recoverable: bool
+    source: str = "the application's error report"

@@ -1,0 +1,126 @@
+"""The one driver core, tenacity-style: a run's course is a generator of commands, and a driver only carries
+them out. The course says what to do next; the drivers differ only in how they wait and look.
+
+A course yields
+- `Look(handle)`: observe the attempt once, now; the answer is the `Observation`;
+- `Wait(seconds=s)`: wait that long (a retry's backoff); `Wait(change=handle)`: wait until the attempt's watch
+  shows something new; the answer is that observation, or None when the watch ended;
+- `Act(call)`: do one piece of I/O the course decided (assess and note a step, end an attempt, submit); the
+  answer is what it returned.
+and returns the run's result. `drive` carries a course out on the calling thread (the runtime's `watch`, a
+blocking sleep); `adrive` on an event loop (`awatch`, `asyncio.sleep`, every other call offloaded to a worker
+thread), so an Airflow triggerer never blocks on the cluster. One watch is open at a time: it stays open across
+the waits for its handle and the acts that note what it showed, and is closed before anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from jobset_core.lifecycle.contract import Handle, Observation, Runtime
+from jobset_core.offload import offload
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Look:
+    """Observe `handle` once, now."""
+
+    handle: Handle
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Wait `seconds`, or until the watch of `change` shows something new."""
+
+    seconds: float = 0.0
+    change: Handle | None = None
+
+
+@dataclass(frozen=True)
+class Act:
+    """Do `call`. `noting`: it notes what the open watch just showed, so the watch stays open across it."""
+
+    call: Callable[[], Any]
+    noting: bool = False
+
+
+Command = Look | Wait | Act
+Course = Generator[Command, Any, T]
+
+
+def _keeps_watch(command: Command, watched: Handle | None) -> bool:
+    if isinstance(command, Act):
+        return command.noting
+    return isinstance(command, Wait) and command.change is not None and watched is not None and command.change.name == watched.name
+
+
+def drive(course: Course[T], runtime: Runtime, sleep: Callable[[float], None]) -> T:
+    """Carry `course` out on this thread."""
+    watch: Iterator[Observation] | None = None
+    watched: Handle | None = None
+    answer: Any = None
+    try:
+        while True:
+            try:
+                command = course.send(answer)
+            except StopIteration as done:
+                return done.value
+            if watch is not None and not _keeps_watch(command, watched):
+                watch.close()  # type: ignore[attr-defined]
+                watch = None
+            if isinstance(command, Look):
+                answer = runtime.observe(command.handle)
+            elif isinstance(command, Act):
+                answer = command.call()
+            elif command.change is not None:
+                if watch is None:
+                    watch, watched = runtime.watch(command.change), command.change
+                answer = next(watch, None)
+                if answer is None:  # the watch ended by itself: nothing left to close
+                    watch = None
+            else:
+                sleep(command.seconds)
+                answer = None
+    finally:
+        if watch is not None:
+            watch.close()  # type: ignore[attr-defined]
+        course.close()
+
+
+async def adrive(course: Course[T], runtime: Runtime) -> T:
+    """Carry `course` out on the running event loop; cancelling the awaiting task stops the watch."""
+    watch: AsyncIterator[Observation] | None = None
+    watched: Handle | None = None
+    answer: Any = None
+    try:
+        while True:
+            try:
+                command = course.send(answer)
+            except StopIteration as done:
+                return done.value
+            if watch is not None and not _keeps_watch(command, watched):
+                await watch.aclose()  # type: ignore[attr-defined]
+                watch = None
+            if isinstance(command, Look):
+                answer = await offload(runtime.observe, command.handle)
+            elif isinstance(command, Act):
+                answer = await offload(command.call)
+            elif command.change is not None:
+                if watch is None:
+                    watch, watched = runtime.awatch(command.change), command.change
+                try:  # not anext(watch, None): its wrapper does not pass a cancel on to the generator cleanly
+                    answer = await watch.__anext__()
+                except StopAsyncIteration:
+                    answer, watch = None, None
+            else:
+                await asyncio.sleep(command.seconds)
+                answer = None
+    finally:
+        if watch is not None:
+            await watch.aclose()  # type: ignore[attr-defined]
+        course.close()

@@ -1,0 +1,249 @@
+"""The objects of a run on the API server: the REST mapping from kinds to the official client's calls.
+
+Every call goes through the one retry policy (`ApiRetry`); a 404 is an answer where an object may be gone
+(a read, a delete) and an explained error where it cannot be (a create: a missing namespace or CRD). The rest
+of the runtime reads and writes JSON dicts, never the client's models.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from jobset_core import constants as c
+from jobset_core import evidence as ev
+from jobset_core.lifecycle.contract import Handle
+from jobset_core.runtimes.kube.api_errors import KubeApiError, explain_api_error
+from jobset_core.runtimes.kube.client import ApiRetry
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+PLURALS = {
+    **{kind.kind: kind.plural for kind in c.WORKLOAD_KINDS.values()},
+    c.POD_GROUP_KIND: "podgroups",
+    c.WORKLOAD_KIND: "workloads",
+    c.SERVICE_KIND: "services",
+    c.CONFIG_MAP_KIND: "configmaps",
+}
+# Served API versions are asked once a minute at most: a submission asks twice, and they change with an upgrade.
+DISCOVERY_SECONDS = 60.0
+
+
+def group_version(api_version: str) -> tuple[str, str]:
+    if "/" in api_version:
+        group, version = api_version.split("/", 1)
+        return group, version
+    return "", api_version
+
+
+def main_api_version(handle: Handle) -> str:
+    """The apiVersion of an attempt's object (a JobSet, or a gang Job)."""
+    return c.WORKLOAD_KINDS[handle.kind].api_version
+
+
+def pod_selector(handle: Handle) -> str:
+    """The label the controllers put on an attempt's pods."""
+    return f"{c.WORKLOAD_KINDS[handle.kind].member_label}={handle.name}"
+
+
+class KubeObjects:
+    """Create, read, patch, delete and list the objects of runs, through one client and one retry policy."""
+
+    def __init__(self, api_client: client.ApiClient, retry: ApiRetry) -> None:
+        self.api_client = api_client
+        self.retry = retry
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self._discovered: dict[str, tuple[float, list[str]]] = {}
+
+    def sanitize(self, obj: Any) -> Any:
+        return self.api_client.sanitize_for_serialization(obj)
+
+    # ----- one object -----------------------------------------------------------------------------------
+
+    def create(self, obj: Obj) -> Obj:
+        """Create one object; a 404 here is never an answer (missing namespace or CRD): explain it."""
+        ns = obj["metadata"]["namespace"]
+        kind = obj["kind"]
+        group, version = group_version(obj["apiVersion"])
+        try:
+            if obj["apiVersion"] == c.CORE_API_VERSION:
+                method = {c.SERVICE_KIND: self.core.create_namespaced_service,
+                          c.CONFIG_MAP_KIND: self.core.create_namespaced_config_map}[kind]
+                return self.sanitize(self.retry.call(method, ns, obj))
+            return self.retry.call(
+                self.custom.create_namespaced_custom_object, group=group, version=version, namespace=ns, plural=PLURALS[kind], body=obj
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            raise explain_api_error(exc, ("create", PLURALS[kind], group)) from None
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str) -> Obj | None:
+        """One object by name, or None when it does not exist."""
+        try:
+            if api_version == c.CORE_API_VERSION:
+                method = {c.SERVICE_KIND: self.core.read_namespaced_service, c.CONFIG_MAP_KIND: self.core.read_namespaced_config_map,
+                          c.POD_KIND: self.core.read_namespaced_pod}[kind]
+                return self.sanitize(self.retry.call(method, name, namespace))
+            group, version = group_version(api_version)
+            found = self.retry.call(
+                self.custom.get_namespaced_custom_object, group=group, version=version, namespace=namespace, plural=PLURALS[kind], name=name
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        found.setdefault("kind", kind)
+        return found
+
+    def read_main(self, handle: Handle) -> Obj | None:
+        """An attempt's JobSet or gang Job, or None when it is gone."""
+        return self.get(main_api_version(handle), handle.kind, handle.name, handle.namespace)
+
+    def patch(self, obj: Mapping[str, Any], patch: Any) -> None:
+        meta = obj["metadata"]
+        if obj["apiVersion"] == c.CORE_API_VERSION:
+            method = {c.SERVICE_KIND: self.core.patch_namespaced_service, c.CONFIG_MAP_KIND: self.core.patch_namespaced_config_map,
+                      c.POD_KIND: self.core.patch_namespaced_pod}[obj["kind"]]
+            self.retry.call(method, meta["name"], meta["namespace"], patch)
+            return
+        group, version = group_version(obj["apiVersion"])
+        self.retry.call(
+            self.custom.patch_namespaced_custom_object, group=group, version=version, namespace=meta["namespace"],
+            plural=PLURALS[obj["kind"]], name=meta["name"], body=patch,
+        )
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str,
+               propagation: str = c.PROPAGATION_FOREGROUND) -> None:
+        """Delete one object; one already gone is not an error."""
+        options = client.V1DeleteOptions(propagation_policy=propagation)
+        try:
+            if api_version == c.CORE_API_VERSION:
+                method = {c.SERVICE_KIND: self.core.delete_namespaced_service,
+                          c.CONFIG_MAP_KIND: self.core.delete_namespaced_config_map}[kind]
+                self.retry.call(method, name, namespace, body=options)
+                return
+            group, version = group_version(api_version)
+            self.retry.call(
+                self.custom.delete_namespaced_custom_object, group=group, version=version, namespace=namespace,
+                plural=PLURALS[kind], name=name, body=options,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def put_config_map(self, body: Obj) -> None:
+        """Create a ConfigMap, or replace the data of the one of that name."""
+        meta = body["metadata"]
+        try:
+            self.retry.call(self.core.create_namespaced_config_map, meta["namespace"], body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.retry.call(self.core.patch_namespaced_config_map, meta["name"], meta["namespace"], {"data": body["data"]})
+
+    # ----- lists ----------------------------------------------------------------------------------------
+
+    def pods(self, namespace: str, label_selector: str | None = None, field_selector: str | None = None) -> list[Obj]:
+        kwargs = {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
+        return self.sanitize(self.retry.call(self.core.list_namespaced_pod, namespace, **kwargs).items)
+
+    def events(self, namespace: str | None, field_selector: str | None) -> list[Obj]:
+        """Events selected by the server, or (no selector) the namespace's, from the API server's watch cache
+        (`resourceVersion=0`, as a reflector's first list)."""
+        if field_selector is None:
+            call = functools.partial(self.core.list_namespaced_event, namespace, resource_version="0")
+        else:
+            call = functools.partial(self.core.list_namespaced_event, namespace, field_selector=field_selector)
+        items = self.sanitize(self.retry.call(call).items)
+        for item in items:
+            item.setdefault("kind", c.EVENT_KIND)
+        return items
+
+    def events_of(self, obj: Mapping[str, Any]) -> list[Obj]:
+        """The events of one object, by kind and name."""
+        selector = f"involvedObject.kind={obj.get('kind')},involvedObject.name={ev.name_of(obj)}"
+        return self.events(ev.meta(obj).get("namespace"), selector)
+
+    def child_jobs(self, handle: Handle) -> list[Obj]:
+        """A JobSet's Jobs, by the label its controller puts on them."""
+        job = c.GANG_JOB  # a child Job is served where a gang Job is
+        listing = self.retry.call(
+            self.custom.list_namespaced_custom_object, group=job.group, version=job.version, namespace=handle.namespace,
+            plural=job.plural, label_selector=f"{c.JOBSET.member_label}={handle.name}",
+        )
+        items = listing.get("items", [])
+        for item in items:
+            item.setdefault("kind", job.kind)
+        return items
+
+    def kueue_workloads(self, main: Mapping[str, Any]) -> list[Obj]:
+        """Kueue's Workload for a queued JobSet/Job: its Evicted condition says why it was suspended."""
+        if not ev.labels_of(main).get(c.KUEUE_QUEUE_LABEL):
+            return []
+        selector = f"{c.KUEUE_JOB_UID_LABEL}={ev.meta(main).get('uid')}"
+        for version in c.KUEUE_API_VERSIONS:
+            try:
+                listing = self.retry.call(
+                    self.custom.list_namespaced_custom_object, group=c.KUEUE_API_GROUP, version=version,
+                    namespace=ev.meta(main).get("namespace"), plural="workloads", label_selector=selector,
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue  # this version is not served (or Kueue is not installed)
+                raise
+            except KubeApiError as exc:
+                log.debug("Kueue workloads not readable: %s", exc)
+                return []
+            return [{"kind": c.WORKLOAD_KIND, **item} for item in listing.get("items", [])]
+        return []
+
+    def find(self, run_key: str, namespace: str) -> list[Obj]:
+        """Every JobSet and Job of one run (the ledger), across attempts."""
+        selector = f"{c.RUN_KEY_LABEL}={run_key}"
+        out: list[Obj] = []
+        for kind in c.WORKLOAD_KINDS.values():
+            try:
+                listing = self.retry.call(
+                    self.custom.list_namespaced_custom_object, group=kind.group, version=kind.version, namespace=namespace,
+                    plural=kind.plural, label_selector=selector,
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            for item in listing.get("items", []):
+                item.setdefault("kind", kind.kind)
+                item.setdefault("apiVersion", kind.api_version)
+                out.append(item)
+        return out
+
+    # ----- discovery ------------------------------------------------------------------------------------
+
+    def served_versions(self, group: str) -> list[str]:
+        """The `group/version`s the API server serves for `group`, preferred first (API discovery, kept for
+        `DISCOVERY_SECONDS`)."""
+        now = time.monotonic()
+        kept = self._discovered.get(group)
+        if kept is not None and now - kept[0] < DISCOVERY_SECONDS:
+            return list(kept[1])
+        versions = self._discover(group)
+        self._discovered[group] = (now, versions)
+        return list(versions)
+
+    def _discover(self, group: str) -> list[str]:
+        groups = self.retry.call(client.ApisApi(self.api_client).get_api_versions)
+        for found in groups.groups or []:
+            if found.name == group:
+                preferred = found.preferred_version.group_version if found.preferred_version else None
+                versions = [v.group_version for v in found.versions or []]
+                return sorted(versions, key=lambda v: v != preferred)
+        return []

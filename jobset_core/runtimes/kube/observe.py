@@ -1,0 +1,320 @@
+"""Observing an attempt on a cluster: a direct look, or a tracker fed by the shared streams; both end in `assemble`.
+
+A direct look reads the object, its pods by label, its Jobs, Kueue's Workload and the events of its members
+(one list of the namespace's events from the watch cache when there are more than a couple of members, so a
+look costs the same for 5 pods or 500). A tracker keeps the same objects as the shared streams deliver them
+and reads the events from the streams' cache. What each found goes through the one assembler
+(`lifecycle.assemble`), with the evidence keeper's records of the pods already gone and of the restarts'
+causes, so a watch, a poll and `jobset explain` of the same moment see the same facts.
+
+At a decision (an attempt that failed, or whose restart count moved) the observer also reads the node facts
+of a GPU workload (`nodes.py`), stores what the keeper holds before the decision is taken, and keeps the
+cause of every new in-cluster restart as the run's own diagnosis tells it (`note_restart_causes`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobset_core import clock
+from jobset_core import constants as c
+from jobset_core import evidence as ev
+from jobset_core.lifecycle.assemble import (
+    assemble,
+    diagnose_observation,
+    members,
+    submitted_policy,
+    with_kept,
+)
+from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled, state_of
+from jobset_core.policy.kinds import FailureKind
+from jobset_core.runtimes.kube.api_errors import KubeApiError
+from jobset_core.runtimes.kube.keeper import EvidenceKeeper
+from jobset_core.runtimes.kube.nodes import NodeFacts, NodeReader, failed_pod_nodes, gpu_workload
+from jobset_core.runtimes.kube.objects import KubeObjects, pod_selector
+from jobset_core.runtimes.kube.streams import Subscription
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+# A direct look reads the events of its members one field-selected list each up to this many, else one
+# list of the namespace's events (from the watch cache), kept here for its members.
+EVENT_LISTS_PER_LOOK = 2
+# A gang torn down by a restart fails pod by pod within moments: its failures are stored in one write this
+# long after the first, not one write each (a decision, or the end of the watch, stores them at once).
+EVIDENCE_FLUSH_SECONDS = 0.5
+# While a restart's cause is not found yet (its Job's failure event may arrive after the restart itself), the
+# watch diagnoses again when new events came, but not more often than this: a gang's events come in floods.
+CAUSE_RETRY_SECONDS = 2.0
+
+
+class Observer:
+    """Builds observations of attempts for one runtime: its objects, its evidence keeper, its node reader."""
+
+    def __init__(self, objects: KubeObjects, keeper: EvidenceKeeper, nodes: NodeReader) -> None:
+        self.objects = objects
+        self.keeper = keeper
+        self.nodes = nodes
+
+    def look(self, handle: Handle) -> Observation:
+        """A direct look: everything read now (the evidence keeper's records included), then assembled."""
+        main = self.objects.read_main(handle)
+        self.keeper.load(handle)
+        pods = self.objects.pods(handle.namespace, pod_selector(handle))
+        if [pod for pod in pods if self.keeper.on_pod(handle, pod)]:
+            self.keeper.store(handle, main)
+        has_jobs = c.WORKLOAD_KINDS[handle.kind].has_child_jobs
+        jobs = self.objects.child_jobs(handle) if main is not None and has_jobs else []
+        workloads = self.objects.kueue_workloads(main) if main is not None else []
+        kept = self.keeper.pods(handle)
+        names = members(handle.name, main, jobs, with_kept(pods, kept), workloads)
+        seen = self.assemble(handle, main, jobs=jobs, pods=pods, events=self.events_named(handle.namespace, names),
+                             workloads=workloads, decision=True)
+        if self.note_restart_causes(handle, seen):
+            self.keeper.store(handle, main)
+        self.keeper.forget(handle)
+        return seen
+
+    def assemble(self, handle: Handle, main: Mapping[str, Any] | None, *, jobs: Sequence[Obj] = (),
+                 pods: Iterable[Obj] = (), events: Iterable[Obj] = (), workloads: Sequence[Obj] = (),
+                 decision: bool = False, cancelled: bool = False) -> Observation:
+        """The observation of what was read, with what the keeper holds (and, at a decision, the node facts)."""
+        pods, kept = list(pods), self.keeper.pods(handle)
+        facts = self.node_facts(handle, main, with_kept(pods, kept)) if decision else NodeFacts()
+        return assemble(handle.name, main, jobs=jobs, pods=pods, kept=kept, events=[*events, *facts.events],
+                        workloads=workloads, nodes=facts.nodes, restart_causes=self.keeper.causes(handle),
+                        cancelled=cancelled)
+
+    def node_facts(self, handle: Handle, main: Mapping[str, Any] | None, pods: list[Obj]) -> NodeFacts:
+        """For a GPU workload with failed pods: the Nodes they ran on and those Nodes' events (`nodes.py`);
+        nothing, without a request, for anything else."""
+        if main is None or not gpu_workload(main, pods):
+            return NodeFacts()
+        failed, nodes = failed_pod_nodes(pods)
+        if not nodes:
+            return NodeFacts()
+        return self.nodes.facts((handle.namespace, handle.name), failed, nodes)
+
+    def events_named(self, namespace: str, names: Iterable[str]) -> list[Obj]:
+        """The events of these objects. A few: one server-selected list each; more: one list of the namespace's
+        events, kept here for these objects, so that a look costs the same for 3 pods or 3,000."""
+        wanted = sorted(set(names))
+        if len(wanted) > EVENT_LISTS_PER_LOOK:
+            return self.objects.events(namespace, None)
+        return [event for name in wanted for event in self.objects.events(namespace, f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}")]
+
+    def note_restart_causes(self, handle: Handle, seen: Observation) -> bool:
+        """Keep the cause of each in-cluster restart not kept yet, as the run's own diagnosis tells it now
+        (with the policy the workload was submitted with); True when one was new. Diagnosed only while a
+        restart lacks its cause, so a look at an attempt whose causes are kept costs nothing more."""
+        main = seen.main
+        if self.keeper.read_only or main is None or main.get("kind") != c.JOBSET_KIND:
+            return False
+        restarts = ev.count((main.get("status") or {}).get("restarts"))
+        known = self.keeper.known_restarts(handle)
+        if all(number in known for number in range(1, restarts + 1)):
+            return False
+        history = diagnose_observation(seen, submitted_policy(main), clock.utcnow()).history
+        found = [h.to_dict() for h in history if h.restart is not None and h.restart not in known and h.kind is not FailureKind.UNKNOWN]
+        return self.keeper.keep_causes(handle, found)
+
+
+@dataclass(frozen=True)
+class _Workloads:
+    """Kueue's Workloads of an attempt (not streamed), and the object's resourceVersion when they were listed."""
+
+    items: list[Obj] = field(default_factory=list)
+    resource_version: str = ""
+
+
+class Tracker:
+    """One attempt as the shared streams show it: the object, its Jobs and live pods, and the events of its
+    members from the streams' cache; observations are built by the same `Observer` as a direct look."""
+
+    def __init__(self, observer: Observer, handle: Handle) -> None:
+        self.observer = observer
+        self.keeper = observer.keeper
+        self.handle = handle
+        self.main: Obj | None = None
+        self.pods: dict[str, Obj] = {}
+        self.jobs: dict[str, Obj] = {}
+        self.events: Subscription | None = None
+        self.workloads = _Workloads()
+        self._synced: set[str] = set()
+        self._restarts = 0  # status.restarts when the object's own events were last read
+        self._events_seen = -1  # how many events the last try to find a restart's cause saw
+        self._next_cause_try = 0.0  # monotonic: no earlier try unless at a decision
+        self._dirty_since: float | None = None  # when a failed pod was first kept and not stored yet
+        self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
+        self._roles = {"main", "pods", "events"} | ({"jobs"} if c.WORKLOAD_KINDS[handle.kind].has_child_jobs else set())
+
+    @property
+    def synced(self) -> bool:
+        return self._synced >= self._roles
+
+    def apply(self, batch: list[tuple[str, str, Any]]) -> bool:
+        """Fold stream messages in; True when anything changed. An ERROR raises what the stream hit."""
+        try:
+            return self._apply(batch)
+        finally:
+            self.flush()
+
+    def flush(self, *, now: bool = False) -> None:
+        """Store what was kept since the last write, once `EVIDENCE_FLUSH_SECONDS` have passed since the first
+        of it (or `now`: a decision, or the end of the watch)."""
+        if self._dirty_since is None or (not now and time.monotonic() - self._dirty_since < EVIDENCE_FLUSH_SECONDS):
+            return
+        self._dirty_since = None
+        self.keeper.store(self.handle, self.main)
+
+    def close(self) -> None:
+        """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins).
+
+        The owner is read again rather than taken as last seen: the run may have deleted it since (a stuck
+        attempt is ended before its watch closes), and a ConfigMap owned by a deleted object would be left.
+        """
+        try:
+            if self._dirty_since is not None:
+                self._dirty_since = None
+                self.keeper.store(self.handle)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not store the evidence of %s: %s", self.handle.name, exc)
+
+    def _apply(self, batch: list[tuple[str, str, Any]]) -> bool:
+        for role, kind, payload in batch:
+            if kind == "ERROR":
+                raise payload if isinstance(payload, BaseException) else KubeApiError(str(payload))
+            if kind == "SYNC":
+                self._synced.add(role)
+            if role == "main":
+                self._main(kind, payload)
+            elif role == "pods":
+                self._pod(kind, payload)
+            elif role == "jobs":
+                _fold(self.jobs, kind, payload)
+        return bool(batch)
+
+    def _main(self, kind: str, payload: Any) -> None:
+        if kind == "SYNC":
+            self.main = payload[0] if payload else None
+        else:
+            self.cancelled = self.cancelled or marked_cancelled(payload)
+            self.main = None if kind == "DELETED" else payload
+
+    def _pod(self, kind: str, payload: Any) -> None:
+        for pod in payload if kind == "SYNC" else [payload]:
+            if self.keeper.on_pod(self.handle, pod):
+                self._dirty()
+        _fold(self.pods, kind, payload)
+
+    def _dirty(self) -> None:
+        if self._dirty_since is None:
+            self._dirty_since = time.monotonic()
+
+    def observation(self, changed: bool) -> Observation:
+        """Jobs and events come from the shared caches. Kueue's Workload (not streamed) is listed again when
+        the attempt's object moved; at the end, the Jobs and the object's own events are read once more,
+        since the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs, and
+        so are its own events whenever its restart count moves."""
+        main, handle = self.main, self.handle
+        self.keeper.load(handle)  # once: what an earlier process kept of the attempt's failed pods
+        if main is None:
+            self.flush(now=True)
+            pods = list(self.pods.values())
+            events = self._cached_events(members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle))))
+            return self.observer.assemble(handle, None, pods=pods, events=events, cancelled=self.cancelled)
+        version = str(ev.meta(main).get("resourceVersion") or "")
+        if version != self.workloads.resource_version:
+            self.workloads = _Workloads(self.observer.objects.kueue_workloads(main), version)
+        state = state_of(main)
+        # A success needs no diagnosis: only a failure is worth reading the last writes again.
+        final = state.terminal and state is not State.SUCCEEDED
+        if final and c.WORKLOAD_KINDS[handle.kind].has_child_jobs:
+            self.jobs = {ev.name_of(j): j for j in self.observer.objects.child_jobs(handle)}
+        jobs = [self.jobs[n] for n in sorted(self.jobs)]
+        # A restart is recorded by the object's own event, written with its status: read it from the server
+        # when the count moves, as the event stream may deliver it after the status that a decision uses.
+        restarts = ev.count((main.get("status") or {}).get("restarts"))
+        reread = final or restarts != self._restarts
+        self._restarts = restarts
+        if reread:  # a decision: the failures seen so far are stored before it
+            self.flush(now=True)
+        pods = list(self.pods.values())
+        names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), self.workloads.items)
+        events = self._cached_events(names)
+        if reread:
+            events += self.observer.objects.events_of(main)
+        seen = self.observer.assemble(handle, main, jobs=jobs, pods=pods, events=events, workloads=self.workloads.items,
+                                      decision=reread, cancelled=self.cancelled)
+        self._note_restart_causes(seen, reread)
+        return seen
+
+    def _note_restart_causes(self, seen: Observation, reread: bool) -> None:
+        """At a decision and at the end, and between them while a restart's cause is missing and new events
+        came (at most every `CAUSE_RETRY_SECONDS`): keep the causes found (stored with the next write, at once
+        at the end)."""
+        now = time.monotonic()
+        if not (reread or seen.state.terminal) and (len(seen.events) == self._events_seen or now < self._next_cause_try):
+            return
+        self._events_seen, self._next_cause_try = len(seen.events), now + CAUSE_RETRY_SECONDS
+        if self.observer.note_restart_causes(self.handle, seen):
+            self._dirty()
+            self.flush(now=seen.state.terminal)
+
+    def _cached_events(self, names: Iterable[str]) -> list[Obj]:
+        if self.events is None:
+            return []
+        return [event for name in names for event in self.events.informer.items(f"obj:{name}")]
+
+
+def _fold(cache: dict[str, Obj], kind: str, payload: Any) -> None:
+    """Apply one stream message to a name -> object map (a SYNC replaces it)."""
+    if kind == "SYNC":
+        cache.clear()
+        cache.update((ev.name_of(obj), obj) for obj in payload)
+    elif kind == "DELETED":
+        cache.pop(ev.name_of(payload), None)
+    else:
+        cache[ev.name_of(payload)] = payload
+
+
+# ----- one watch loop, waited on by threads or by asyncio ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Wait up to `seconds` for stream messages and send back the batch that arrived (maybe empty)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Call:
+    """Run `fn(*args)` (blocking I/O: an async caller runs it on a worker thread) and send back its result."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+Command = Wait | Call | Observation
+
+
+def watch_steps(tracker: Tracker, tick_seconds: float) -> Generator[Command, Any, None]:
+    """The watch of one attempt as commands: wait for messages, fold them in, and hand out an observation on
+    every change and at least every tick, until one is terminal. `watch` and `awatch` drive it, each waiting
+    its own way; an `Observation` command is one to yield (nothing is sent back)."""
+    last_yield = 0.0
+    while True:
+        batch = yield Wait(tick_seconds)
+        changed = yield Call(tracker.apply, (batch,))
+        if not tracker.synced or not (changed or time.monotonic() - last_yield >= tick_seconds):
+            continue
+        last_yield = time.monotonic()
+        observation = yield Call(tracker.observation, (changed,))
+        yield observation
+        if observation.state.terminal:
+            return

@@ -1,0 +1,81 @@
+"""kube-scheduler, emulated once: both emulated nodes (the offline cluster's scripted kubelets and the local
+runtime's one node) bind and refuse pods through it, writing what the real scheduler writes.
+
+Binding (`pkg/scheduler/schedule_one.go` bind, the API server's `pods/binding` in
+`pkg/registry/core/pod/storage/storage.go` assignPod): `spec.nodeName`, PodScheduled True, then a Normal
+`Scheduled` event "Successfully assigned <ns>/<pod> to <node>" (events.k8s.io, action Binding). No node fits
+(`handleSchedulingFailure`): PodScheduled False reason Unschedulable with the FitError message, and a Warning
+`FailedScheduling` event with the same message (action Scheduling). Which nodes fit is `sim/scheduling.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jobset_core import constants as c
+from jobset_core.sim import pod_status
+from jobset_core.sim.events import record_event
+from jobset_core.sim.records import condition
+from jobset_core.sim.scheduling import failed_scheduling_message, why_not
+from jobset_core.sim.store import ClusterStore, patch_object, write_status
+
+Obj = dict[str, Any]
+
+
+class Scheduler:
+    """Binds pods to the Nodes of `store`, round-robin over those a pod fits, our own nodes first in
+    `node_order`. `instance` names this scheduler in its events' `reportingInstance`."""
+
+    def __init__(self, store: ClusterStore, *, instance: str, node_order: Sequence[str] = ()) -> None:
+        self.store = store
+        self.instance = f"{c.DEFAULT_SCHEDULER}-{instance}"
+        self._order = {name: n for n, name in enumerate(node_order)}
+        self._next = 0
+        self._nodes: list[Obj] | None = None
+
+    def new_pass(self) -> None:
+        """Forget the Nodes listed in the last pass (a test may have tainted or added one since)."""
+        self._nodes = None
+
+    def nodes(self) -> list[Obj]:
+        """Every Node, ours first in their order (node-0, node-1, ... node-10), listed once per pass."""
+        if self._nodes is None:
+            found = self.store.list(c.CORE_API_VERSION, c.NODE_KIND, None, shared=True)
+            last = len(self._order)
+            self._nodes = sorted(found, key=lambda n: (self._order.get(n["metadata"]["name"], last), n["metadata"]["name"]))
+        return self._nodes
+
+    def place(self, pod: Mapping[str, Any]) -> Obj | None:
+        """Bind the pod to the next Node it fits and return it as bound; None when none fits (it is refused
+        with the message the scheduler gives, one reason per node)."""
+        nodes = self.nodes()
+        start = self._next
+        for step in range(len(nodes)):
+            node = nodes[(start + step) % len(nodes)]
+            if why_not(pod, node) is None:
+                self._next = start + step + 1
+                return self.bind(pod, node["metadata"]["name"])
+        self.refuse(pod, failed_scheduling_message([why_not(pod, node) or "" for node in nodes]))
+        return None
+
+    def bind(self, pod: Mapping[str, Any], node: str) -> Obj:
+        """Bind the pod to `node` whatever its filters say (the local runtime's one node runs everything):
+        nodeName and PodScheduled True, then the Scheduled event."""
+        bound = patch_object(self.store, pod, {"spec": {"nodeName": node}})
+        bound = write_status(self.store, bound, pod_status.scheduled(bound))
+        meta = bound["metadata"]
+        message = c.SCHEDULED_MESSAGE.format(namespace=meta.get("namespace"), name=meta["name"], node=node)
+        record_event(self.store, bound, c.EVENT_TYPE_NORMAL, c.EVENT_SCHEDULED, message,
+                     component=c.DEFAULT_SCHEDULER, action=c.ACTION_BINDING, instance=self.instance)
+        return bound
+
+    def refuse(self, pod: Mapping[str, Any], message: str) -> bool:
+        """Leave the pod Pending, PodScheduled False with `message`, and say so in a FailedScheduling event;
+        once per pod (False when it was refused already)."""
+        if condition(pod, c.CONDITION_POD_SCHEDULED, "False"):
+            return False
+        refused = write_status(self.store, pod, pod_status.unschedulable(pod, message))
+        record_event(self.store, refused, c.EVENT_TYPE_WARNING, c.EVENT_FAILED_SCHEDULING, message,
+                     component=c.DEFAULT_SCHEDULER, action=c.ACTION_SCHEDULING, instance=self.instance)
+        return True

@@ -59,7 +59,7 @@ class Step:
     @property
     def free_retry(self) -> bool:
         """The step decided a retry that spends nothing: the next submission is free."""
-        return self.action is Action.RESUBMIT and self.decision is not None and not self.decision.counted
+        return self.action is Action.RESUBMIT and self.decision is not None and self.decision.free
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,7 @@ class RunResult:
         an engine that owns resubmission runs the task again within the same engine attempt, never
         reporting a failure its retry counter would count."""
         decision = self.decision
-        return (self.done and not self.succeeded and not self.cancelled and decision is not None
-                and decision.retry and not decision.counted)
+        return self.done and not self.succeeded and not self.cancelled and decision is not None and decision.free
 
     @property
     def message(self) -> str:

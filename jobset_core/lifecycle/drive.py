@@ -48,6 +48,7 @@ from jobset_core.lifecycle.result import EventType, RunEvent, RunResult
 from jobset_core.lifecycle.step import assess, diagnose_observation, follows
 from jobset_core.model.gang import WorkloadAPI
 from jobset_core.model.spec import GangJobSpec, JobSetSpec
+from jobset_core.model.workload import namespace_for
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.kinds import FailureKind
 from jobset_core.policy.ledger import Ledger, submission_from_object
@@ -105,9 +106,7 @@ class JobSetRun:
         self.spec = dataclasses.replace(spec, retry=self.policy) if spec is not None else None
         self.runtime = runtime
         self.run_key = run_key
-        self.namespace = (getattr(spec, "namespace", None) if spec is not None else None) or getattr(
-            runtime, "namespace", None
-        ) or "default"
+        self.namespace = namespace_for(getattr(spec, "namespace", None), getattr(runtime, "namespace", None))
         self.engine_attempt = engine_attempt
         self.resubmit = resubmit
         self._sleep = sleep

@@ -72,7 +72,7 @@ class FakeCluster:
 
     def __init__(
         self,
-        namespaces: Iterable[str] | str = ("default",),
+        namespaces: Iterable[str] | str = (c.DEFAULT_NAMESPACE,),
         *,
         server: LocalApiServer | None = None,
         tick: float = 0.03,

@@ -21,6 +21,7 @@ import time
 from types import FrameType
 from typing import Any
 
+from jobset_core import constants as c
 from jobset_core.sim.faults import KIND_NAMES
 
 EXIT_OK = 0
@@ -89,7 +90,7 @@ def serve(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     server = FakeClusterServer(port=args.port, kubeconfig=args.kubeconfig, fates=args.fates, nodes=args.nodes,
-                               namespaces=args.namespace or ("default",), succeed_after=args.succeed_after,
+                               namespaces=args.namespace or (c.DEFAULT_NAMESPACE,), succeed_after=args.succeed_after,
                                echo=_echo, node_labels=labels)
     try:
         server.start()

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from jobset_core import constants as c
 from jobset_core.testing.cluster import FakeCluster
 from jobset_core.testing.server import FakeClusterServer
 
@@ -24,7 +25,7 @@ from jobset_core.testing.server import FakeClusterServer
 @pytest.fixture
 def fake_cluster_namespaces() -> tuple[str, ...]:
     """The namespaces the fake cluster creates; the first is its default."""
-    return ("default",)
+    return (c.DEFAULT_NAMESPACE,)
 
 
 @pytest.fixture

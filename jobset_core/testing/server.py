@@ -178,13 +178,13 @@ class FakeClusterServer:
         kubeconfig: str | os.PathLike[str] | None = None,
         fates: str | os.PathLike[str] | Sequence[Any] | None = None,
         nodes: int = 4,
-        namespaces: Iterable[str] = ("default",),
+        namespaces: Iterable[str] = (c.DEFAULT_NAMESPACE,),
         succeed_after: float | None = None,
         echo: Callable[[str], None] | None = None,
         feature_gates: Iterable[str] = (),
         node_labels: Mapping[str, str] | None = None,
     ) -> None:
-        self.namespaces = list(namespaces) or ["default"]
+        self.namespaces = list(namespaces) or [c.DEFAULT_NAMESPACE]
         self._feature_gates = tuple(feature_gates)
         self._node_labels = dict(node_labels or {})
         self._fates = load_fates(fates)  # a bad file is refused before anything starts

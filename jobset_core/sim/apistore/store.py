@@ -40,7 +40,7 @@ from .tables import Obj, Observer, Tables
 from .updates import check_preconditions, updated
 from .watch import Watcher
 
-BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+BUILTIN_NAMESPACES = frozenset({c.DEFAULT_NAMESPACE, "kube-system", "kube-public"})
 NAMESPACES_KEY = ("", "v1", "namespaces")
 
 

@@ -49,9 +49,15 @@ class Timers:
         return number
 
     def cancel(self, number: int) -> None:
-        """Forget a deadline not served yet (its entry leaves the heap when it reaches the top)."""
+        """Forget a deadline not served yet (its entry leaves the heap when it reaches the top, or at once when
+        it was the earliest or the last: the thread then sleeps until the next live one, or ends)."""
         with self._changed:
             self._pending.discard(number)
+            if not self._pending:
+                self._heap.clear()
+                self._changed.notify()
+            elif self._heap and self._heap[0][1] == number:
+                self._changed.notify()
 
     def pending(self) -> int:
         """How many deadlines wait (for tests and benchmarks)."""

@@ -8,6 +8,7 @@ from benchmarks import (
     detection,
     diagnose_scale,
     diagnose_tails,
+    idle_cpu,
     manifests,
     peer,
     polling,
@@ -41,6 +42,8 @@ def main() -> None:
     # 5,000 (the default's last size) takes well over 15 minutes on 2 shared cores: the rows the docs quote.
     scale.main(["--runs", "1000", "2000"])
     scale.main(["--runs", "1000", "2000", "--rate", "8.33", "--append"])
+    print("\n## 7b. idle CPU of one process following quiet runs (this checkout; add --tree LABEL=DIR to compare)")
+    idle_cpu.main(["--runs", "300", "1000"])
     print("\n## 8. side by side with the peer: KubernetesJobOperator against our operators")
     peer.main(["--peer-poll", "10", "2"])
 

@@ -221,20 +221,35 @@ def _exited(where: str, code: int | None, at: str, message: str, codes: frozense
     )
 
 
+def waiting_grace(reason: str, grace: Grace) -> float | None:
+    """How long a container may wait in `reason` before it counts as stuck; None for a reason judged at once
+    or never. One table for the judgement (`_waiting_kind`) and for when to judge again (`deadlines.py`)."""
+    if reason in IMAGE_PULL_REASONS:
+        return grace.image_pull_seconds
+    if reason == c.REASON_CREATE_CONTAINER_CONFIG_ERROR:
+        return grace.config_error_seconds
+    if reason == c.REASON_CREATE_CONTAINER_ERROR:
+        return grace.create_container_seconds
+    return None
+
+
+def waiting_since(pod: Mapping[str, Any]) -> datetime | None:
+    """Since when a pod's containers wait, as the grace periods count it: the pod's start, else its creation."""
+    return ev.parse_time(ev.status_of(pod).get("startTime")) or ev.parse_time(ev.meta(pod).get("creationTimestamp"))
+
+
 def _waiting_kind(reason: str, message: str, waited: float, grace: Grace) -> FailureKind | None:
     """Which waiting reasons the cluster will never resolve by itself, once past their grace period."""
     if reason == c.REASON_INVALID_IMAGE_NAME:
         return K.IMAGE_PULL_ERROR
-    if reason in IMAGE_PULL_REASONS:
-        fatal = IMAGE_FATAL.search(message) or reason == c.REASON_ERR_IMAGE_NEVER_PULL
-        return K.IMAGE_PULL_ERROR if fatal or waited >= grace.image_pull_seconds else None
-    if reason == c.REASON_CREATE_CONTAINER_CONFIG_ERROR:
-        return K.CONFIG_ERROR if waited >= grace.config_error_seconds else None
-    if reason == c.REASON_CREATE_CONTAINER_ERROR:
-        return K.CONFIG_ERROR if waited >= grace.create_container_seconds else None
     if reason == c.REASON_RUN_CONTAINER_ERROR:
         return K.CONFIG_ERROR
-    return None
+    limit = waiting_grace(reason, grace)
+    if limit is None:
+        return None
+    kind = K.IMAGE_PULL_ERROR if reason in IMAGE_PULL_REASONS else K.CONFIG_ERROR
+    fatal = reason in IMAGE_PULL_REASONS and (IMAGE_FATAL.search(message) or reason == c.REASON_ERR_IMAGE_NEVER_PULL)
+    return kind if fatal or waited >= limit else None
 
 
 def waiting_finding(
@@ -242,7 +257,7 @@ def waiting_finding(
 ) -> Finding | None:
     reason = ev.as_str(waiting.get("reason"))
     message = ev.as_str(waiting.get("message")).strip()
-    since = ev.parse_time(ev.status_of(pod).get("startTime")) or ev.parse_time(ev.meta(pod).get("creationTimestamp"))
+    since = waiting_since(pod)
     waited = (now - since).total_seconds() if since else 0.0
     kind = _waiting_kind(reason, message, waited, grace)
     if kind is None:

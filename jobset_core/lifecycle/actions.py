@@ -8,6 +8,7 @@ same answer without importing the decision itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from jobset_core.diagnosis import Diagnosis
@@ -38,7 +39,7 @@ class Ending(StrEnum):
 @dataclass(frozen=True)
 class Step:
     """What to do next. `ended` (END_ATTEMPT) is what the attempt spent, to record before deleting it, and
-    `ending` why the run ends it."""
+    `ending` why the run ends it; `next_look_at` when a waiting run must look again without a change."""
 
     action: Action
     progress: Progress
@@ -48,6 +49,9 @@ class Step:
     cancelled: bool = False
     ledger: Ledger = Ledger()  # what the run has spent, the live attempt as observed
     ending: Ending | None = None
+    # A WAIT's earliest time-based judgement (a grace period, a timeout): when the run must look again even
+    # if nothing changes; None when only a change can change the answer. The watch sleeps until then.
+    next_look_at: datetime | None = None
 
     @property
     def note(self) -> str:

@@ -148,6 +148,10 @@ class Runtime(Protocol):
 
     `watch` is a generator the caller closes to stop; `awatch` an async generator whose cancellation stops
     it. Neither takes a stop flag: cancellation belongs to the caller's idiom (close, or cancel the task).
+    A driver sends each watch, with the request for its next observation, the moment to look again without
+    a change (`send`/`asend`: a `time.monotonic()` value, or None): the step's next time-based judgement. A
+    watch that honours it wakes a quiet attempt only then (the Kubernetes runtime); one that ignores it must
+    look on its own schedule (the local runtime's tick).
     The run record is a small document per run key that outlives the attempts the run deletes itself.
     """
 

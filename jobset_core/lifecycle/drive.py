@@ -39,7 +39,7 @@ from jobset_core.lifecycle.contract import (
     handle_of,
     marked_cancelled,
 )
-from jobset_core.lifecycle.course import Act, Course, Look, Wait, adrive, drive
+from jobset_core.lifecycle.course import Act, Course, Look, Wait, adrive, drive, monotonic_at
 from jobset_core.lifecycle.manifests import Attempt, attempt_manifests
 from jobset_core.lifecycle.memory import Resumed, RunMemory
 from jobset_core.lifecycle.naming import attempt_name, make_run_key
@@ -180,14 +180,16 @@ class JobSetRun:
         its action to the action's handler; a retry this run submits itself waits its backoff, then submits,
         unless the run was cancelled meanwhile (the next look sees it, and the step says so)."""
         handle = yield Act(begin)
+        look_at: float | None = None
         while True:
             observation = None
             if not polling and not self._memory.cancel.is_set():
-                observation = yield Wait(change=handle)
+                observation = yield Wait(change=handle, look_at=look_at)
             if observation is None:
                 observation = yield Look(handle)
             step = yield Act(partial(self._take, handle, observation, reports), noting=True)
             if step.action is Action.WAIT and not polling:
+                look_at = monotonic_at(step.next_look_at, self._now())
                 continue
             outcome = yield Act(partial(self._apply, handle, step, polling))
             if isinstance(outcome, RunResult):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from jobset_core import constants as c
@@ -183,6 +183,15 @@ def _restart_causes(diagnosis: Diagnosis | None, restarts: int, jobs: list[dict[
             started is None or (now - started).total_seconds() < CAUSE_WAIT_SECONDS)
         causes.append(None if kind is FailureKind.UNKNOWN and young else kind)
     return tuple(causes)
+
+
+def cause_deadline(progress: Progress, jobs: list[dict[str, Any]]) -> datetime | None:
+    """While the newest restart's cause is not known yet (reported as not recorded yet), the moment it would be
+    reported Unknown instead: a quiet run looks again then. None when nothing waits on that window."""
+    if not progress.causes or progress.causes[-1] is not None:
+        return None
+    started = _restart_started(jobs, progress.restarts)
+    return started + timedelta(seconds=CAUSE_WAIT_SECONDS) if started is not None else None
 
 
 def _restart_started(jobs: list[dict[str, Any]], restart: int) -> datetime | None:

@@ -16,26 +16,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.constants import CANCELLED_ANNOTATION
 from jobset_core.diagnosis import Diagnosis
+from jobset_core.diagnosis.deadlines import next_deadline
 from jobset_core.diagnosis.excerpt import quote_in_log_excerpt
 from jobset_core.lifecycle import endings
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.assemble import diagnose_observation
 from jobset_core.lifecycle.contract import Handle, Observation, State
-from jobset_core.lifecycle.standing import PodCounts, Progress, progress_of
+from jobset_core.lifecycle.standing import PodCounts, Progress, cause_deadline, progress_of
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.kinds import FailureKind
 from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
 
 # The step's vocabulary, importable from here as before the rooms were split.
 __all__ = ["STUCK_REASONS", "Action", "AppReport", "PodCounts", "Progress", "Step", "assess", "diagnose_observation",
-           "follows", "progress_of", "refine"]
+           "follows", "next_look_at", "progress_of", "refine"]
 
 # Waiting reasons (kubelet, scheduler, Kueue) the cluster never ends by itself: a Job whose pods wait in
 # them stays active forever, so the watcher ends the attempt after the policy's grace period.
@@ -136,7 +137,17 @@ def _assess(
     if policy.over_interruption_cap(ledger):
         over = endings.over_cap(diagnosis, ledger, policy)
         return _ending(Ending.OVER_CAP, over, policy.decide_over_cap(ledger), handle, current, progress)
-    return Step(Action.WAIT, progress, diagnosis)
+    return Step(Action.WAIT, progress, diagnosis, next_look_at=next_look_at(observation, policy, progress, now))
+
+
+def next_look_at(observation: Observation, policy: RetryPolicy, progress: Progress, now: datetime) -> datetime | None:
+    """When a waiting attempt must be judged again although nothing changed: the earliest grace period or
+    timeout of its pods and events (`diagnosis.deadlines`), or the end of the window in which the newest
+    restart's cause may still arrive; None when only a change of its objects can change the step."""
+    now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    moments = [m for m in (next_deadline(observation.pods, observation.events, policy.grace, now),
+                           cause_deadline(progress, observation.jobs)) if m is not None and m > now]
+    return min(moments, default=None)
 
 
 def _ending(why: Ending, diagnosis: Diagnosis, decision: Any, handle: Handle, current: Submission | None,

@@ -6,8 +6,10 @@ so a connector's load on the API server grows with its runs. Its process lives o
 triggerer's, and already shares one stream per namespace and resource: an attempt polled here is
 subscribed to those streams once, with the same `observe.Tracker` a watch uses (so the observation is built
 exactly as the watch builds it, rereads and evidence included), and its later polls read what the streams
-carried since. The subscription is dropped when the attempt is not polled for `keep_seconds`, at once when
-it is observed terminal, and on cancel. Whenever the streams cannot answer (not synced in time, a stream
+carried since. The subscription is dropped when the attempt is not polled for `keep_seconds` (one deadline
+per attempt on the runtime's one timer, `timers.py`: nothing scans the kept attempts while they are polled),
+at once when it is observed terminal, and on cancel. Between polls the streams only queue what concerns an
+attempt: no work is done for a quiet one. Whenever the streams cannot answer (not synced in time, a stream
 error), the caller reads directly, as before: the cache may save requests but never hides a fact.
 """
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobset_core.lifecycle.contract import Handle, Observation
+from jobset_core.runtimes.kube.timers import Timers
 
 if TYPE_CHECKING:
     from jobset_core.runtimes.kube.streams import Subscription
@@ -39,6 +42,8 @@ class StreamTracker(Protocol):
     def observation(self, changed: bool) -> Observation: ...
 
     def flush(self, now: bool = False) -> None: ...
+
+    def followed(self) -> list[Subscription]: ...
 
     def close(self) -> None: ...
 
@@ -62,7 +67,7 @@ SYNC_SECONDS = 10.0
 # Attempts observed terminal here, remembered so a later look at them (a timeline, a log link) reads them
 # directly instead of subscribing again to a workload that will not change.
 ENDED_MEMORY = 1024
-REAPER_THREAD = "jobset-keep-reaper"
+REAPER_THREAD = "jobset-keep-reaper"  # the short-lived thread that drops one idle attempt (it may store evidence)
 
 Key = tuple[str, str]
 
@@ -82,6 +87,7 @@ class _Kept:
     used: float
     lock: threading.RLock = field(default_factory=threading.RLock)
     closed: bool = False
+    timer: int | None = None  # its drop's deadline on the timer
 
 
 def _drain(inbox: queue.Queue) -> list[Any]:
@@ -96,14 +102,15 @@ def _drain(inbox: queue.Queue) -> list[Any]:
 class KeptStreams:
     """The kept subscriptions of one runtime, and the thread that drops the idle ones."""
 
-    def __init__(self, runtime: TrackingRuntime, keep_seconds: float, sync_seconds: float = SYNC_SECONDS) -> None:
+    def __init__(self, runtime: TrackingRuntime, keep_seconds: float, sync_seconds: float = SYNC_SECONDS,
+                 timers: Timers | None = None) -> None:
         self.runtime = runtime
         self.keep_seconds = keep_seconds
         self.sync_seconds = sync_seconds
+        self.timers = timers or Timers()
         self._entries: dict[Key, _Kept] = {}
         self._ended: OrderedDict[Key, None] = OrderedDict()
         self._lock = threading.Lock()
-        self._reaper: threading.Thread | None = None
 
     # ----- polls ---------------------------------------------------------------------------------------
 
@@ -129,14 +136,16 @@ class KeptStreams:
         return observation
 
     def _entry(self, handle: Handle) -> _Kept:
-        """The attempt's kept subscription, made on its first poll (the reaper starts with the first)."""
+        """The attempt's kept subscription, made on its first poll (with its drop's deadline)."""
         key = (handle.namespace, handle.name)
         with self._lock:
             entry = self._entries.get(key)
+            made = entry is None
             if entry is None:
                 entry = self._entries[key] = self._subscribe(handle)
             entry.used = time.monotonic()
-            self._start_reaper()
+        if made:
+            self._schedule_drop(entry)
         return entry
 
     def _subscribe(self, handle: Handle) -> _Kept:
@@ -209,37 +218,27 @@ class KeptStreams:
             if entry.closed:
                 return
             entry.closed = True
-        self.runtime.informers.unsubscribe(entry.subscriptions)
+        if entry.timer is not None:
+            self.timers.cancel(entry.timer)
+        self.runtime.informers.unsubscribe([*entry.subscriptions, *entry.tracker.followed()])
         entry.tracker.close()
         self.runtime.release_after_watch(entry.handle)
 
-    # ----- the reaper ----------------------------------------------------------------------------------
+    # ----- the drop of an idle attempt, on the timer ------------------------------------------------------
 
-    def _start_reaper(self) -> None:
-        """Called under `_lock`: one daemon thread while anything is kept; it ends with the last entry."""
-        if self._reaper is not None:
+    def _schedule_drop(self, entry: _Kept) -> None:
+        """One deadline per kept attempt: `keep_seconds` after its last poll, as far as is known now."""
+        entry.timer = self.timers.call_at(entry.used + self.keep_seconds, lambda: self._expire(entry))
+
+    def _expire(self, entry: _Kept) -> None:
+        """On the timer thread, so short: an attempt polled since gets its deadline moved; an idle one is
+        dropped on a thread of its own (dropping may store its evidence)."""
+        if entry.closed:
             return
-        self._reaper = threading.Thread(target=self._reap, daemon=True, name=REAPER_THREAD)
-        self._reaper.start()
-
-    def _reap(self) -> None:
-        pause = min(max(self.keep_seconds / 4, 0.05), 5.0)
-        while True:
-            idle = self._idle()
-            if idle is None:
-                return
-            for entry in idle:
-                self._drop_entry(entry)
-            time.sleep(pause)
-
-    def _idle(self) -> list[_Kept] | None:
-        """The entries not polled for `keep_seconds`; None (and the reaper ends) when nothing is kept."""
-        with self._lock:
-            if not self._entries:
-                self._reaper = None
-                return None
-            now = time.monotonic()
-            return [e for e in self._entries.values() if now - e.used >= self.keep_seconds]
+        if time.monotonic() - entry.used < self.keep_seconds:
+            self._schedule_drop(entry)
+            return
+        threading.Thread(target=self._drop_entry, args=(entry,), daemon=True, name=REAPER_THREAD).start()
 
 
 def observe_with(kept: KeptStreams | None, handle: Handle, direct: Callable[[Handle], Observation]) -> Observation:

@@ -107,17 +107,22 @@ class Observer:
             return self.objects.events(namespace, None)
         return [event for name in wanted for event in self.objects.events(namespace, f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}")]
 
+    def lacks_restart_causes(self, handle: Handle, main: Mapping[str, Any] | None) -> bool:
+        """Whether an in-cluster restart of this JobSet has no cause kept yet (and this runtime keeps them)."""
+        if self.keeper.read_only or main is None or main.get("kind") != c.JOBSET_KIND:
+            return False
+        restarts = ev.count((main.get("status") or {}).get("restarts"))
+        known = self.keeper.known_restarts(handle)
+        return not all(number in known for number in range(1, restarts + 1))
+
     def note_restart_causes(self, handle: Handle, seen: Observation) -> bool:
         """Keep the cause of each in-cluster restart not kept yet, as the run's own diagnosis tells it now
         (with the policy the workload was submitted with); True when one was new. Diagnosed only while a
         restart lacks its cause, so a look at an attempt whose causes are kept costs nothing more."""
         main = seen.main
-        if self.keeper.read_only or main is None or main.get("kind") != c.JOBSET_KIND:
+        if main is None or not self.lacks_restart_causes(handle, main):
             return False
-        restarts = ev.count((main.get("status") or {}).get("restarts"))
         known = self.keeper.known_restarts(handle)
-        if all(number in known for number in range(1, restarts + 1)):
-            return False
         history = diagnose_observation(seen, submitted_policy(main), clock.utcnow()).history
         found = [h.to_dict() for h in history if h.restart is not None and h.restart not in known and h.kind is not FailureKind.UNKNOWN]
         return self.keeper.keep_causes(handle, found)
@@ -133,7 +138,13 @@ class _Workloads:
 
 class Tracker:
     """One attempt as the shared streams show it: the object, its Jobs and live pods, and the events of its
-    members from the streams' cache; observations are built by the same `Observer` as a direct look."""
+    members from the streams' cache; observations are built by the same `Observer` as a direct look.
+
+    The tracker is told of a change only when it concerns the attempt: its object, Jobs and pods by their
+    keys, and the events of its members (`follow_events`: each member's events key, joined as the members
+    become known), so a quiet attempt is never looked at. What it must do later by itself (store kept
+    evidence, look again for a restart's cause) it names as `due()`, for the watch's one timer.
+    """
 
     def __init__(self, observer: Observer, handle: Handle) -> None:
         self.observer = observer
@@ -142,7 +153,10 @@ class Tracker:
         self.main: Obj | None = None
         self.pods: dict[str, Obj] = {}
         self.jobs: dict[str, Obj] = {}
-        self.events: Subscription | None = None
+        self.events: Subscription | None = None  # the events stream's cache (no messages: `follow_events`)
+        self.event_sink: Callable[[tuple[str, str, Any]], None] | None = None
+        self._followed: dict[str, Subscription] = {}  # member name -> its events key's subscription
+        self._cause_due: float | None = None  # monotonic: look again for a missing restart cause then
         self.workloads = _Workloads()
         self._synced: set[str] = set()
         self._restarts = 0  # status.restarts when the object's own events were last read
@@ -170,6 +184,33 @@ class Tracker:
             return
         self._dirty_since = None
         self.keeper.store(self.handle, self.main)
+
+    def due(self) -> float | None:
+        """When this tracker needs a turn although no message came (`time.monotonic()`): kept failures to
+        store `EVIDENCE_FLUSH_SECONDS` after the first, or a restart's cause to look for again; None: never."""
+        moments = [m for m in (self._cause_due, None if self._dirty_since is None else self._dirty_since + EVIDENCE_FLUSH_SECONDS)
+                   if m is not None]
+        return min(moments, default=None)
+
+    def wants_look(self, now: float) -> bool:
+        """A restart's cause is due to be looked for again: the next turn must build an observation."""
+        return self._cause_due is not None and now >= self._cause_due
+
+    def followed(self) -> list[Subscription]:
+        """The subscriptions to the members' events keys, for whoever unsubscribes the watch."""
+        return list(self._followed.values())
+
+    def follow_events(self, names: Iterable[str]) -> None:
+        """Be told of the events of these members from now on (joined before the cache is read, and without
+        a first listing, so no event falls between the two and joining wakes nobody)."""
+        if self.events is None or self.event_sink is None:
+            return
+        informer = self.events.informer
+        for name in names:
+            if name not in self._followed:
+                subscription = Subscription(informer, f"obj:{name}", self.event_sink)
+                informer.add(subscription, sync=False)
+                self._followed[name] = subscription
 
     def close(self) -> None:
         """The watch ends: what is kept only in memory is stored (best effort, the watch's own error wins).
@@ -225,7 +266,7 @@ class Tracker:
         if main is None:
             self.flush(now=True)
             pods = list(self.pods.values())
-            events = self._cached_events(members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle))))
+            events = self._cached_events(members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle))), follow=False)
             return self.observer.assemble(handle, None, pods=pods, events=events, cancelled=self.cancelled)
         version = str(ev.meta(main).get("resourceVersion") or "")
         if version != self.workloads.resource_version:
@@ -255,19 +296,29 @@ class Tracker:
 
     def _note_restart_causes(self, seen: Observation, reread: bool) -> None:
         """At a decision and at the end, and between them while a restart's cause is missing and new events
-        came (at most every `CAUSE_RETRY_SECONDS`): keep the causes found (stored with the next write, at once
-        at the end)."""
+        came (at most every `CAUSE_RETRY_SECONDS`: a try too soon is made due then): keep the causes found
+        (stored with the next write, at once at the end)."""
         now = time.monotonic()
-        if not (reread or seen.state.terminal) and (len(seen.events) == self._events_seen or now < self._next_cause_try):
+        self._cause_due = None
+        if not (reread or seen.state.terminal) and len(seen.events) == self._events_seen:
+            return
+        if not (reread or seen.state.terminal) and now < self._next_cause_try:
+            if self.observer.lacks_restart_causes(self.handle, seen.main):
+                self._cause_due = self._next_cause_try
             return
         self._events_seen, self._next_cause_try = len(seen.events), now + CAUSE_RETRY_SECONDS
         if self.observer.note_restart_causes(self.handle, seen):
             self._dirty()
             self.flush(now=seen.state.terminal)
 
-    def _cached_events(self, names: Iterable[str]) -> list[Obj]:
+    def _cached_events(self, names: Iterable[str], *, follow: bool = True) -> list[Obj]:
+        """The members' events from the stream's cache, after joining their keys (`follow_events`) while the
+        attempt lives, so every later event about them wakes its watch."""
         if self.events is None:
             return []
+        names = sorted(set(names))
+        if follow:
+            self.follow_events(names)
         return [event for name in names for event in self.events.informer.items(f"obj:{name}")]
 
 
@@ -287,9 +338,10 @@ def _fold(cache: dict[str, Obj], kind: str, payload: Any) -> None:
 
 @dataclass(frozen=True)
 class Wait:
-    """Wait up to `seconds` for stream messages and send back the batch that arrived (maybe empty)."""
+    """Wait for stream messages until `until` (`time.monotonic()`; None: no limit) and send back the batch that
+    arrived (empty when the moment came first)."""
 
-    seconds: float
+    until: float | None
 
 
 @dataclass(frozen=True)
@@ -303,18 +355,25 @@ class Call:
 Command = Wait | Call | Observation
 
 
-def watch_steps(tracker: Tracker, tick_seconds: float) -> Generator[Command, Any, None]:
-    """The watch of one attempt as commands: wait for messages, fold them in, and hand out an observation on
-    every change and at least every tick, until one is terminal. `watch` and `awatch` drive it, each waiting
-    its own way; an `Observation` command is one to yield (nothing is sent back)."""
-    last_yield = 0.0
+def watch_steps(tracker: Tracker) -> Generator[Command, Any, None]:
+    """The watch of one attempt as commands: wait for messages that concern it, fold them in, and hand out an
+    observation on every change, and without one only at the moment the run asked for (the driver sends it
+    back for each observation: the step's next time-based judgement), until one is terminal. No turn is
+    taken while nothing concerns the attempt and nothing is due (the tracker's own `due()` included), so a
+    quiet attempt costs nothing. `watch` and `awatch` drive it, each waiting its own way; an `Observation`
+    command is one to yield (what is sent back for it is the next `look_at`)."""
+    look_at: float | None = None
     while True:
-        batch = yield Wait(tick_seconds)
+        batch = yield Wait(_earliest(look_at, tracker.due()))
         changed = yield Call(tracker.apply, (batch,))
-        if not tracker.synced or not (changed or time.monotonic() - last_yield >= tick_seconds):
+        now = time.monotonic()
+        if not tracker.synced or not (changed or (look_at is not None and now >= look_at) or tracker.wants_look(now)):
             continue
-        last_yield = time.monotonic()
         observation = yield Call(tracker.observation, (changed,))
-        yield observation
+        look_at = yield observation
         if observation.state.terminal:
             return
+
+
+def _earliest(*moments: float | None) -> float | None:
+    return min((m for m in moments if m is not None), default=None)

@@ -6,7 +6,9 @@ policy (`client.ApiRetry`). The rooms: `objects.py` (the REST mapping), `submit.
 holds pods until their failure is recorded), `observe.py` (a direct look, and the tracker a watch feeds from
 the shared streams of `streams.py`; both assembled by `lifecycle.assemble`), `kept.py` (polled attempts kept on
 those streams), `run_record.py` (the run record). Watches resume from the last resourceVersion and relist on
-410 Gone; `watch` and `awatch` drive the same loop (`observe.watch_steps`) and differ only in how they wait.
+410 Gone; `watch` and `awatch` drive the same loop (`observe.watch_steps`) and differ only in how they wait:
+a watch turns only on a message that concerns its attempt or at the moment its run named (the step's next
+time-based judgement), on the runtime's one timer thread (`timers.py`) or the event loop's own timers.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import contextlib
 import logging
 import queue
 import random
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
@@ -40,6 +43,7 @@ from jobset_core.runtimes.kube.observe import Call, Observer, Tracker, Wait, wat
 from jobset_core.runtimes.kube.run_record import RunRecords, run_record_name
 from jobset_core.runtimes.kube.streams import EVENTS, JOBS, JOBSETS, PODS, InformerHub, Subscription
 from jobset_core.runtimes.kube.submit import Submitter
+from jobset_core.runtimes.kube.timers import Timers
 
 __all__ = ["EVIDENCE_FINALIZER", "KEEP_STREAMS_SECONDS", "KubernetesRuntime"]
 
@@ -61,7 +65,8 @@ class KubernetesRuntime:
     """Runs JobSets and gang Jobs on a real cluster for JobSetRun.
 
     `api_client` lets Airflow connections and Flyte connector credentials plug in; without it the runtime
-    loads the in-cluster config, then the kubeconfig.
+    loads the in-cluster config, then the kubeconfig. `tick_seconds` is kept for callers that pass it: a
+    watch no longer looks every tick, only on a change or at its run's deadline.
     """
 
     def __init__(
@@ -101,9 +106,10 @@ class KubernetesRuntime:
         self.submitter = Submitter(self.objects, self.keeper)
         self.records = RunRecords(self.objects)
         self.informers = InformerHub(self)
+        self.timers = Timers()  # the deadlines of every blocking watch and kept subscription of this runtime
         # Set in long-lived processes that poll (`observe`): the attempt stays subscribed to the shared
         # streams between polls, and is dropped after this long without one.
-        self.kept = KeptStreams(self, keep_streams_seconds) if keep_streams_seconds is not None else None
+        self.kept = KeptStreams(self, keep_streams_seconds, timers=self.timers) if keep_streams_seconds is not None else None
 
     def watch_timeout(self) -> int:
         """How long the server keeps the next watch open: `watch_timeout_seconds`, or by default a random
@@ -174,13 +180,15 @@ class KubernetesRuntime:
         polling a run), else read directly."""
         return observe_with(self.kept, handle, self.observer.look)
 
-    def watch(self, handle: Handle) -> Iterator[Observation]:
-        """Observations of one attempt on every change and at least every tick; close the generator to stop."""
+    def watch(self, handle: Handle) -> Generator[Observation, float | None, None]:
+        """Observations of one attempt on every change that concerns it, and at the moment sent back for the
+        last one (`send(look_at)`, a `time.monotonic()` moment: the step's next time-based judgement; None or
+        `next()`: only on a change); close the generator to stop."""
         inbox: queue.Queue = queue.Queue()
         tracker, subscriptions = self.track(handle, inbox.put)
         try:
             self.hold(handle)
-            steps = watch_steps(tracker, self.tick_seconds)
+            steps = watch_steps(tracker)
             answer: Any = None
             while True:
                 try:
@@ -188,19 +196,19 @@ class KubernetesRuntime:
                 except StopIteration:
                     return
                 if isinstance(command, Wait):
-                    answer = _drain(inbox, command.seconds)
+                    answer = _drain(inbox, command.until, self.timers)
                 elif isinstance(command, Call):
                     answer = command.fn(*command.args)
                 else:
-                    answer = None
-                    yield command
+                    answer = yield command
         finally:
-            self.informers.unsubscribe(subscriptions)
+            self.informers.unsubscribe([*subscriptions, *tracker.followed()])
             tracker.close()
             self.release_after_watch(handle)
 
-    async def awatch(self, handle: Handle) -> AsyncIterator[Observation]:
-        """The same observations for async callers (an Airflow trigger, a Flyte connector).
+    async def awatch(self, handle: Handle) -> AsyncGenerator[Observation, float | None]:
+        """The same observations for async callers (an Airflow trigger, a Flyte connector); the moment to look
+        without a change comes back through `asend`, and waits on the event loop's own timers.
 
         The shared streams read on threads (the official client is synchronous), but cancelling the
         awaiting task leaves them at once (the last run to leave a stream closes its connection), and every
@@ -216,7 +224,7 @@ class KubernetesRuntime:
         tracker, subscriptions = self.track(handle, sink)
         try:
             self.hold(handle)
-            steps = watch_steps(tracker, self.tick_seconds)
+            steps = watch_steps(tracker)
             answer: Any = None
             while True:
                 try:
@@ -224,14 +232,13 @@ class KubernetesRuntime:
                 except StopIteration:
                     return
                 if isinstance(command, Wait):
-                    answer = await _adrain(inbox, command.seconds)
+                    answer = await _adrain(inbox, command.until)
                 elif isinstance(command, Call):
                     answer = await offload(command.fn, *command.args)
                 else:
-                    answer = None
-                    yield command
+                    answer = yield command
         finally:
-            self.informers.unsubscribe(subscriptions)
+            self.informers.unsubscribe([*subscriptions, *tracker.followed()])
             await asyncio.shield(offload(tracker.close))
             await asyncio.shield(offload(self.release_after_watch, handle))
 
@@ -239,7 +246,7 @@ class KubernetesRuntime:
         """A tracker of one attempt and its subscriptions to the shared streams (a watch's, or a kept poll's)."""
         tracker = Tracker(self.observer, handle)
         subscriptions = self._subscribe(handle, sink)
-        tracker.events = subscriptions[-1]
+        tracker.events, tracker.event_sink = subscriptions[-1], _relabel("events", sink)
         return tracker, subscriptions
 
     def _subscribe(self, handle: Handle, sink: Sink) -> list[Subscription]:
@@ -278,22 +285,33 @@ class KubernetesRuntime:
             log.warning("could not release evidence finalizers of %s: %s", handle.name, exc)
 
 
-def _drain(inbox: queue.Queue, seconds: float) -> list[Any]:
-    """What arrived within `seconds` (at least the first message, then all that is already there)."""
+# What the timer puts into a blocking watch's inbox when its moment comes: a turn without a message.
+_WAKE = ("", "WAKE", None)
+
+
+def _drain(inbox: queue.Queue, until: float | None, timers: Timers) -> list[Any]:
+    """What arrived by `until` (at least the first message, then all that is already there; nothing when the
+    moment came first). The wait itself has no timeout: the runtime's one timer thread wakes it."""
+    timer = timers.call_at(until, lambda: inbox.put(_WAKE)) if until is not None else None
     try:
-        batch = [inbox.get(timeout=seconds)]
-    except queue.Empty:
-        return []
+        batch = [inbox.get()]
+    finally:
+        if timer is not None:
+            timers.cancel(timer)
     while not inbox.empty():
         batch.append(inbox.get_nowait())
-    return batch
+    return [message for message in batch if message is not _WAKE]
 
 
-async def _adrain(inbox: asyncio.Queue, seconds: float) -> list[Any]:
-    # `asyncio.timeout`, not `wait_for`: Python 3.11's wait_for drops a cancel that arrives as the item does, and
-    # a cancelled watch would go on watching.
+async def _adrain(inbox: asyncio.Queue, until: float | None) -> list[Any]:
+    """What arrived by `until`, waiting on the event loop's own timer (`asyncio.timeout_at`; none when None).
+
+    `asyncio.timeout_at`, not `wait_for`: Python 3.11's wait_for drops a cancel that arrives as the item does,
+    and a cancelled watch would go on watching."""
+    loop = asyncio.get_running_loop()
+    when = None if until is None else loop.time() + (until - time.monotonic())
     try:
-        async with asyncio.timeout(seconds):
+        async with asyncio.timeout_at(when):
             batch = [await inbox.get()]
     except TimeoutError:
         return []

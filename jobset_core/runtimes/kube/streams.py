@@ -183,15 +183,16 @@ class SharedInformer:
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, subscription: Subscription) -> None:
-        """Join; a late subscriber gets the cache at once, as if it had listed itself."""
+    def add(self, subscription: Subscription, *, sync: bool = True) -> None:
+        """Join; a late subscriber gets the cache at once, as if it had listed itself (unless `sync` is False:
+        one that reads the cache itself after joining, and wants only what changes from now on)."""
         with self._lock:
             self._subscribers[subscription] = None
             if subscription.key is not None:
                 self._by_key.setdefault(subscription.key, {})[subscription] = None
             if self.failed is not None:
                 self._tell(subscription, "ERROR", self.failed)
-            elif self.synced:
+            elif self.synced and sync:
                 self._tell(subscription, "SYNC", subscription.items())
 
     def remove(self, subscription: Subscription) -> int:

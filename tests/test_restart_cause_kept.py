@@ -95,7 +95,8 @@ def test_a_run_with_one_in_cluster_restart_costs_at_most_ten_requests(served: Fa
     """Issue 36: every request a run makes has a reason. A preempted, restarted, then succeeded JobSet costs the
     ledger (JobSets and Jobs by run key), the run record, the create, one watch per shared stream (the initial
     state comes on the watch) and one write of the evidence ConfigMap, holding the preempted pod and restart
-    1's cause together: no second read of the JobSet's events, no patch after the create."""
+    1's cause together when the restart follows the pod's failure within the keeper's flush window (it does
+    here: the emulated controller reacts within a tick), and no read of the JobSet's events."""
     cluster = served.cluster
     assert cluster is not None
     cluster.preempt("*", restart=0, after=0.3, jobset="counted-*")
@@ -110,7 +111,6 @@ def test_a_run_with_one_in_cluster_restart_costs_at_most_ten_requests(served: Fa
 
     seen = [f"{r.method} {r.path}{' watch' if r.query.get('watch') else ''} {r.status}" for r in requests]
     assert len(requests) <= 10, seen
-    assert not [r for r in requests if r.method == "PATCH" and "/configmaps/" in r.path], seen
     assert not [r for r in requests if "involvedObject" in str(r.query.get("fieldSelector", ""))], seen
     evidence = server.get("v1", "ConfigMap", result.handle.name + c.EVIDENCE_CONFIGMAP_SUFFIX, NS)
     assert [k["restart"] for k in ev.kept_restart_causes(evidence)] == [1]

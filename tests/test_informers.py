@@ -139,3 +139,20 @@ def test_a_server_without_watch_list_is_listed_then_watched() -> None:
         assert _pod_requests(server) == [("GET", "watch", 422), ("GET", "list", 200), ("GET", "watch", 200)]
         assert not any(kind == "ERROR" for _, kind, _ in sink.messages)
         runtime.informers.unsubscribe([subscription])
+
+
+def test_streams_started_at_once_on_a_server_without_watch_list_are_refused_once() -> None:
+    """One stream asks whether the server sends initial events; the others wait for its answer, so a 1.33
+    server's refusal costs one request per process, not one per stream."""
+    from jobset_core.runtimes.kube.streams import EVENTS, JOBS, JOBSETS
+
+    with LocalApiServer(namespaces=[NS], watch_list=False) as server:
+        runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2))
+        sinks = [Sink() for _ in range(4)]
+        subscriptions = [runtime.informers.subscribe(NS, resource, None, sink)
+                         for resource, sink in zip((JOBSETS, JOBS, PODS, EVENTS), sinks, strict=True)]
+        for sink in sinks:
+            sink.wait_for(lambda s=sink: any(kind == "SYNC" for _, kind, _ in s.messages), "the listing")
+        assert [r.status for r in server.requests].count(422) == 1, [(r.path, r.status) for r in server.requests]
+        assert runtime.watch_list is False
+        runtime.informers.unsubscribe(subscriptions)

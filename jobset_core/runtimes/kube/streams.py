@@ -59,6 +59,11 @@ Sink = Callable[[Message], None]
 # What a server without the WatchList feature answers a watch that asks for its initial events: 422 Invalid
 # (the gate off), or 400 from a proxy that validates the query; the stream then lists and watches.
 WATCH_LIST_REFUSED = frozenset({400, 422})
+# While a process does not know yet whether its server sends initial events, one stream asks and the others
+# wait for its answer (its first event, or the refusal), so a refusal costs one request, not one per stream;
+# never longer than this, so a server that answers slowly delays the others only this much.
+WATCH_LIST_PROBE_SECONDS = 5.0
+INITIAL_EVENTS_PARAMETERS = {"send_initial_events": True, "resource_version_match": "NotOlderThan"}
 
 
 def _name_key(obj: Mapping[str, Any]) -> list[str]:
@@ -172,8 +177,11 @@ class SharedInformer:
     reaches the few runs it concerns without a look at the hundreds of others a process may watch.
     """
 
-    def __init__(self, runtime: StreamSource, namespace: str, resource: Resource) -> None:
+    def __init__(self, runtime: StreamSource, namespace: str, resource: Resource,
+                 probe: WatchListProbe | None = None) -> None:
         self.runtime = runtime
+        self._probe = probe  # held by the stream that asks the server whether it sends initial events
+        self._probing = False
         self.namespace = namespace
         self.resource = resource
         self.synced = False
@@ -303,10 +311,6 @@ class SharedInformer:
                     log.info("watch of %s in %s expired (410 Gone): relisting", self.resource.source, self.namespace)
                     resource_version = None
                     continue
-                if exc.status in WATCH_LIST_REFUSED and resource_version is None and self.watch_list:
-                    log.info("the server refused a watch with initial events (%s): listing %s", exc.status, self.resource.source)
-                    self.watch_list = self.runtime.watch_list = False  # the process's later streams list first
-                    continue
                 self._fail(exc)
                 return
             except Exception as exc:  # noqa: BLE001 - handed to the subscribers, whose watch raises it
@@ -345,7 +349,9 @@ class SharedInformer:
         read_limit = timeout + (runtime.retry.request_timeout or 30.0)
         # No resourceVersion yet: this watch brings the current state first (see the module's docstring).
         initial: list[Obj] | None = [] if resource_version is None else None
-        extra = {"send_initial_events": True, "resource_version_match": "NotOlderThan"} if initial is not None else {}
+        if initial is not None and not self._ask_first():
+            return None  # another stream learned that the server refuses: list first
+        extra = INITIAL_EVENTS_PARAMETERS if initial is not None else {}
         try:
             for event in stream.stream(
                 list_fn, resource_version=resource_version, timeout_seconds=timeout,
@@ -356,10 +362,18 @@ class SharedInformer:
                 initial = self._take(event["type"], obj, initial)
                 if self._stop.is_set():
                     break
+        except ApiException as exc:
+            if self._refused(exc, initial):
+                return None
+            if self._stop.is_set():
+                return resource_version
+            raise
         except Exception:
             if self._stop.is_set():  # our own shutdown of the connection
                 return resource_version
             raise
+        finally:
+            self._answered()
         # A watch that ended before its initial state was complete starts again from the current state.
         return resource_version if initial is None else None
 
@@ -373,6 +387,7 @@ class SharedInformer:
             if kind != "BOOKMARK":
                 self._publish(kind, obj)
             return None
+        self._answered(served=True)
         if kind != "BOOKMARK":
             initial.append(obj)
             return initial
@@ -380,6 +395,42 @@ class SharedInformer:
             self.watch_list = self.runtime.watch_list = False
         self._publish_sync(initial)
         return None
+
+
+    def _refused(self, exc: ApiException, initial: list[Obj] | None) -> bool:
+        """A server without the WatchList feature refused a watch asking for its initial events: this process's
+        streams list first from now on (noted before the streams waiting to ask go on)."""
+        if initial is None or exc.status not in WATCH_LIST_REFUSED or self._stop.is_set():
+            return False
+        log.info("the server refused a watch with initial events (%s): listing %s", exc.status, self.resource.source)
+        self.watch_list = self.runtime.watch_list = False
+        return True
+
+    def _ask_first(self) -> bool:
+        """Wait for the stream that asks the server first (bounded), then whether to ask for initial events."""
+        probe = self._probe
+        if probe is not None and not probe.known and self.runtime.watch_list and not self._probing:
+            self._probing = probe.lock.acquire(timeout=WATCH_LIST_PROBE_SECONDS)
+        self.watch_list = self.watch_list and self.runtime.watch_list
+        if not self.watch_list:
+            self._answered()
+        return self.watch_list
+
+    def _answered(self, *, served: bool = False) -> None:
+        """The server answered this stream (an event, or an error): the streams waiting to ask may go on."""
+        if served and self._probe is not None:
+            self._probe.known = True
+        if self._probing:
+            self._probing = False
+            self._probe.lock.release()  # type: ignore[union-attr]
+
+
+@dataclass
+class WatchListProbe:
+    """Whether a process's server is known to send initial events, and the lock of the stream that asks."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    known: bool = False
 
 
 def _list_custom(custom: Any, group: str, version: str, namespace: str, plural: str, **kwargs: Any) -> Any:
@@ -408,12 +459,13 @@ class InformerHub:
         self.runtime = runtime
         self._informers: dict[tuple[str, str], SharedInformer] = {}
         self._lock = threading.Lock()
+        self._probe = WatchListProbe()  # one stream asks whether the server sends initial events, the others wait
 
     def subscribe(self, namespace: str, resource: Resource, key: str | None, sink: Sink | None) -> Subscription:
         with self._lock:
             informer = self._informers.get((namespace, resource.source))
             if informer is None or informer.failed is not None:
-                informer = SharedInformer(self.runtime, namespace, resource)
+                informer = SharedInformer(self.runtime, namespace, resource, self._probe)
                 self._informers[(namespace, resource.source)] = informer
                 informer.start()
             subscription = Subscription(informer, key, sink)

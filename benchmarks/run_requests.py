@@ -96,9 +96,10 @@ def measure_child(scenario: str, gate_off: bool = False) -> dict[str, Any]:
 
 
 def _head(tree: Path) -> str:
-    """The tree's commit, with "+" when its working tree has changes not committed yet."""
+    """The tree's commit, with "+" when its working tree has changes not committed yet (results aside)."""
     out = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+    dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":!benchmarks/results"],
                            capture_output=True, text=True, check=False).stdout.strip()
     return (out.stdout.strip() or "unknown") + ("+" if dirty else "")
 

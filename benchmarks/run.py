@@ -12,6 +12,7 @@ from benchmarks import (
     manifests,
     peer,
     polling,
+    run_requests,
     scale,
     wasted_time,
     watchers,
@@ -38,6 +39,8 @@ def main() -> None:
     print("\n## 6. API requests: a polled look by pod count, an idle watcher process per minute")
     api_requests.main([])  # the random 5-10 min watch timeout needs a 10 min idle window
     api_requests.main(["--pods", "--watch-timeout", "30s", "--idle-seconds", "120", "--append"])
+    print("\n## 6b. API requests of one whole run: one in-cluster restart, and none")
+    run_requests.main(["--gate-off"])
     print("\n## 7. thousands of runs watched by one process")
     # 5,000 (the default's last size) takes well over 15 minutes on 2 shared cores: the rows the docs quote.
     scale.main(["--runs", "1000", "2000"])

@@ -98,3 +98,61 @@ def test_an_idle_process_keeps_each_watch_open_5_to_10_minutes_as_client_go_does
     assert watches and all(300 <= int(r.query["timeoutSeconds"]) <= 600 for r in watches), watches
     assert len({runtime.watch_timeout() for _ in range(50)}) > 1, "every watch asks for the same timeout"
     runtime.informers.unsubscribe([subscription])
+
+
+def _pod_requests(server: LocalApiServer) -> list[tuple[str, str, int]]:
+    return [(r.method, "watch" if r.query.get("watch", "").lower() in ("true", "1") else "list", r.status)
+            for r in server.requests if r.path.endswith("/pods")]
+
+
+def test_a_stream_starts_with_one_watch_that_brings_the_current_objects(server: LocalApiServer) -> None:
+    """As client-go's WatchList reflector: the initial state comes on the watch (`sendInitialEvents`, ended by
+    the bookmark marked `k8s.io/initial-events-end`), so a stream costs one request, not a list and a watch."""
+    server.create(pod("p-before", "wl"))
+    runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2))
+    sink = Sink()
+    subscription = runtime.informers.subscribe(NS, PODS, "jobset:wl", sink)
+    sink.wait_for(lambda: any(kind == "SYNC" for _, kind, _ in sink.messages), "the initial state")
+    synced = [payload for _, kind, payload in sink.messages if kind == "SYNC"]
+    assert [[p["metadata"]["name"] for p in items] for items in synced] == [["p-before"]]
+    server.create(pod("p-after", "wl"))
+    sink.wait_for(lambda: ("ADDED", "p-after") in sink.changes(), "the pod created after")
+    assert sink.changes() == [("ADDED", "p-after")], "an initial object was told again as a change"
+    assert _pod_requests(server) == [("GET", "watch", 200)]
+    watch = next(r for r in server.requests if r.path.endswith("/pods"))
+    assert watch.query.get("resourceVersionMatch") == "NotOlderThan" and "resourceVersion" not in watch.query
+    runtime.informers.unsubscribe([subscription])
+
+
+def test_a_server_without_watch_list_is_listed_then_watched() -> None:
+    """The WatchList gate off (Kubernetes 1.33): the refused watch (422) is followed by a list and a watch."""
+    with LocalApiServer(namespaces=[NS], watch_list=False) as server:
+        server.create(pod("p-before", "old"))
+        runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2))
+        sink = Sink()
+        subscription = runtime.informers.subscribe(NS, PODS, "jobset:old", sink)
+        sink.wait_for(lambda: any(kind == "SYNC" for _, kind, _ in sink.messages), "the listing")
+        server.create(pod("p-after", "old"))
+        sink.wait_for(lambda: ("ADDED", "p-after") in sink.changes(), "the pod created after")
+        synced = [payload for _, kind, payload in sink.messages if kind == "SYNC"]
+        assert [[p["metadata"]["name"] for p in items] for items in synced] == [["p-before"]]
+        assert _pod_requests(server) == [("GET", "watch", 422), ("GET", "list", 200), ("GET", "watch", 200)]
+        assert not any(kind == "ERROR" for _, kind, _ in sink.messages)
+        runtime.informers.unsubscribe([subscription])
+
+
+def test_streams_started_at_once_on_a_server_without_watch_list_are_refused_once() -> None:
+    """One stream asks whether the server sends initial events; the others wait for its answer, so a 1.33
+    server's refusal costs one request per process, not one per stream."""
+    from jobset_core.runtimes.kube.streams import EVENTS, JOBS, JOBSETS
+
+    with LocalApiServer(namespaces=[NS], watch_list=False) as server:
+        runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2))
+        sinks = [Sink() for _ in range(4)]
+        subscriptions = [runtime.informers.subscribe(NS, resource, None, sink)
+                         for resource, sink in zip((JOBSETS, JOBS, PODS, EVENTS), sinks, strict=True)]
+        for sink in sinks:
+            sink.wait_for(lambda s=sink: any(kind == "SYNC" for _, kind, _ in s.messages), "the listing")
+        assert [r.status for r in server.requests].count(422) == 1, [(r.path, r.status) for r in server.requests]
+        assert runtime.watch_list is False
+        runtime.informers.unsubscribe(subscriptions)

@@ -89,3 +89,29 @@ def test_a_preempted_then_succeeded_jobset_is_told_after_its_pods_and_events_exp
         assert "restart 1: Preempted" in page and "events expired" not in page, look
         marked = re.search(rf"class='bar [^']*\brestart-cause\b[^']*' data-pod='{re.escape(preempted)}'", page)
         assert marked, f"{look}: the preempted pod is drawn marked as the restart's cause"
+
+
+def test_a_run_with_one_in_cluster_restart_costs_at_most_ten_requests(served: FakeClusterServer) -> None:
+    """Issue 36: every request a run makes has a reason. A preempted, restarted, then succeeded JobSet costs the
+    ledger (JobSets and Jobs by run key), the run record, the create, one watch per shared stream (the initial
+    state comes on the watch) and one write of the evidence ConfigMap, holding the preempted pod and restart
+    1's cause together when the restart follows the pod's failure within the keeper's flush window (it does
+    here: the emulated controller reacts within a tick), and no read of the JobSet's events."""
+    cluster = served.cluster
+    assert cluster is not None
+    cluster.preempt("*", restart=0, after=0.3, jobset="counted-*")
+    cluster.succeed("*", restart=1, times=None, after=0.3, jobset="counted-*")
+    spec = JobSetSpec(name="counted", retry=RetryPolicy(retries=1, backoff=tenacity.wait_none()),
+                      replicated_jobs=[ReplicatedJob(name="workers", image="train:1", command=["python", "train.py"])])
+    server = cluster.server
+    first = len(server.requests)
+    result = JobSetRun(spec, cluster.runtime(), run_key=make_run_key("counted", "one-restart"), sleep=lambda s: None).run()
+    assert result.succeeded and result.handle is not None, result.message
+    requests = server.requests[first:]
+
+    seen = [f"{r.method} {r.path}{' watch' if r.query.get('watch') else ''} {r.status}" for r in requests]
+    assert len(requests) <= 10, seen
+    assert not [r for r in requests if "involvedObject" in str(r.query.get("fieldSelector", ""))], seen
+    evidence = server.get("v1", "ConfigMap", result.handle.name + c.EVIDENCE_CONFIGMAP_SUFFIX, NS)
+    assert [k["restart"] for k in ev.kept_restart_causes(evidence)] == [1]
+    assert ev.kept_pods(evidence), "the preempted pod was not kept"

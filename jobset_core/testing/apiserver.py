@@ -33,7 +33,9 @@ class LocalApiServer(ObjectStore):
     ``kube-public`` always exist); ``require_namespaces=False`` lifts that; ``namespaces`` are created at once.
     ``authorize`` (the rules of a Role, see ``rules_from_yaml``) turns on RBAC for HTTP clients acting as
     ``user``: what the rules do not grant is a 403 (in-process calls are not checked: they play the
-    cluster's controllers). ``clock`` (seconds since the epoch) stamps creation and deletion: a fake
+    cluster's controllers). ``watch_list=False`` is a server with the WatchList feature gate off (Kubernetes
+    1.33): a watch asking for its initial events (``sendInitialEvents``) is a 422, as there.
+    ``clock`` (seconds since the epoch) stamps creation and deletion: a fake
     cluster on virtual time passes its own.
     """
 
@@ -51,6 +53,7 @@ class LocalApiServer(ObjectStore):
         authorize: Iterable[PolicyRule] | None = None,
         user: str = DEFAULT_USER,
         clock: Callable[[], float] = time.time,
+        watch_list: bool = True,
     ) -> None:
         super().__init__(
             event_window=event_window, seed=seed, require_namespaces=require_namespaces, namespaces=namespaces, clock=clock
@@ -69,9 +72,19 @@ class LocalApiServer(ObjectStore):
             watch_timeout=watch_timeout,
             authorizer=self.authorizer,
             clock=clock,
+            watch_list=watch_list,
         )
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def watch_list(self) -> bool:
+        """Whether a watch may ask for its initial events (the WatchList feature gate); settable at any time."""
+        return self._context.watch_list
+
+    @watch_list.setter
+    def watch_list(self, enabled: bool) -> None:
+        self._context.watch_list = enabled
 
     def append_log(self, namespace: str, pod: str, text: str) -> None:
         """Append to what a pod printed, for `read_namespaced_pod_log` (followers see it at once)."""

@@ -61,6 +61,23 @@ class ServerContext:
     logs: PodLogs = field(default_factory=PodLogs)
     authorizer: Authorizer | None = None
     clock: Callable[[], float] = time.time
+    watch_list: bool = True  # the WatchList feature gate (on since Kubernetes 1.34; off in 1.33)
+
+
+def _check_initial_events(query: dict[str, str], bookmarks: bool, enabled: bool) -> None:
+    """A watch asking for its initial events is refused as apimachinery's ValidateListOptions refuses it: 422
+    when the WatchList gate is off, or without `resourceVersionMatch=NotOlderThan` and bookmarks."""
+    if query.get("sendInitialEvents", "").lower() not in _TRUE:
+        return
+    if not enabled:
+        problem = "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+    elif query.get("resourceVersionMatch") != "NotOlderThan":
+        problem = "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    elif not bookmarks:
+        problem = "allowWatchBookmarks: Required value: sendInitialEvents requires setting allowWatchBookmarks to true"
+    else:
+        return
+    raise ApiError(422, c.STATUS_INVALID, f'ListOptions.meta.k8s.io "" is invalid: {problem}')
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -331,6 +348,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             field_selector = f"{field_selector},{by_name}" if field_selector else by_name
         timeout = float(q.get("timeoutSeconds") or 0) or ctx.watch_timeout
         bookmarks = q.get("allowWatchBookmarks", "").lower() in _TRUE
+        _check_initial_events(q, bookmarks, ctx.watch_list)
         drop = ctx.faults.take_watch_drop()
         try:
             if ctx.faults.take_watch_expiry():

@@ -259,8 +259,9 @@ class Tracker:
     def observation(self, changed: bool) -> Observation:
         """Jobs and events come from the shared caches. Kueue's Workload (not streamed) is listed again when
         the attempt's object moved; at the end, the Jobs and the object's own events are read once more,
-        since the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs, and
-        so are its own events whenever its restart count moves."""
+        since the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs. A
+        decision (the end, or a move of the restart count) stores what the keeper holds once, after the
+        restart causes are noted: one write for a restart, not one for its pods and one for its cause."""
         main, handle = self.main, self.handle
         self.keeper.load(handle)  # once: what an earlier process kept of the attempt's failed pods
         if main is None:
@@ -279,19 +280,23 @@ class Tracker:
         jobs = [self.jobs[n] for n in sorted(self.jobs)]
         # A restart is recorded by the object's own event, written with its status: read it from the server
         # when the count moves, as the event stream may deliver it after the status that a decision uses.
+        # A failure is recorded by the object's own event, written with its status: read it from the server at
+        # the end, as the event stream may deliver it after the status the decision uses. An in-cluster restart
+        # is no decision of the run: its cause comes from the kept pods and the streamed events, and is tried
+        # again as late events arrive (`_note_restart_causes`), without a read of its own.
         restarts = ev.count((main.get("status") or {}).get("restarts"))
         reread = final or restarts != self._restarts
         self._restarts = restarts
-        if reread:  # a decision: the failures seen so far are stored before it
-            self.flush(now=True)
         pods = list(self.pods.values())
         names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), self.workloads.items)
         events = self._cached_events(names)
-        if reread:
+        if final:
             events += self.observer.objects.events_of(main)
         seen = self.observer.assemble(handle, main, jobs=jobs, pods=pods, events=events, workloads=self.workloads.items,
                                       decision=reread, cancelled=self.cancelled)
         self._note_restart_causes(seen, reread)
+        if reread:  # a decision: the failures and the restart causes seen so far are stored before it, in one write
+            self.flush(now=True)
         return seen
 
     def _note_restart_causes(self, seen: Observation, reread: bool) -> None:

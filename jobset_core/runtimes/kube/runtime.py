@@ -81,6 +81,7 @@ class KubernetesRuntime:
         cancel_timeout_seconds: float = 120.0,
         keep_streams_seconds: float | None = None,
         read_only: bool = False,
+        watch_list: bool = True,
     ) -> None:
         if api_client is None:
             api_client = default_api_client()
@@ -97,6 +98,10 @@ class KubernetesRuntime:
         self.cancel_timeout_seconds = cancel_timeout_seconds
         # A reader (`jobset explain`) observes as a run does, evidence ConfigMap included, but never writes one.
         self.read_only = read_only
+        # A shared stream starts with one watch that brings the current objects (`sendInitialEvents`, the
+        # WatchList feature, on by default since Kubernetes 1.34); False lists first, as for a 1.33 server.
+        # A refusal turns it off for the process's later streams.
+        self.watch_list = watch_list
         self.objects = KubeObjects(self.api_client, self.retry)
         self.core, self.custom = self.objects.core, self.objects.custom  # what the shared streams list and watch
         self.finalizers = Finalizers(self.objects)

@@ -8,11 +8,17 @@ namespace, selected by the labels this project stamps on what it submits, and ca
 carry, indexed by the keys the runs look up (a JobSet's name, the `jobset-name` label of its Jobs and pods,
 the `involvedObject.name` of an event). A run subscribes to its keys; its watch wakes on changes under
 them and reads the rest (Jobs, events) from the cache. The last subscriber to leave stops the stream.
+
+A stream starts as client-go's reflector does with its WatchList client: one watch request that sends the
+current objects first (`sendInitialEvents`, ended by a bookmark marked `k8s.io/initial-events-end`), not a
+list and then a watch, so a process that follows one run makes one request per resource, not two. A server
+that refuses it (the WatchList gate off, as in Kubernetes 1.33) is listed and watched as before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -37,6 +43,7 @@ class StreamSource(Protocol):
     core: Any
     custom: Any
     retry: Any
+    watch_list: bool  # streams start with a watch that brings the current objects (False: list, then watch)
 
     def watch_timeout(self) -> int: ...
 
@@ -49,6 +56,14 @@ Obj = dict[str, Any]
 # objects under the subscriber's key after a (re)list, or "ERROR" with the exception that ended the stream.
 Message = tuple[str, str, Any]
 Sink = Callable[[Message], None]
+# What a server without the WatchList feature answers a watch that asks for its initial events: 422 Invalid
+# (the gate off), or 400 from a proxy that validates the query; the stream then lists and watches.
+WATCH_LIST_REFUSED = frozenset({400, 422})
+# While a process does not know yet whether its server sends initial events, one stream asks and the others
+# wait for its answer (its first event, or the refusal), so a refusal costs one request, not one per stream;
+# never longer than this, so a server that answers slowly delays the others only this much.
+WATCH_LIST_PROBE_SECONDS = 5.0
+INITIAL_EVENTS_PARAMETERS = {"send_initial_events": True, "resource_version_match": "NotOlderThan"}
 
 
 def _name_key(obj: Mapping[str, Any]) -> list[str]:
@@ -162,12 +177,16 @@ class SharedInformer:
     reaches the few runs it concerns without a look at the hundreds of others a process may watch.
     """
 
-    def __init__(self, runtime: StreamSource, namespace: str, resource: Resource) -> None:
+    def __init__(self, runtime: StreamSource, namespace: str, resource: Resource,
+                 probe: WatchListProbe | None = None) -> None:
         self.runtime = runtime
+        self._probe = probe  # held by the stream that asks the server whether it sends initial events
+        self._probing = False
         self.namespace = namespace
         self.resource = resource
         self.synced = False
         self.failed: BaseException | None = None
+        self.watch_list = runtime.watch_list  # the initial state from the watch itself
         self._cache = _Cache(resource.keys)
         self._subscribers: dict[Subscription, None] = {}  # in joining order
         self._by_key: dict[str, dict[Subscription, None]] = {}
@@ -261,7 +280,7 @@ class SharedInformer:
             return fn, kwargs
         group, version = resource.api_version.split("/", 1)
         kwargs.update(group=group, version=version, plural=resource.source)
-        return runtime.custom.list_namespaced_custom_object, kwargs
+        return functools.partial(_list_custom, runtime.custom), kwargs
 
     def _as_dict(self, obj: Any) -> Obj:
         out = obj if isinstance(obj, dict) else self.runtime.sanitize(obj)
@@ -283,7 +302,7 @@ class SharedInformer:
             try:
                 for attempt in reconnect:
                     with attempt:
-                        if resource_version is None:
+                        if resource_version is None and not self.watch_list:
                             resource_version = self._relist(list_fn, kwargs)
                         resource_version = self._stream(list_fn, kwargs, resource_version)
                         if self._stop.is_set():
@@ -329,22 +348,109 @@ class SharedInformer:
         # connection) is cut by the client and resumed.
         timeout = runtime.watch_timeout()
         read_limit = timeout + (runtime.retry.request_timeout or 30.0)
+        # No resourceVersion yet: this watch brings the current state first (see the module's docstring).
+        initial: list[Obj] | None = [] if resource_version is None else None
+        if initial is not None and not self._ask_first():
+            return None  # another stream learned that the server refuses: list first
+        extra = INITIAL_EVENTS_PARAMETERS if initial is not None else {}
         try:
             for event in stream.stream(
                 list_fn, resource_version=resource_version, timeout_seconds=timeout,
-                allow_watch_bookmarks=True, _request_timeout=read_limit, **kwargs,
+                allow_watch_bookmarks=True, _request_timeout=read_limit, **extra, **kwargs,
             ):
                 obj = self._as_dict(event["object"])
                 resource_version = ev.meta(obj).get("resourceVersion") or resource_version
-                if event["type"] != "BOOKMARK":
-                    self._publish(event["type"], obj)
+                initial = self._take(event["type"], obj, initial)
                 if self._stop.is_set():
                     break
+        except ApiException as exc:
+            if self._refused(exc, initial):
+                return None
+            if self._stop.is_set():
+                return resource_version
+            raise
         except Exception:
             if self._stop.is_set():  # our own shutdown of the connection
                 return resource_version
             raise
-        return resource_version
+        finally:
+            self._answered()
+        # A watch that ended before its initial state was complete starts again from the current state.
+        return resource_version if initial is None else None
+
+
+    def _take(self, kind: str, obj: Obj, initial: list[Obj] | None) -> list[Obj] | None:
+        """One watch event: gathered while the initial state comes (answers what is still gathered, None once
+        it is published as a SYNC), published after it. A bookmark ends the initial state; one without the
+        end mark comes from a server that ignored the request (it sent the current state as plain ADDED
+        events), so later streams list first."""
+        if initial is None:
+            if kind != "BOOKMARK":
+                self._publish(kind, obj)
+            return None
+        self._answered(served=True)
+        if kind != "BOOKMARK":
+            initial.append(obj)
+            return initial
+        if (ev.meta(obj).get("annotations") or {}).get(c.INITIAL_EVENTS_END_ANNOTATION) != "true":
+            self.watch_list = self.runtime.watch_list = False
+        self._publish_sync(initial)
+        return None
+
+
+    def _refused(self, exc: ApiException, initial: list[Obj] | None) -> bool:
+        """A server without the WatchList feature refused a watch asking for its initial events: this process's
+        streams list first from now on (noted before the streams waiting to ask go on)."""
+        if initial is None or exc.status not in WATCH_LIST_REFUSED or self._stop.is_set():
+            return False
+        log.info("the server refused a watch with initial events (%s): listing %s", exc.status, self.resource.source)
+        self.watch_list = self.runtime.watch_list = False
+        return True
+
+    def _ask_first(self) -> bool:
+        """Wait for the stream that asks the server first (bounded), then whether to ask for initial events."""
+        probe = self._probe
+        if probe is not None and not probe.known and self.runtime.watch_list and not self._probing:
+            self._probing = probe.lock.acquire(timeout=WATCH_LIST_PROBE_SECONDS)
+        self.watch_list = self.watch_list and self.runtime.watch_list
+        if not self.watch_list:
+            self._answered()
+        return self.watch_list
+
+    def _answered(self, *, served: bool = False) -> None:
+        """The server answered this stream (an event, or an error): the streams waiting to ask may go on."""
+        if served and self._probe is not None:
+            self._probe.known = True
+        if self._probing:
+            self._probing = False
+            self._probe.lock.release()  # type: ignore[union-attr]
+
+
+@dataclass
+class WatchListProbe:
+    """Whether a process's server is known to send initial events, and the lock of the stream that asks."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    known: bool = False
+
+
+def _list_custom(custom: Any, group: str, version: str, namespace: str, plural: str, **kwargs: Any) -> Any:
+    """`list_namespaced_custom_object` with the watch-list parameters the generated client does not know
+    (`sendInitialEvents`, and `resourceVersionMatch` beside it); everything else as it passes them."""
+    initial = kwargs.pop("send_initial_events", None)
+    if initial is None:
+        return custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
+    names = {"label_selector": "labelSelector", "resource_version": "resourceVersion", "timeout_seconds": "timeoutSeconds",
+             "allow_watch_bookmarks": "allowWatchBookmarks", "resource_version_match": "resourceVersionMatch",
+             "field_selector": "fieldSelector", "watch": "watch"}
+    query = [(names[k], v) for k, v in kwargs.items() if k in names and v is not None]
+    query.append(("sendInitialEvents", True))
+    options = {k: v for k, v in kwargs.items() if k.startswith("_")}
+    return custom.api_client.call_api(
+        f"/apis/{group}/{version}/namespaces/{namespace}/{plural}", "GET", {}, query,
+        {"Accept": "application/json;stream=watch"}, auth_settings=["BearerToken"],
+        response_types_map={200: "object"}, _return_http_data_only=True, **options,
+    )
 
 
 class InformerHub:
@@ -354,12 +460,13 @@ class InformerHub:
         self.runtime = runtime
         self._informers: dict[tuple[str, str], SharedInformer] = {}
         self._lock = threading.Lock()
+        self._probe = WatchListProbe()  # one stream asks whether the server sends initial events, the others wait
 
     def subscribe(self, namespace: str, resource: Resource, key: str | None, sink: Sink | None) -> Subscription:
         with self._lock:
             informer = self._informers.get((namespace, resource.source))
             if informer is None or informer.failed is not None:
-                informer = SharedInformer(self.runtime, namespace, resource)
+                informer = SharedInformer(self.runtime, namespace, resource, self._probe)
                 self._informers[(namespace, resource.source)] = informer
                 informer.start()
             subscription = Subscription(informer, key, sink)

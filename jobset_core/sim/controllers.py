@@ -1,18 +1,28 @@
-"""The control plane's reconcile pass: the JobSet controller, then the Job controller."""
+"""The control plane's reconcile pass: the JobSet controller, then the Job controller, each over the keys it
+heard change (`sim.work_queue`), as the real ones work from their informers' queues."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
+from jobset_core import clock
+from jobset_core import constants as c
 from jobset_core.constants import WORKLOAD_WITH_JOB_GATE
-from jobset_core.sim.job_controller import reconcile_jobs
+from jobset_core.sim.job_controller import deadline_of, reconcile_job, release_orphans
 from jobset_core.sim.jobset_controller import JobSetController, Notice
+from jobset_core.sim.records import Obj
 from jobset_core.sim.store import ClusterStore
+from jobset_core.sim.work_queue import Key, WorkQueues, key_of
 
 
 class Controllers:
-    """One `step()` reconciles every JobSet and every Job of `namespace` (None: all namespaces) once.
+    """One `step()` reconciles each JobSet and each Job of `namespace` (None: all namespaces) written since
+    the last step (the first step: every one), and each Job whose activeDeadlineSeconds has come.
 
     `feature_gates` are the control plane's gates the emulation honours: `WorkloadWithJob` (the Job
-    controller creates a gang Job's Workload and PodGroup)."""
+    controller creates a gang Job's Workload and PodGroup). A key whose reconcile fails (a conflict with
+    the code under test, or a bug) is queued again with the keys not reached, for the next step.
+    """
 
     def __init__(self, store: ClusterStore, namespace: str | None = None, notice: Notice | None = None,
                  feature_gates: frozenset[str] = frozenset()) -> None:
@@ -20,13 +30,59 @@ class Controllers:
         self.namespace = namespace
         self.feature_gates = frozenset(feature_gates)
         self.jobsets = JobSetController(store, notice)
+        self.queues = WorkQueues((c.JOBSET_KIND, c.JOB_KIND), namespace, remember_deleted=(c.JOB_KIND,))
+        self._stop_listening = self.queues.listen(store.on_write)
+
+    def close(self) -> None:
+        """Stop hearing the store's writes."""
+        self._stop_listening()
 
     def reconcile_jobsets(self) -> None:
-        self.jobsets.reconcile_all(self.namespace)
+        keys = self._keys(c.JOBSET_API_VERSION, c.JOBSET_KIND)
+        self._each(c.JOBSET_KIND, keys, lambda key: self.jobsets.reconcile_key(*key))
 
     def reconcile_jobs(self) -> None:
-        reconcile_jobs(self.store, self.namespace, workload_with_job=WORKLOAD_WITH_JOB_GATE in self.feature_gates)
+        first = self.queues.everything(c.JOB_KIND)
+        gated = WORKLOAD_WITH_JOB_GATE in self.feature_gates
+
+        def one(key: Key) -> None:
+            job = reconcile_job(self.store, *key, workload_with_job=gated)
+            moment = deadline_of(job) if job is not None else None
+            if moment is not None:
+                self.queues.add_after(c.JOB_KIND, key, moment)
+
+        self._each(c.JOB_KIND, self._keys(c.BATCH_API_VERSION, c.JOB_KIND), one)
+        release_orphans(self.store, self._orphan_candidates(first))
 
     def step(self) -> None:
         self.reconcile_jobsets()
         self.reconcile_jobs()
+
+    def next_due(self) -> float | None:
+        """The earliest moment (epoch seconds, on the emulation's clock) a Job must be looked at again without
+        a change (its activeDeadlineSeconds), or None."""
+        return self.queues.next_due(c.JOB_KIND)
+
+    def _keys(self, api_version: str, kind: str) -> list[Key]:
+        """The keys to reconcile now: written or due; every object of the kind the first time."""
+        first = self.queues.everything(kind)
+        keys = self.queues.take(kind, clock.current().time())
+        if first:
+            keys.update(key_of(obj) for obj in self.store.list(api_version, kind, self.namespace, shared=True))
+        return sorted(keys)
+
+    def _each(self, kind: str, keys: list[Key], reconcile: Callable[[Key], None]) -> None:
+        for done, key in enumerate(keys):
+            try:
+                reconcile(key)
+            except BaseException:
+                self.queues.add(kind, keys[done:])
+                raise
+
+    def _orphan_candidates(self, first: bool) -> Iterable[Obj]:
+        """Pods that may have lost their Job: those of the Jobs deleted since the last step (every pod, the
+        first time)."""
+        if first:
+            return self.store.list(c.CORE_API_VERSION, c.POD_KIND, self.namespace, shared=True)
+        gone = [job["metadata"]["uid"] for job in self.queues.deleted(c.JOB_KIND)]
+        return [pod for uid in gone for pod in self.store.owned_by(uid, c.CORE_API_VERSION, c.POD_KIND)]

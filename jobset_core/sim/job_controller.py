@@ -13,7 +13,7 @@ FailedIndexes once every index ended). Simplification: no pod backoff delay.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +24,6 @@ from jobset_core.sim import child_objects, workload_controller
 from jobset_core.sim.events import job_event
 from jobset_core.sim.records import (
     Obj,
-    by_owner,
     condition,
     deleting,
     finished,
@@ -266,17 +265,40 @@ def admit(store: ClusterStore, job: Obj) -> Obj:
     return patch_object(store, job, child_objects.job_defaults_patch(job))
 
 
-def reconcile_jobs(store: ClusterStore, namespace: str | None, *, workload_with_job: bool = False) -> None:
-    """Every Job of the namespace (None: all), then release orphaned pods so they can be removed."""
-    pods = store.list(c.CORE_API_VERSION, c.POD_KIND, namespace, shared=True)
-    jobs = store.list(c.BATCH_API_VERSION, c.JOB_KIND, namespace, shared=True)
-    uids = {j["metadata"]["uid"] for j in jobs}
-    owned = by_owner(pods)
-    for job in jobs:
-        if not (job.get("spec") or {}).get("selector"):
-            job = admit(store, job)
-        sync_job(store, job, owned.get(job["metadata"]["uid"], []), workload_with_job=workload_with_job)
+def deadline_of(job: Mapping[str, Any]) -> float | None:
+    """When (epoch seconds) a Job still going runs out of activeDeadlineSeconds: the moment its controller
+    looks again without a change (syncJob's requeue after the remaining time); None when it never does."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    deadline, started = spec.get("activeDeadlineSeconds"), status.get("startTime")
+    if deadline is None or not started or finished(job) or deleting(job):
+        return None
+    start = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return start.timestamp() + float(deadline)
+
+
+def reconcile_job(store: ClusterStore, namespace: str, name: str, *, workload_with_job: bool = False) -> Obj | None:
+    """One Job by its key, over the pods it owns (None: it is gone)."""
+    job = store.get(c.BATCH_API_VERSION, c.JOB_KIND, name, namespace or None, shared=True)
+    if job is None:
+        return None
+    if not (job.get("spec") or {}).get("selector"):
+        job = admit(store, job)
+    sync_job(store, job, store.owned_by(job["metadata"]["uid"], c.CORE_API_VERSION, c.POD_KIND),
+             workload_with_job=workload_with_job)
+    return job
+
+
+def release_orphans(store: ClusterStore, pods: Iterable[Obj]) -> None:
+    """Pods whose Job is gone lose the job-tracking finalizer, so they can be removed (the Job controller
+    does this for the pods of a deleted Job it still hears of)."""
     for pod in pods:
+        if not _tracked(pod):
+            continue
         owners = [r for r in meta(pod).get("ownerReferences") or [] if r.get("kind") == c.JOB_KIND]
-        if _tracked(pod) and not any(r.get("uid") in uids for r in owners):
+        if not any(_alive(store, pod, ref) for ref in owners):
             remove_finalizer(store, pod, c.JOB_TRACKING_FINALIZER)
+
+
+def _alive(store: ClusterStore, pod: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
+    job = store.get(c.BATCH_API_VERSION, c.JOB_KIND, ref.get("name", ""), meta(pod).get("namespace"), shared=True)
+    return job is not None and job["metadata"]["uid"] == ref.get("uid")

@@ -19,7 +19,6 @@ from jobset_core.sim import child_objects
 from jobset_core.sim.events import jobset_event
 from jobset_core.sim.records import (
     Obj,
-    by_owner,
     condition,
     deleting,
     finished,
@@ -80,11 +79,12 @@ class JobSetController:
         self.store = store
         self.notice = notice or (lambda line: None)
 
-    def reconcile_all(self, namespace: str | None) -> None:
-        jobs = by_owner(self.store.list(c.BATCH_API_VERSION, c.JOB_KIND, namespace, shared=True))
-        for js in self.store.list(c.JOBSET_API_VERSION, c.JOBSET_KIND, namespace, shared=True):
-            if not deleting(js):  # foreground deletion: the garbage collector takes the children
-                self.reconcile(js, jobs.get(js["metadata"]["uid"], []))
+    def reconcile_key(self, namespace: str, name: str) -> None:
+        """One JobSet by its key, over the Jobs it owns (nothing when it is gone or being deleted: foreground
+        deletion, the garbage collector takes the children)."""
+        js = self.store.get(c.JOBSET_API_VERSION, c.JOBSET_KIND, name, namespace or None, shared=True)
+        if js is not None and not deleting(js):
+            self.reconcile(js, self.store.owned_by(js["metadata"]["uid"], c.BATCH_API_VERSION, c.JOB_KIND))
 
     def reconcile(self, js: Obj, owned: list[Obj]) -> None:
         spec, status = js.get("spec") or {}, dict(js.get("status") or {})

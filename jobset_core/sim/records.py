@@ -73,17 +73,6 @@ def owner_ref(obj: Mapping[str, Any]) -> Obj:
     return owner_reference(obj, controller=True)
 
 
-def by_owner(objs: Iterable[Obj]) -> dict[str, list[Obj]]:
-    """The objects under the uid of each owner they reference, in their order: one pass, so a reconcile of
-    every owner costs the objects once, not once per owner (hundreds of JobSets in a benchmark)."""
-    owned: dict[str, list[Obj]] = {}
-    for obj in objs:
-        for uid in dict.fromkeys(r.get("uid") for r in meta(obj).get("ownerReferences") or []):
-            if uid:
-                owned.setdefault(uid, []).append(obj)
-    return owned
-
-
 def terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
 

@@ -8,7 +8,7 @@ in-process calls bypass HTTP fault injection on purpose, since faults are meant 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from jobset_core import constants as c
@@ -22,15 +22,20 @@ CONFLICT = 409
 class ClusterStore(Protocol):
     """get/list by label selector/create/patch (merge or JSON, status subresource)/delete (propagation).
 
-    The controllers list with ``shared=True``: every pass reads every object, and copying them all would
-    cost more than the pass itself; so nothing here changes an object it read, it writes a new one.
+    The controllers read with ``shared=True`` and `owned_by` (the stored objects, not copies: copying what a
+    pass reads would cost more than the pass), so nothing here changes an object it read, it writes a new one;
+    they hear what changed through `on_write` (`sim.work_queue`).
     """
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
 
     def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self, api_version: str, kind: str, name: str, namespace: str | None = None, *, shared: bool = False
     ) -> dict[str, Any] | None: ...
+
+    def owned_by(self, owner_uid: str, api_version: str, kind: str) -> list[dict[str, Any]]: ...
+
+    def on_write(self, observer: Callable[[Any], None]) -> Callable[[], None]: ...
 
     def list(
         self,

@@ -68,6 +68,8 @@ class FakeCluster:
     server listens on `host:port` (0: a free port); `notice` hears one line per fault that fires.
     `feature_gates` turns on control-plane gates the emulation knows (`WorkloadWithJob`). Every node carries
     `node_labels` besides the kubelet's own (pods with a `nodeSelector`, e.g. for spot capacity, need them).
+    The controllers and the kubelets reconcile what changed (and what is due), not every object each tick,
+    so a cluster of thousands of JobSets costs a tick what its changes cost.
     """
 
     def __init__(
@@ -131,6 +133,9 @@ class FakeCluster:
             self._thread = None
         if self._own_server:
             self.server.stop()
+        else:  # a shared server outlives this cluster: its controllers stop hearing it
+            self.controllers.close()
+            self.kubelet.close()
 
     def __enter__(self) -> FakeCluster:
         return self.start()
@@ -225,11 +230,17 @@ class FakeCluster:
             self.settle()
             if predicate():
                 return
-            now, due = clock.monotonic(), self.kubelet.next_due()
-            moment = due if due is not None and due > now else now + self.tick
+            now = clock.monotonic()
+            dues = [self.kubelet.next_due(), self._monotonic(self.controllers.next_due())]
+            due = min((d for d in dues if d is not None and d > now), default=None)
+            moment = due if due is not None else now + self.tick
             if moment > deadline:
                 raise TimeoutError(f"timed out after {timeout}s of virtual time waiting for {what}")
             clock.advance_to(moment)
+
+    def _monotonic(self, moment: float | None) -> float | None:
+        """An epoch moment (a Job's deadline) on the clock's monotonic scale."""
+        return None if moment is None else self.clock.monotonic() + (moment - self.clock.time())
 
     # ----- scripting pod fates -----------------------------------------------------------------------
 

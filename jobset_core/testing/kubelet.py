@@ -21,6 +21,7 @@ from jobset_core.sim.records import deleting, terminal
 from jobset_core.sim.scheduler import Scheduler
 from jobset_core.sim.scheduling import failed_scheduling_message
 from jobset_core.sim.store import ClusterStore, write_status
+from jobset_core.sim.work_queue import Key, WorkQueues, key_of
 from jobset_core.submitted import attempt_of, owner_of
 from jobset_core.testing.fates import PodRule
 
@@ -35,6 +36,8 @@ class ScriptedKubelet:
     matches a pod applies to it; the earliest due fires first). The Nodes are registered on the first `sync`
     (or `register_nodes()`); the scheduler binds to every Node in the store, so a test may taint one.
 
+    Like a real kubelet and scheduler, each `sync` looks only at the pods that changed (heard through the
+    store's writes), those whose scripted moment came, and every pod when the rules change.
     A bound pod starts `start_after` seconds later (image pull, container start); `clock` times that and
     the faults, so that on a virtual clock `next_due()` says when to move it next. Every node carries
     `node_labels` (a node pool's labels, for pods that select one). `write_log` receives what a
@@ -61,6 +64,10 @@ class ScriptedKubelet:
         self._running_since: dict[str, float] = {}
         self._registered = False
         self.scheduler = Scheduler(store, instance="emulated", node_order=self.nodes)
+        self._unbound: set[Key] = set()  # pods the scheduler could not place: tried again when a Node changes
+        self._rules_seen: tuple[int, ...] = ()
+        self.queues = WorkQueues((c.POD_KIND, c.NODE_KIND), namespace)
+        self._stop_listening = self.queues.listen(store.on_write)
 
     def register_nodes(self) -> None:
         """Create the Node objects `node-0..node-N-1` (those that exist are kept), as each kubelet registers."""
@@ -69,35 +76,71 @@ class ScriptedKubelet:
         self._registered = True
 
     def sync(self) -> None:
+        """Play what concerns the pods written since the last sync, those whose moment came, and, when the
+        rules or the Nodes changed, every live (or unbound) pod; then note when each next needs a look."""
         if not self._registered:
             self.register_nodes()
         self.scheduler.new_pass()
         now = self.clock.monotonic()
-        for pod in self.store.list(c.CORE_API_VERSION, c.POD_KIND, self.namespace, shared=True):
-            if terminal(pod):
-                continue
-            if deleting(pod):
-                self._terminate(pod, c.SIGTERM_EXIT_CODE)  # SIGTERM on deletion; the trainer exits 143
-                continue
-            self._sync_pod(pod, self._rules_for(pod), now)
+        keys = sorted(self._keys(now))
+        for done, key in enumerate(keys):
+            try:
+                self._sync_key(key, now)
+            except BaseException:
+                self.queues.add(c.POD_KIND, keys[done:])
+                raise
 
     def next_due(self) -> float | None:
         """The earliest `clock.monotonic()` at which a live pod starts or meets its fate (None: nothing is
-        scheduled); what is due already was done by the last `sync`, so this is in the future."""
-        moments = []
-        for pod in self.store.list(c.CORE_API_VERSION, c.POD_KIND, self.namespace):
-            if terminal(pod) or deleting(pod):
-                continue
-            uid, phase = pod["metadata"]["uid"], (pod.get("status") or {}).get("phase")
-            if phase == c.PHASE_PENDING and uid in self._bound_at and not (pod.get("status") or {}).get("containerStatuses"):
-                moments.append(self._bound_at[uid] + self.start_after)
-            elif phase == c.PHASE_RUNNING and uid in self._running_since:
-                due = self._next_running_fault(pod, self._rules_for(pod), self._running_since[uid])
-                if due is not None:
-                    moments.append(due[0])
-                elif self.succeed_after is not None:
-                    moments.append(self._running_since[uid] + self.succeed_after)
-        return min(moments, default=None)
+        scheduled); what was due already was done by the last `sync`."""
+        return self.queues.next_due(c.POD_KIND)
+
+    def close(self) -> None:
+        """Stop hearing the store's writes."""
+        self._stop_listening()
+
+    def _keys(self, now: float) -> set[Key]:
+        first = self.queues.everything(c.POD_KIND)
+        keys = self.queues.take(c.POD_KIND, now)
+        rules = tuple(map(id, self.rules))
+        if first or rules != self._rules_seen:  # a fault added or withdrawn may concern any pod
+            self._rules_seen = rules
+            keys.update(key_of(p) for p in self.store.list(c.CORE_API_VERSION, c.POD_KIND, self.namespace, shared=True))
+        if self.queues.take(c.NODE_KIND, now):  # a Node tainted, cordoned or added: unbound pods may fit now
+            keys.update(self._unbound)
+        return keys
+
+    def _sync_key(self, key: Key, now: float) -> None:
+        namespace, name = key
+        pod = self.store.get(c.CORE_API_VERSION, c.POD_KIND, name, namespace or None, shared=True)
+        self._unbound.discard(key)
+        if pod is None or terminal(pod):
+            return
+        if deleting(pod):
+            self._terminate(pod, c.SIGTERM_EXIT_CODE)  # SIGTERM on deletion; the trainer exits 143
+            return
+        rules = self._rules_for(pod)
+        self._sync_pod(pod, rules, now)
+        if not (pod.get("spec") or {}).get("nodeName"):
+            self._unbound.add(key)
+        moment = self._next_moment(pod, rules)
+        if moment is not None:
+            self.queues.add_after(c.POD_KIND, key, moment)
+
+    def _next_moment(self, pod: Obj, rules: list[PodRule]) -> float | None:
+        """When this pod, as read, starts or meets its fate without a change (None: never by itself). A pod
+        the sync just wrote is read again on the next one, which names its next moment."""
+        uid, status = pod["metadata"]["uid"], pod.get("status") or {}
+        phase = status.get("phase")
+        if phase == c.PHASE_PENDING and uid in self._bound_at and not status.get("containerStatuses"):
+            return self._bound_at[uid] + self.start_after
+        if phase == c.PHASE_RUNNING and uid in self._running_since:
+            due = self._next_running_fault(pod, rules, self._running_since[uid])
+            if due is not None:
+                return due[0]
+            if self.succeed_after is not None:
+                return self._running_since[uid] + self.succeed_after
+        return None
 
     def _rules_for(self, pod: Obj) -> list[PodRule]:
         attempt = self._attempt_of(pod)

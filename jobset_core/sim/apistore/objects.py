@@ -105,11 +105,18 @@ class ObjectStore:
         return self.store.create(self.kind_for(obj.get("apiVersion", ""), obj.get("kind", "")), obj)
 
     def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
+        self, api_version: str, kind: str, name: str, namespace: str | None = None, *, shared: bool = False
     ) -> dict[str, Any] | None:
-        """A deep copy of the object, or None when absent."""
+        """A deep copy of the object, or None when absent (``shared=True``: the stored object, as ``list``)."""
         resource = self.kind_for(api_version, kind)
+        if shared:
+            return self.store.lookup(resource, self._ns(resource, namespace), name)
         return self.store.find(resource, self._ns(resource, namespace), name)
+
+    def owned_by(self, owner_uid: str, api_version: str, kind: str) -> list[dict[str, Any]]:
+        """The stored objects of a kind that name ``owner_uid`` as an owner (shared: never change them), found
+        through the owner index the garbage collector keeps, as a controller's informer indexes by owner."""
+        return self.store.dependents_of(owner_uid, self.kind_for(api_version, kind))
 
     def list(
         self,

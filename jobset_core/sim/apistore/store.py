@@ -97,6 +97,17 @@ class Store:
             obj = self._tables.lookup(kind, namespace, name)
             return clone(obj) if obj is not None else None
 
+    def lookup(self, kind: ResourceKind, namespace: str | None, name: str) -> Obj | None:
+        """The committed object itself, or None: for readers that never change it (see ``list(shared=True)``)."""
+        with self._lock:
+            return self._tables.lookup(kind, namespace, name)
+
+    def dependents_of(self, owner_uid: str, kind: ResourceKind) -> list[Obj]:
+        """The committed objects of ``kind`` naming ``owner_uid`` in their ownerReferences (shared, like
+        ``lookup``), from the owner index: a controller reads what it owns without scanning the kind."""
+        with self._lock:
+            return [self._tables.bucket(k)[key] for k, key in self._tables.dependents(owner_uid) if k.key == kind.key]
+
     def get(self, kind: ResourceKind, namespace: str | None, name: str) -> Obj:
         """A deep copy of the object; 404 ApiError when missing."""
         obj = self.find(kind, namespace, name)

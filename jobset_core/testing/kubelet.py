@@ -66,6 +66,7 @@ class ScriptedKubelet:
         self.scheduler = Scheduler(store, instance="emulated", node_order=self.nodes)
         self._unbound: set[Key] = set()  # pods the scheduler could not place: tried again when a Node changes
         self._rules_seen: tuple[int, ...] = ()
+        self._matching: dict[str, tuple[int, list[PodRule]]] = {}  # pod uid -> (rules tried, those that matched)
         self.queues = WorkQueues((c.POD_KIND, c.NODE_KIND), namespace)
         self._stop_listening = self.queues.listen(store.on_write)
 
@@ -103,9 +104,9 @@ class ScriptedKubelet:
         first = self.queues.everything(c.POD_KIND)
         keys = self.queues.take(c.POD_KIND, now)
         rules = tuple(map(id, self.rules))
-        if first or rules != self._rules_seen:  # a fault added or withdrawn may concern any pod
+        if first or rules != self._rules_seen:
+            keys.update(self._concerned(first or not set(self._rules_seen) <= set(rules), len(self._rules_seen)))
             self._rules_seen = rules
-            keys.update(key_of(p) for p in self.store.list(c.CORE_API_VERSION, c.POD_KIND, self.namespace, shared=True))
         if self.queues.take(c.NODE_KIND, now):  # a Node tainted, cordoned or added: unbound pods may fit now
             keys.update(self._unbound)
         return keys
@@ -142,9 +143,25 @@ class ScriptedKubelet:
                 return self._running_since[uid] + self.succeed_after
         return None
 
+    def _concerned(self, everyone: bool, known: int) -> list[Key]:
+        """The live pods a change of the rules concerns: every one when a rule was withdrawn (or at first),
+        else those the rules added after the first `known` match."""
+        pods = [p for p in self.store.list(c.CORE_API_VERSION, c.POD_KIND, self.namespace, shared=True) if not terminal(p)]
+        if everyone:
+            self._matching.clear()
+            return [key_of(p) for p in pods]
+        added = self.rules[known:]
+        return [key_of(p) for p in pods if any(r.matches(p, self._attempt_of(p)) for r in added)]
+
     def _rules_for(self, pod: Obj) -> list[PodRule]:
-        attempt = self._attempt_of(pod)
-        return [rule for rule in self.rules if rule.matches(pod, attempt)]
+        """The rules that match the pod, in the order they were added. What a pod matches does not change
+        (its names, restart and attempt are fixed; a spent rule never matches again), so each rule is tried
+        on a pod once: with thousands of pods and a rule per pod, a sync costs the rules added since."""
+        uid, attempt = pod["metadata"]["uid"], self._attempt_of(pod)
+        tried, matched = self._matching.get(uid, (0, []))  # forgotten by `_concerned` when a rule is withdrawn
+        matched = matched + [rule for rule in self.rules[tried:] if rule.matches(pod, attempt)]
+        self._matching[uid] = (len(self.rules), matched)
+        return [rule for rule in matched if not rule.spent]
 
     def _attempt_of(self, pod: Obj) -> int:
         """The run's submission number of the pod's JobSet (or gang Job): our ledger's attempt annotation."""

@@ -63,9 +63,11 @@ class DumpError(ValueError):
     """Input the command cannot use: an unreadable file, garbage, nothing to explain."""
 
 
-# A List item's kind -> where a dump's objects are sorted; other kinds (Services, PodGroups...) are not evidence.
+# A List item's kind -> where a dump's objects are sorted; other kinds (Services...) are not evidence. PodGroups
+# go with the Workloads: the assembler keeps the Workload API's of the workload (the scheduler's word on its gang).
 _SORTED_KINDS = {c.JOBSET_KIND: "jobsets", c.JOB_KIND: "jobs", c.POD_KIND: "pods", c.EVENT_KIND: "events",
-                 c.WORKLOAD_KIND: "workloads", c.CONFIG_MAP_KIND: "configmaps", c.NODE_KIND: "nodes"}
+                 c.WORKLOAD_KIND: "workloads", c.POD_GROUP_KIND: "workloads", c.CONFIG_MAP_KIND: "configmaps",
+                 c.NODE_KIND: "nodes"}
 _CAPTURED_KEYS = ("jobset", "jobs", "pods", "events")
 
 

@@ -53,7 +53,7 @@ def test_decorator_serializes_the_jobset_task_type_custom_and_container() -> Non
         {"name": "leader", "replicas": 1},
         {"name": "workers", "replicas": 4, "resources": {"nvidia.com/gpu": 8}},
     ]
-    assert custom["gang"] == {"type": "Kueue", "queue": "gpu", "priority_class": None}
+    assert custom["gang"] == {"type": "Kueue", "queue": "gpu", "priority_class": None, "admission_timeout_seconds": None}
     assert custom["retry"]["retries"] == 3
     args = template.container.args
     assert args[0] == "pyflyte-execute" and "{{.input}}" in args and "{{.outputPrefix}}" in args

@@ -1,5 +1,5 @@
-"""Flyte 2 plugin (`pip install jobset-plugins[flyte2]`): the same gang tasks, one count and explained failures
-from the `flyte` SDK.
+"""Flyte 2 plugin (the `flyte2` extra: `pip install '.[flyte2]'` from a clone, or the wheel: docs/DEPLOY.md):
+the same gang tasks, one count and explained failures from the `flyte` SDK.
 
 `flyte.TaskEnvironment(name=..., plugin_config=JobSet(workers=2, retry=RetryPolicy(...)))` makes every
 `@env.task` a task of type `jobset` (`JobSetTaskTemplate`); `JobSetConnectorV2` runs it for a Flyte 2 backend

@@ -2,10 +2,11 @@
 
 Diagnosis reads these strings and the runtimes write them; when each module spelled its own copy, a typo in
 one would silently stop a rule from matching. Like JobSet's pkg/constants/constants.go, every string sits
-here once, under a name, next to the upstream file that writes it (Kubernetes 1.31-1.36, JobSet v0.12).
-Three themes live in their own modules, `apiserver` (the API server's answers), `hardware` (GPU and fabric
-faults) and `project` (this project's own labels, annotations and ConfigMap names); every name of theirs is a
-name of this module too, so a reader imports `jobset_core.constants` only.
+here once, under a name, next to the upstream file that writes it (Kubernetes 1.31-1.37, JobSet v0.12).
+Four themes live in their own modules, `apiserver` (the API server's answers), `hardware` (GPU and fabric
+faults), `project` (this project's own labels, annotations and ConfigMap names) and `workload_api` (the in-tree
+Workload API release by release); every name of theirs is a name of this module too, so a reader imports
+`jobset_core.constants` only.
 """
 
 from __future__ import annotations
@@ -214,6 +215,21 @@ KUEUE_REASON_PODS_READY_TIMEOUT = "PodsReadyTimeout"  # WorkloadEvictedByPodsRea
 KUEUE_PODS_READY_TIMEOUT_MESSAGE = "Exceeded the PodsReady timeout"  # "Exceeded the PodsReady timeout %s" (ns/name)
 # workload_controller.go triggerDeactivationOrBackoffRequeue: the PodsReady requeues ran out
 KUEUE_REQUEUING_LIMIT_MESSAGE = "exceeding the maximum number of re-queuing retries"
+# While Kueue holds a workload, its Workload says why in two conditions (kueue apis/kueue/v1beta1 and v1beta2
+# workload_types.go, v0.13-v0.19): QuotaReserved False, reason `Inadmissible` with "LocalQueue <q> doesn't exist",
+# "... is inactive" or "ClusterQueue <cq> doesn't exist" (pkg/controller/core/workload_controller.go; `Misconfigured`
+# since v0.19's UnadmittedWorkloadsExplicitStatus), or `Pending` with the scheduler's "couldn't assign flavors to pod
+# set ...: insufficient unused quota ..." (pkg/scheduler/scheduler.go); and Admitted False while its admission checks
+# are not all ready. The scheduler also records a Warning `Pending` event on the Workload with the same message.
+WORKLOAD_QUOTA_RESERVED = "QuotaReserved"
+WORKLOAD_ADMITTED = "Admitted"
+KUEUE_REASON_INADMISSIBLE = "Inadmissible"  # workload_types.go WorkloadInadmissible
+KUEUE_REASON_PENDING = "Pending"  # workload_types.go WorkloadPending; also the scheduler's event reason
+KUEUE_LOCAL_QUEUE_MISSING_FORMAT = "LocalQueue {queue} doesn't exist"  # workload_controller.go
+# What Kueue names its integrations in its Configuration's `integrations.frameworks`: a kind it does not manage gets
+# no Workload and is never admitted (pkg/controller/jobs/jobset/jobset_controller.go, jobs/job/job_controller.go
+# FrameworkName)
+KUEUE_FRAMEWORKS = {JOBSET_KIND: "jobset.x-k8s.io/jobset", JOB_KIND: "batch/job"}
 
 # ----------------------------------------------------------------------------------------------------
 # Job controller (kubernetes pkg/controller/job/job_controller.go, pod_failure_policy.go)
@@ -475,3 +491,4 @@ LINUX_MAX_ARG_STRLEN = 32 * 4096
 from jobset_core.constants.apiserver import *  # noqa: E402, F403
 from jobset_core.constants.hardware import *  # noqa: E402, F403
 from jobset_core.constants.project import *  # noqa: E402, F403
+from jobset_core.constants.workload_api import *  # noqa: E402, F403

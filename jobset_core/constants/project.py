@@ -48,3 +48,11 @@ FATE_KIND, FATE_PLURAL = "Fate", "fates"
 # Our own: the line a `@task.jobset` leader prints its JSON result on (base64), read back from its log. Kept in
 # the pod's log, never shown in a task log or on a terminal, where it would be a blob of noise.
 RESULT_MARKER = "JOBSET_TASK_RESULT "
+
+# Kueue(admission_timeout_seconds=...) on the JobSet or gang Job it queues (a decimal number of seconds): how long
+# the run lets Kueue hold the workload suspended before it ends the attempt. On the object, so every reader (the
+# run, an engine's poll in another process, `jobset explain`) judges the wait by the same bound.
+KUEUE_ADMISSION_TIMEOUT_ANNOTATION = PROJECT_PREFIX + "kueue-admission-timeout-seconds"
+# Our own reason for a workload Kueue did not admit within that bound: Kueue writes none, it holds a workload as long
+# as its queue says.
+REASON_KUEUE_ADMISSION_TIMEOUT = "KueueAdmissionTimeout"

@@ -13,6 +13,9 @@ A pure pipeline, one module per step, read top to bottom:
 - `root`: the root-cause choice across a gang (earliest wins, teardown victims set aside);
 - `history`: the cause of each in-cluster restart;
 - `kueue`: preemption by suspension, deactivation;
+- `kueue_admission`: a workload Kueue held suspended past its admission timeout;
+- `podgroups`: the Workload API's PodGroups: whether the scheduler placed a gang, and whether it preempted one;
+- `gangs`: a gang the scheduler holds, said as a gang (its minCount, what is placed, why not the rest);
 - `summary`: the one line a person reads first;
 - `pipeline`: `diagnose`, the steps above in order.
 """

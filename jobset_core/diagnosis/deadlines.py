@@ -3,12 +3,14 @@
 Most of what `diagnose` says changes only when the objects do, and a watch sees those changes. A few judgements
 change with time alone: a container waiting on an image pull or a container creation past its grace period,
 a pod unschedulable past the timeout, a claim that never binds, a Job whose pods the API server keeps refusing,
-a pod Terminating long past its deadline. Each turns at a moment the objects already name (the wait's start
-plus the grace period), so a run can sleep until the earliest of them instead of looking every second.
+a pod Terminating long past its deadline, a workload Kueue has not admitted within its admission timeout. Each
+turns at a moment the objects already name (the wait's start plus the grace period), so a run can sleep until
+the earliest of them instead of looking every second.
 
 The moments are read from the same fields, with the same grace periods, as the judgements themselves
-(`pods.waiting_grace`, `pods.waiting_since`); a moment named too early costs one look that finds nothing new,
-one named too late would delay a decision, so every candidate is kept, even when another finding may win.
+(`pods.waiting_grace`, `pods.waiting_since`, `kueue_admission.admission_deadline`); a moment named too early
+costs one look that finds nothing new, one named too late would delay a decision, so every candidate is kept,
+even when another finding may win.
 Pure, no I/O.
 """
 
@@ -20,16 +22,19 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core.diagnosis.kueue_admission import admission_deadline
 from jobset_core.diagnosis.pods import waiting_grace, waiting_since
 from jobset_core.policy.grace import Grace
 
 
 def next_deadline(pods: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]], grace: Grace,
-                  now: datetime) -> datetime | None:
-    """The earliest moment after `now` at which the diagnosis of these pods and events may change by itself;
-    None when nothing waits on time (then only a change of the objects can change the answer)."""
+                  now: datetime, main: Mapping[str, Any] | None = None) -> datetime | None:
+    """The earliest moment after `now` at which the diagnosis of these pods and events, and of the attempt's
+    object `main` (a JobSet or gang Job Kueue holds), may change by itself; None when nothing waits on time
+    (then only a change of the objects can change the answer)."""
     moments = [m for pod in pods for m in pod_deadlines(pod, grace)]
     moments += event_deadlines(events, grace)
+    moments += [m for m in (admission_deadline(main),) if m is not None]
     return min((m for m in moments if m > now), default=None)
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from jobset_core import constants as c
 from jobset_core import controller_rules as rules
 from jobset_core import evidence as ev
-from jobset_core.diagnosis import gangs
+from jobset_core.diagnosis import gangs, podgroups
 from jobset_core.diagnosis import hardware as hw
 from jobset_core.diagnosis import history as hist
 from jobset_core.diagnosis import jobs as jobs_
@@ -24,6 +24,7 @@ from jobset_core.diagnosis import signals as sig
 from jobset_core.diagnosis import summary as text
 from jobset_core.diagnosis.damage import damaged_fields
 from jobset_core.diagnosis.kueue import kueue_state, never_ready_cause, queued
+from jobset_core.diagnosis.kueue_admission import not_admitted
 from jobset_core.diagnosis.model import Diagnosis, Finding, HistoryEntry, K, retryable, short
 from jobset_core.diagnosis.pods import classify_pod
 from jobset_core.diagnosis.root import Peers, pick_root
@@ -182,6 +183,13 @@ def _gang_replacements(scope: Scope, pod_findings: list[Finding]) -> tuple[list[
     return [*earlier, *gang], [f for f in pod_findings if f.pod not in replaced]
 
 
+def _gang_preemptions(scope: Scope) -> list[Finding]:
+    """Gangs of the current attempt the scheduler preempted whole (their PodGroup's DisruptionTarget)."""
+    groups = podgroups.of_attempt(scope.workloads, scope.current_jobs, scope.current_pods)
+    job = ev.name_of(scope.current_jobs[0]) if len(scope.current_jobs) == 1 else None
+    return [replace(f, job=job) for f in podgroups.preemption_findings(groups)]
+
+
 def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | None, signatures: hw.Signatures = (),
             recorded: Sequence[HistoryEntry] = ()) -> Evidence:
     notes = scope.notes
@@ -206,6 +214,9 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
     findings += [f for f in pod_events if current(f)]
     outside = guarded(notes, "the kubelet and Job events", lambda: _outside_pods(scope, set(pods_by_name), kills, now, grace), [])
     findings += [f for f in outside if current(f)]
+    findings += guarded(notes, "the Kueue admission timeout",
+                        lambda: not_admitted(scope.jobset, scope.current_jobs, scope.workloads, scope.events, now), [])
+    findings += guarded(notes, "the gang's PodGroups", lambda: _gang_preemptions(scope), [])
     faults = guarded(notes, "the nodes' hardware reports", lambda: hw.node_faults(scope.events, scope.nodes, signatures), {})
     findings = hw.attribute(findings, faults)
     deleted, deleting = guarded(notes, "the Job controller's deletions", lambda: sig.job_deletions(scope.events), (frozenset(), frozenset()))
@@ -354,7 +365,8 @@ def _held_gang(scope: Scope, root: Finding) -> gangs.HeldGang | None:
     """An unschedulable gang Job held whole by the gang scheduler: said as a gang, not as one pod."""
     if root.kind is not K.UNSCHEDULABLE or scope.jobset is not None or root.reason != c.POD_REASON_UNSCHEDULABLE:
         return None
-    return guarded(scope.notes, "the held gang", lambda: gangs.held_gang(scope.jobs, scope.current_pods), None)
+    groups = guarded(scope.notes, "the gang's PodGroups", lambda: podgroups.of_attempt(scope.workloads, scope.jobs, scope.pods), [])
+    return guarded(scope.notes, "the held gang", lambda: gangs.held_gang(scope.jobs, scope.current_pods, groups), None)
 
 
 def _evidence_lines(scope: Scope, v: Verdict, chosen: list[str]) -> list[str]:
@@ -382,6 +394,8 @@ def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
     if held is not None:
         summary = f"{root.kind}: {held.describe()}"
         lines.insert(0, held.describe())
+    if root.reason == c.REASON_KUEUE_ADMISSION_TIMEOUT:  # Kueue's own words and what to check, said once
+        summary = f"{root.kind}: {root.evidence}"
     if v.restarting or v.in_flight:
         summary = text.in_flight_summary(summary, _what(scope), v.restarting)
     final = HistoryEntry(None, root.kind, f"final: {short(root)}", pod=root.pod, node=root.node, time=root.time)

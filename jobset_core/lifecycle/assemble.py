@@ -9,8 +9,9 @@ The event rule: an event belongs to the attempt when it is about one of the atte
 (`members`): the object itself, its Jobs (listed, named by the JobSet controller's scheme, or named by the
 labels of its pods: a Job a restart deleted still has its PodFailurePolicy event), its pods (live and kept
 in the evidence ConfigMap), the claims its pod templates mount (a claim that never binds says why only in
-its own events) and Kueue's Workloads for it; plus the events of the Nodes its pods ran on, when the reader
-read them (the kube runtime at a decision on a GPU workload, the local runtime always, a dump if it has them).
+its own events), Kueue's Workloads for it and its gang's Workload API PodGroups (`workloads_of`); plus the
+events of the Nodes its pods ran on, when the reader read them (the kube runtime at a decision on a GPU
+workload, the local runtime always, a dump if it has them).
 Every pod counts, not a capped few: the diagnosis decides which events explain something (a running pod's
 probe kill, the ninth failed pod's pull error), and a watch and a direct look must not disagree about it.
 A pod that is gone and was not kept is no member: no look from another process could know its name.
@@ -28,6 +29,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis import Diagnosis, diagnose
+from jobset_core.diagnosis.podgroups import is_workload_pod_group
 from jobset_core.lifecycle.contract import Observation
 from jobset_core.policy.budget import RetryPolicy
 
@@ -71,10 +73,21 @@ def events_of(events: Iterable[Mapping[str, Any]], names: set[str], nodes: Itera
     return by_time(kept.values())
 
 
-def workloads_of(main: Mapping[str, Any] | None, workloads: Iterable[Mapping[str, Any]]) -> list[Obj]:
-    """Kueue's Workloads for this object: labelled with its uid (as the kube runtime selects them)."""
-    uid = ev.uid_of(main) if main is not None else ""
-    return [w for w in workloads if uid and ev.labels_of(w).get(c.KUEUE_JOB_UID_LABEL) == uid]  # type: ignore[misc]
+def workloads_of(main: Mapping[str, Any] | None, workloads: Iterable[Mapping[str, Any]],
+                 jobs: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
+    """What the schedulers wrote of this object: Kueue's Workloads, labelled with its uid (as the kube runtime
+    selects them), and the Workload API's PodGroups owned by it or by one of its Jobs (a run's own PodGroups
+    are owned by the JobSet or gang Job it submitted, the Job controller's by the Job it made them for)."""
+    if main is None:
+        return []
+    uid = ev.uid_of(main)
+    owners = {uid, *(ev.uid_of(j) for j in jobs)} - {""}
+
+    def owned(obj: Mapping[str, Any]) -> bool:
+        return any(ev.as_str(ev.as_map(ref).get("uid")) in owners for ref in ev.as_list(ev.meta(obj).get("ownerReferences")))
+
+    return [w for w in workloads  # type: ignore[misc]
+            if (uid and ev.labels_of(w).get(c.KUEUE_JOB_UID_LABEL) == uid) or (is_workload_pod_group(w) and owned(w))]
 
 
 def with_kept(pods: Iterable[Mapping[str, Any]], kept: Iterable[Mapping[str, Any]]) -> list[Obj]:
@@ -105,7 +118,7 @@ def assemble(
     """
     all_pods = with_kept(pods, kept)
     own_jobs = list(jobs) if main is not None else []
-    own_workloads = workloads_of(main, workloads)
+    own_workloads = workloads_of(main, workloads, own_jobs)
     names = members(name, main, own_jobs, all_pods, own_workloads)
     return Observation(
         main=main,  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ STUCK_REASONS = frozenset(
         c.REASON_RUN_CONTAINER_ERROR,
         c.POD_REASON_UNSCHEDULABLE,
         c.KUEUE_REASON_DEACTIVATED,  # a deactivated Workload is never admitted again
+        c.REASON_KUEUE_ADMISSION_TIMEOUT,  # Kueue held it past Kueue(admission_timeout_seconds=...)
         c.EVENT_FAILED_CREATE,  # the API server refuses the Job's pods (quota, a webhook, PodSecurity)
         c.EVENT_FAILED_BINDING,  # a claim the PV controller cannot bind keeps the pods Pending
         c.EVENT_PROVISIONING_FAILED,
@@ -145,7 +146,7 @@ def next_look_at(observation: Observation, policy: RetryPolicy, progress: Progre
     timeout of its pods and events (`diagnosis.deadlines`), or the end of the window in which the newest
     restart's cause may still arrive; None when only a change of its objects can change the step."""
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
-    moments = [m for m in (next_deadline(observation.pods, observation.events, policy.grace, now),
+    moments = [m for m in (next_deadline(observation.pods, observation.events, policy.grace, now, observation.main),
                            cause_deadline(progress, observation.jobs)) if m is not None and m > now]
     return min(moments, default=None)
 

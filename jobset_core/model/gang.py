@@ -50,15 +50,33 @@ def _check_min(field: str, value: int | None, total_pods: int) -> int:
 
 @dataclass(frozen=True)
 class Kueue:
-    """Kueue admits the whole JobSet or Job at once; it must be created suspended for Kueue to take it."""
+    """Kueue admits the whole JobSet or Job at once; it must be created suspended for Kueue to take it.
+
+    Kueue holds a workload suspended for as long as its queue says, and nothing tells a run that it never will
+    (no Kueue installed, a LocalQueue that does not exist, a queue with too little quota), so by default a run
+    waits, as a busy GPU queue may rightly hold work for hours. `admission_timeout_seconds` bounds that wait:
+    a workload still suspended that long after it was created (or requeued by a Kueue preemption) ends the run
+    as `DeadlineExceeded`, not retried by default. It is written on the object as an annotation, so whoever
+    watches the run later judges it by the same bound.
+    """
 
     queue: str
     priority_class: str | None = None
+    admission_timeout_seconds: float | None = None
 
     def validate(self, total_pods: int, suspend: bool | None) -> None:
         check_dns1123("gang.queue", self.queue)
         if self.priority_class is not None:
             check_dns1123("gang.priority_class", self.priority_class)
+        timeout = self.admission_timeout_seconds
+        # a bool is an int, and NaN fails both comparisons; the bound keeps a deadline a date (int32 seconds: 68 years)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not 0 < timeout <= c.INT32_MAX):
+            raise SpecError(
+                "gang.admission_timeout_seconds",
+                f"must be a number of seconds > 0 (at most {c.INT32_MAX}), got {timeout!r}",
+                "use e.g. admission_timeout_seconds=3600, or leave it unset to wait as long as Kueue holds the workload",
+            )
         if suspend is False:
             raise SpecError(
                 "suspend",
@@ -71,6 +89,9 @@ class Kueue:
         labels[c.KUEUE_QUEUE_LABEL] = self.queue
         if self.priority_class:
             labels[c.KUEUE_PRIORITY_CLASS_LABEL] = self.priority_class
+        if self.admission_timeout_seconds is not None:
+            annotations = manifest["metadata"].setdefault("annotations", {})
+            annotations[c.KUEUE_ADMISSION_TIMEOUT_ANNOTATION] = f"{self.admission_timeout_seconds:.15g}"
         manifest["spec"]["suspend"] = True
 
     def extra_objects(self, name: str, namespace: str, groups: list[PodGroupPlan], total_pods: int) -> list[dict]:
@@ -79,21 +100,25 @@ class Kueue:
 
 @dataclass(frozen=True)
 class WorkloadAPI:
-    """The in-tree Workload API gang scheduler (GenericWorkload and GangScheduling feature gates).
+    """The in-tree Workload API gang scheduler (feature gates: GenericWorkload and GangScheduling up to 1.36,
+    GenericWorkload alone from 1.37).
 
     Kubernetes 1.35 (`scheduling.k8s.io/v1alpha1`): a Workload lists `podGroups` and pods point at one with
-    `spec.workloadRef`. Kubernetes 1.36 (`v1alpha2`): a Workload lists `podGroupTemplates`, PodGroup objects
-    carry the policy and pods point at them with `spec.schedulingGroup.podGroupName`. One group per
-    replicated job; `min_count` applies to each group (default: all of its pods).
+    `spec.workloadRef`. Kubernetes 1.36 (`v1alpha2`) and 1.37 (`v1beta1`): a Workload lists
+    `podGroupTemplates`, PodGroup objects carry the policy (and name their template: `podGroupTemplateRef`
+    in v1alpha2, `workloadRef` in v1beta1) and pods point at them with `spec.schedulingGroup.podGroupName`.
+    One group per replicated job; `min_count` applies to each group (default: all of its pods). With no
+    `api_version`, a run builds for the newest version the cluster serves (API discovery).
 
     `created_by` names who makes the Workload and PodGroup, never both: `"run"` (the default: this run
     creates them and points the pods at them) or `"job-controller"` (1.36 with the WorkloadWithJob feature
     gate: the Job controller creates them for a gang Job whose pods name no scheduling group, with
-    minCount = the Job's parallelism; this run creates none).
+    minCount = the Job's parallelism; this run creates none). On 1.37 the Job controller makes them in the
+    alpha `v1alpha3` and gangs a Job only as its own `spec.scheduling` asks, so that mode is refused there.
     """
 
     min_count: int | None = None
-    api_version: str | None = None  # None: the newest the cluster serves (offline: the newest, v1alpha2)
+    api_version: str | None = None  # None: the newest the cluster serves (no discovery: v1alpha2, Kubernetes 1.36)
     created_by: str = c.WORKLOAD_BY_RUN
 
     @property
@@ -107,18 +132,24 @@ class WorkloadAPI:
 
     def for_cluster(self, served: list[str]) -> WorkloadAPI:
         """Built for what the cluster serves: an unset version becomes the newest one served (a version set
-        by the user is kept, and refused at submit when it is not served)."""
+        by the user is kept, and refused at submit when it is not served). The Job controller's mode needs
+        the 1.36 Job controller's version; a cluster that serves the Workload API without it is refused here,
+        before anything is created."""
         if self.api_version is not None:
             return self
-        usable = [v for v in c.WORKLOAD_API_VERSIONS if v in served]
+        usable = [v for v in c.WORKLOAD_API_SUPPORTED if v in served]
+        if self.by_job_controller and usable and c.WORKLOAD_API_V1ALPHA2 not in usable:
+            raise _job_controller_unserved(usable)
+        if self.by_job_controller:
+            return self
         return replace(self, api_version=usable[0]) if usable else self
 
     def validate(self, total_pods: int, suspend: bool | None) -> None:
-        if self.api_version is not None and self.api_version not in c.WORKLOAD_API_VERSIONS:
+        if self.api_version is not None and self.api_version not in c.WORKLOAD_API_SUPPORTED:
             raise SpecError(
                 "gang.api_version",
                 f"{self.api_version!r} is not a Workload API version this project supports",
-                f"use one of {', '.join(c.WORKLOAD_API_VERSIONS)}",
+                f"use one of {', '.join(c.WORKLOAD_API_SUPPORTED)}",
             )
         if self.min_count is not None:
             check_positive_int("gang.min_count", self.min_count)
@@ -184,7 +215,7 @@ class WorkloadAPI:
                     "kind": c.POD_GROUP_KIND,
                     "metadata": {"name": f"{name}-{g.name}", "namespace": namespace},
                     "spec": {
-                        "podGroupTemplateRef": {"workload": {"workloadName": name, "podGroupTemplateName": g.name}},
+                        **template_ref(self.version, name, g.name),
                         "schedulingPolicy": {"gang": {"minCount": self._group_min(g)}},
                     },
                 }
@@ -192,23 +223,52 @@ class WorkloadAPI:
         return objects
 
 
+def template_ref(api_version: str, workload: str, template: str) -> dict[str, Any]:
+    """The PodGroup spec field that names the Workload template it was made from, as its version spells it:
+    v1alpha2 `podGroupTemplateRef.workload`, v1beta1 `workloadRef` (k8s.io/api scheduling types.go)."""
+    if api_version == c.WORKLOAD_API_V1ALPHA2:
+        return {c.POD_GROUP_TEMPLATE_REF_V1ALPHA2: {"workload": {"workloadName": workload, "podGroupTemplateName": template}}}
+    return {c.POD_GROUP_WORKLOAD_REF_V1BETA1: {"workloadName": workload, "templateName": template}}
+
+
+def _job_controller_unserved(served: list[str]) -> SpecError:
+    """created_by='job-controller' on a cluster whose Workload API is not the 1.36 Job controller's."""
+    return SpecError(
+        "gang.created_by",
+        f"is {c.WORKLOAD_BY_JOB_CONTROLLER!r}, but this cluster serves {', '.join(served)} of the Workload API, not "
+        f"{c.WORKLOAD_API_V1ALPHA2}: the Job controller makes a gang Job's Workload and PodGroup itself only on "
+        f"Kubernetes 1.36 ({c.WORKLOAD_WITH_JOB_GATE}); from 1.37 it makes them in the alpha "
+        f"{c.SCHEDULING_API_GROUP}/v1alpha3 and gangs a Job only as the Job's spec.scheduling asks",
+        f"leave created_by unset: this run then creates the Workload and PodGroup in {served[0]}",
+    )
+
+
+def _newer(release: c.WorkloadApiRelease) -> str:
+    """What the newest release asks instead, when the version refused is an older one's: a cluster that serves
+    nothing does not say which release it is."""
+    newest = c.WORKLOAD_API_RELEASES[0]
+    if release is newest:
+        return ""
+    return f" (on Kubernetes {newest.kubernetes}: {newest.gate_words}, which serves {newest.api_version})"
+
+
 def unserved_workload_api(api_version: str, served: list[str]) -> SpecError:
     """The refusal, before anything is created, of a Workload API version the cluster does not serve. The
     API is built into Kubernetes behind feature gates, so "is its CRD installed?" would send a user the
-    wrong way: name the versions served and the gates instead."""
-    gates = " and ".join(c.WORKLOAD_FEATURE_GATES)
+    wrong way: name the versions served, or the gates of the release that serves the version asked for."""
     if served:
         return SpecError(
             "gang.api_version",
             f"{api_version} is not served by this cluster, which serves {', '.join(served)} of the Workload API",
             f"use WorkloadAPI(api_version={served[0]!r})",
         )
+    release = c.workload_api_release(api_version) or c.WORKLOAD_API_RELEASES[0]
     return SpecError(
         "gang.api_version",
         f"{api_version} is not served by this cluster: it serves no version of the Workload API "
-        f"({c.SCHEDULING_API_GROUP}), a built-in API (not a CRD) behind the feature gates {gates}",
-        f"enable the feature gates {gates} on the API server and the scheduler (Kubernetes 1.35 serves "
-        f"{c.WORKLOAD_API_VERSIONS[1]}, 1.36 {c.WORKLOAD_API_VERSIONS[0]}), or use another gang backend",
+        f"({c.SCHEDULING_API_GROUP}), a built-in API (not a CRD) behind {release.gate_words} on Kubernetes "
+        f"{release.kubernetes}",
+        f"enable {release.gate_words} on the API server and the scheduler{_newer(release)}, or use another gang backend",
     )
 
 

@@ -14,7 +14,10 @@ how the container ends (`ContainerEnd`), is decided here, once, as upstream writ
 - a crash, the OOM killer, a clean exit: the container's own end.
 
 Both kubelets also keep a failed container's log tail as its termination message the kubelet's way
-(`log_tail`), and register their Node objects as a kubelet does (`node_object`).
+(`log_tail`), and register their Node objects as a kubelet does (`node_object`). The offline cluster's kubelet
+runs no container: what its pods "printed" is only what a fault says (`fault_output`), so when a fault says
+nothing, the pod's log gets one line of what the kubelet did instead (`offline_note`), after anything the pod's
+log already holds and never in its termination message, which stays the tail of what the program printed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import secrets
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from jobset_core import constants as c
 from jobset_core.sim import pod_status
@@ -46,7 +49,20 @@ from jobset_core.sim.store import CONFLICT, ClusterStore, delete_object, write_s
 Obj = dict[str, Any]
 NODE_PRESSURE_MESSAGE = c.NODE_PRESSURE_MESSAGE_FORMAT.format(resource="memory", threshold="100Mi", available="52Mi")
 # The Kubernetes version the emulated control plane and kubelets report (`/version`, `nodeInfo.kubeletVersion`)
-EMULATED_VERSION = "v1.34.0-jobset-local"
+EMULATED_VERSION = f"v{c.EMULATED_PATCH[c.DEFAULT_EMULATED_KUBERNETES]}-{c.OFFLINE_BUILD_SUFFIX}"
+
+
+# The offline kubelet's line in a pod's log, in place of what its command would have printed; said to be ours
+# first, so nobody reads it as the program's own (the diagnosis never does: it quotes termination messages).
+OFFLINE_NOTE_PREFIX = "jobset fake-cluster: this pod's command was not run"
+
+
+@runtime_checkable
+class PodLogServer(Protocol):
+    """A store that serves its pods' logs itself: the offline cluster's API server, whose kubelet runs no
+    container (the local runtime's store serves none: its pods are real processes writing their own logs)."""
+
+    def append_log(self, namespace: str, pod: str, text: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -94,7 +110,37 @@ def strike(store: ClusterStore, pod: Obj, fault: Fault, *, instance: str,
             report_xid(store, node, fault.xid)
     elif fault.disruption_reason is not None:
         pod = disrupt(store, pod, fault, instance=instance, grace_seconds=grace_seconds)
-    return pod, container_end(fault)
+    end = container_end(fault)
+    if isinstance(store, PodLogServer) and not fault_output(fault):
+        meta = pod.get("metadata") or {}
+        store.append_log(meta.get("namespace") or "", meta.get("name") or "", offline_note(pod, fault, end))
+    return pod, end
+
+
+def offline_note(pod: Mapping[str, Any], fault: Fault, end: ContainerEnd | None) -> str:
+    """What the offline kubelet did to a pod whose fault printed nothing, as one log line: when it started the
+    pod, and how and when the fault ended it (a deletion ends it later with SIGTERM, exit 143). Worded so it reads
+    as the cluster's, not the program's: no error words, the fate quoted as it was given."""
+    started = _started_at(pod)
+    ran = f"the offline kubelet started it at {started}" if started else "the offline kubelet started it"
+    now = now_seconds()
+    if end is None:
+        ending = (f"at {now} fate {fault.describe()} struck: the pod is deleted and its container ends with "
+                  f"exit {c.SIGTERM_EXIT_CODE} (SIGTERM)")
+        return f"{OFFLINE_NOTE_PREFIX}; {ran}; {ending}\n"
+    how = f" ({end.reason})" if end.reason and end.reason != c.REASON_ERROR else ""
+    ending = f"ended it at {now} with exit {end.exit_code}{how}: fate {fault.describe()}"
+    return f"{OFFLINE_NOTE_PREFIX}; {ran} and {ending}\n"
+
+
+def _started_at(pod: Mapping[str, Any]) -> str | None:
+    """When the kubelet started the pod's container (its running state's startedAt), else the pod's startTime."""
+    status = pod.get("status") or {}
+    for cs in status.get("containerStatuses") or []:
+        running = ((cs or {}).get("state") or {}).get("running") or {}
+        if running.get("startedAt"):
+            return str(running["startedAt"])
+    return status.get("startTime")
 
 
 def disruption_of(fault: Fault, pod: Mapping[str, Any]) -> tuple[str, str, str | None]:

@@ -15,8 +15,10 @@ from types import TracebackType
 
 import kubernetes.client
 
+from jobset_core import constants as c
 from jobset_core.sim.apistore.objects import ObjectStore
 
+from . import discovery
 from .faults import DEFAULT_USER, FaultPlan
 from .handler import ApiHTTPServer, RequestRecord, ServerContext
 from .rbac import Authorizer, PolicyRule
@@ -36,7 +38,9 @@ class LocalApiServer(ObjectStore):
     cluster's controllers). ``watch_list=False`` is a server with the WatchList feature gate off (Kubernetes
     1.33): a watch asking for its initial events (``sendInitialEvents``) is a 422, as there.
     ``clock`` (seconds since the epoch) stamps creation and deletion: a fake
-    cluster on virtual time passes its own.
+    cluster on virtual time passes its own. ``kubernetes`` is the release it
+    emulates (``"1.36"``, the default, or ``"1.37"``): what ``/version`` reports
+    and which version of the Workload API (``scheduling.k8s.io``) it serves.
     """
 
     def __init__(
@@ -54,10 +58,14 @@ class LocalApiServer(ObjectStore):
         user: str = DEFAULT_USER,
         clock: Callable[[], float] = time.time,
         watch_list: bool = True,
+        kubernetes: str = c.DEFAULT_EMULATED_KUBERNETES,
     ) -> None:
+        version = discovery.version_info(kubernetes)  # an unknown release is refused before anything starts
         super().__init__(
             event_window=event_window, seed=seed, require_namespaces=require_namespaces, namespaces=namespaces, clock=clock
         )
+        self.kubernetes = kubernetes
+        discovery.serve_workload_api(self.registry, kubernetes)
         self._address = (host, port)
         self.faults = FaultPlan()
         self.authorizer = Authorizer(authorize, user) if authorize is not None else None
@@ -73,6 +81,7 @@ class LocalApiServer(ObjectStore):
             authorizer=self.authorizer,
             clock=clock,
             watch_list=watch_list,
+            version=version,
         )
         self._httpd: ApiHTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -68,6 +68,9 @@ class FakeCluster:
     server listens on `host:port` (0: a free port); `notice` hears one line per fault that fires.
     `feature_gates` turns on control-plane gates the emulation knows (`WorkloadWithJob`). Every node carries
     `node_labels` besides the kubelet's own (pods with a `nodeSelector`, e.g. for spot capacity, need them).
+    `kubernetes` is the release an own server emulates: `"1.36"` (the default: the Workload API at
+    `scheduling.k8s.io/v1alpha2`) or `"1.37"` (`v1beta1`, no v1alpha2); its `/version` says which. A server
+    passed in keeps its own.
     The controllers and the kubelets reconcile what changed (and what is due), not every object each tick,
     so a cluster of thousands of JobSets costs a tick what its changes cost.
     """
@@ -88,6 +91,7 @@ class FakeCluster:
         notice: Callable[[str], None] | None = None,
         feature_gates: Iterable[str] = (),
         node_labels: Mapping[str, str] | None = None,
+        kubernetes: str = c.DEFAULT_EMULATED_KUBERNETES,
     ) -> None:
         names = [namespaces] if isinstance(namespaces, str) else list(namespaces)
         if not names:
@@ -95,7 +99,8 @@ class FakeCluster:
         self.namespace = names[0]
         self._own_server = server is None
         self.clock = clock
-        self.server = server if server is not None else LocalApiServer(host, port, seed=seed, clock=clock.time)
+        self.server = server if server is not None else LocalApiServer(host, port, seed=seed, clock=clock.time,
+                                                                       kubernetes=kubernetes)
         self.tick = tick
         self.errors: list[BaseException] = []
         self.steps = 0

@@ -5,9 +5,11 @@
     jobset fake-cluster fate --kubeconfig ./kubeconfig preempt --replica workers-0-1 --jobset hello
     jobset fake-cluster fate --kubeconfig ./kubeconfig hardware --replica workers-0-1 --xid 79 --after 2
 
+    jobset fake-cluster --kubernetes 1.37   # the Workload API at scheduling.k8s.io/v1beta1; /version v1.37
+
 The server runs until SIGTERM or Ctrl-C and then exits 0; bad input (a port in use, an unwritable
-kubeconfig path, a malformed fates file, a fate that can never fire) is one line on stderr and exit 2, with
-nothing started.
+kubeconfig path, a malformed fates file, a fate that can never fire, a release it does not emulate) is one
+line on stderr and exit 2, with nothing started.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def add_parser(sub: Any) -> None:
                    help="namespace to create (repeatable; the first is the kubeconfig's; default: default)")
     p.add_argument("--succeed-after", type=float, metavar="SECONDS", default=None,
                    help="a pod with no fate succeeds after running this long (default: it runs until told)")
+    p.add_argument("--kubernetes", metavar="VERSION", default=c.DEFAULT_EMULATED_KUBERNETES,
+                   help=f"the Kubernetes release to emulate: {' or '.join(c.EMULATED_KUBERNETES)} (its /version and "
+                   f"Workload API; default {c.DEFAULT_EMULATED_KUBERNETES})")
     p.set_defaults(func=serve)
     actions = p.add_subparsers(dest="action", metavar="fate", title="subcommand (none: serve)")
     f = actions.add_parser("fate", help="tell a running fake cluster to play a fault",
@@ -83,6 +88,10 @@ def serve(args: argparse.Namespace) -> int:
     if any(not key for key in labels):
         print("jobset fake-cluster: --node-label takes KEY=VALUE, e.g. cloud.google.com/gke-spot=true", file=sys.stderr)
         return EXIT_USAGE
+    if args.kubernetes not in c.EMULATED_KUBERNETES:
+        print(f"jobset fake-cluster: --kubernetes {args.kubernetes!r} is not a release it emulates; use one of "
+              f"{', '.join(c.EMULATED_KUBERNETES)}", file=sys.stderr)
+        return EXIT_USAGE
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -91,7 +100,7 @@ def serve(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     server = FakeClusterServer(port=args.port, kubeconfig=args.kubeconfig, fates=args.fates, nodes=args.nodes,
                                namespaces=args.namespace or (c.DEFAULT_NAMESPACE,), succeed_after=args.succeed_after,
-                               echo=_echo, node_labels=labels)
+                               echo=_echo, node_labels=labels, kubernetes=args.kubernetes)
     try:
         server.start()
     except FakeClusterError as exc:

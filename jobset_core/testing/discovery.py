@@ -1,8 +1,12 @@
-"""Minimal discovery documents (``/version``, ``/api``, ``/apis``, resource lists).
+"""Minimal discovery documents (``/version``, ``/api``, ``/apis``, resource lists), and which Workload API
+version the emulated Kubernetes release serves.
 
 Clients that probe the server before talking to it (dynamic clients, version
 checks, kubectl-like tooling) need these to succeed; they are derived from the
-kind registry so extra registered kinds show up too.
+kind registry so extra registered kinds show up too. ``/version`` reports the
+release the server emulates (``v1.36.3-jobset-local``: the release, and a build
+suffix that says it is the offline cluster), so kubectl's skew check and a
+client's version gate see the Kubernetes they are tested against.
 """
 
 from __future__ import annotations
@@ -11,19 +15,53 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core.sim.apistore.kinds import KindRegistry, ResourceKind
-from jobset_core.sim.node import EMULATED_VERSION
 
-VERSION_INFO: dict[str, str] = {
-    "major": "1",
-    "minor": "34",
-    "gitVersion": EMULATED_VERSION,  # what every emulated kubelet reports as its kubeletVersion too
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2025-01-01T00:00:00Z",
-    "goVersion": "go1.24.0",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
+
+def version_info(kubernetes: str = c.DEFAULT_EMULATED_KUBERNETES) -> dict[str, str]:
+    """``/version`` (apimachinery version.Info) of an emulated release, e.g. ``1.37``."""
+    if kubernetes not in c.EMULATED_PATCH:
+        raise ValueError(f"kubernetes: {kubernetes!r} is not a release the offline cluster emulates; "
+                         f"use one of {', '.join(c.EMULATED_KUBERNETES)}")
+    patch = c.EMULATED_PATCH[kubernetes]
+    major, minor, _ = patch.split(".")
+    return {
+        "major": major,
+        "minor": minor,
+        "gitVersion": f"v{patch}-{c.OFFLINE_BUILD_SUFFIX}",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2025-01-01T00:00:00Z",
+        "goVersion": "go1.24.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    }
+
+
+VERSION_INFO: dict[str, str] = version_info()  # the default release's
+
+
+def _workload_api_kinds(api_version: str) -> list[ResourceKind]:
+    """The Workload API's kinds at one version: Workload (spec only) and, from v1alpha2, PodGroup (with a status
+    subresource: `+k8s:supportsSubresource="/status"` in types.go)."""
+    group, version = api_version.split("/")
+    if api_version == c.WORKLOAD_API_V1ALPHA1:
+        return [ResourceKind(group, version, c.WORKLOAD_KIND, "workloads", has_status=False)]
+    return [ResourceKind(group, version, c.WORKLOAD_KIND, "workloads", has_status=False),
+            ResourceKind(group, version, c.POD_GROUP_KIND, "podgroups")]
+
+
+def serve_workload_api(registry: KindRegistry, kubernetes: str) -> None:
+    """Serve the Workload API as the release does with its feature gates on, and no other version of it:
+    1.36 `scheduling.k8s.io/v1alpha2`, 1.37 `v1beta1` (v1alpha2 is gone; the alpha v1alpha3 is off by
+    default). A test plays an older control plane by unregistering and registering kinds itself."""
+    release = next(r for r in c.WORKLOAD_API_RELEASES if r.kubernetes == kubernetes)
+    for other in c.WORKLOAD_API_RELEASES:
+        if other is not release:
+            for kind in _workload_api_kinds(other.api_version):
+                registry.unregister(kind.api_version, kind.kind)
+    for kind in _workload_api_kinds(release.api_version):
+        if registry.by_gvk(kind.api_version, kind.kind) is None:  # the built-in registration, if there is one, stays
+            registry.register(kind)
 
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 # What the real server's discovery says of the built-in kinds served here (`kubectl get po`, `kubectl get all`)

@@ -28,6 +28,7 @@ from jobset_core.sim.apistore.patch import APPLY_PATCH
 from jobset_core.sim.apistore.store import Store
 from jobset_core.sim.apistore.watch import Watcher
 
+from . import discovery
 from .faults import FaultPlan, RequestInfo, WatchDrop
 from .logs import PodLogs, tail
 from .rbac import Authorizer
@@ -62,6 +63,14 @@ class ServerContext:
     authorizer: Authorizer | None = None
     clock: Callable[[], float] = time.time
     watch_list: bool = True  # the WatchList feature gate (on since Kubernetes 1.34; off in 1.33)
+    version: dict[str, str] = field(default_factory=lambda: dict(discovery.VERSION_INFO))  # `/version`: the release emulated
+
+
+def _discovery(ctx: ServerContext, segments: list[str], address: str) -> dict[str, Any] | None:
+    """The discovery answer for this path (None: it names a resource); `/version` is the release emulated."""
+    if segments == ["version"]:
+        return dict(ctx.version)
+    return discovery_document(ctx.registry, segments, address)
 
 
 def _check_initial_events(query: dict[str, str], bookmarks: bool, enabled: bool) -> None:
@@ -166,7 +175,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             raise errors.unsupported_media_type(self.headers.get("Content-Type") or "", ["application/json"])
         segments = [s for s in self._path.split("/") if s]
         address = f"{self.server.server_address[0]}:{self.server.server_address[1]}"
-        doc = discovery_document(ctx.registry, segments, address) if method == "GET" else None
+        doc = _discovery(ctx, segments, address) if method == "GET" else None
         route = None if doc is not None else parse_route(ctx.registry, segments) if segments else None
         watching = self._query.get("watch", "").lower() in _TRUE
         self._admit(method, route, watching)

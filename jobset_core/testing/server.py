@@ -165,8 +165,8 @@ class FakeClusterServer:
     `kubeconfig` is where to write it (default: a file in a temporary directory removed at `stop()`);
     `fates` a YAML file or a sequence of faults (`Fault`s, mappings or text-grammar strings) played from the
     start; `namespaces` are created, the first is the kubeconfig context's; `succeed_after` makes a pod with no
-    fate succeed after that many seconds of running (None: it runs until told); `node_labels` go on every node.
-    `echo` receives one line per event worth seeing (JobSets created, restarting, ended; pods disrupted or
+    fate succeed after that many seconds of running (None: it runs until told); `node_labels` go on every node;
+    `kubernetes` is the release it emulates ("1.36" or "1.37": its `/version` and Workload API). `echo` receives one line per event worth seeing (JobSets created, restarting, ended; pods disrupted or
     failed; fates firing; what the nodes report).
     """
 
@@ -183,7 +183,12 @@ class FakeClusterServer:
         echo: Callable[[str], None] | None = None,
         feature_gates: Iterable[str] = (),
         node_labels: Mapping[str, str] | None = None,
+        kubernetes: str = c.DEFAULT_EMULATED_KUBERNETES,
     ) -> None:
+        if kubernetes not in c.EMULATED_KUBERNETES:  # refused before anything starts, as a bad port is
+            raise SpecError("kubernetes", f"{kubernetes!r} is not a Kubernetes release the offline cluster emulates",
+                            f"use one of {', '.join(c.EMULATED_KUBERNETES)}")
+        self._kubernetes = kubernetes
         self.namespaces = list(namespaces) or [c.DEFAULT_NAMESPACE]
         self._feature_gates = tuple(feature_gates)
         self._node_labels = dict(node_labels or {})
@@ -207,7 +212,7 @@ class FakeClusterServer:
         path = self._kubeconfig_path()
         cluster = FakeCluster(self.namespaces, nodes=self._nodes, succeed_after=self._succeed_after,
                               port=self._port, host=self._host, notice=self._echo, feature_gates=self._feature_gates,
-                              node_labels=self._node_labels)
+                              node_labels=self._node_labels, kubernetes=self._kubernetes)
         for origin, fault in self._fates:
             cluster.add_fault(fault, origin=origin)
         self._stop_observing = cluster.server.on_write(self._observe)

@@ -62,6 +62,7 @@ class KubeObjects:
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self._discovered: dict[str, tuple[float, list[str]]] = {}
+        self._warned_pod_groups = False
 
     def sanitize(self, obj: Any) -> Any:
         return self.api_client.sanitize_for_serialization(obj)
@@ -205,6 +206,43 @@ class KubeObjects:
                 return []
             return [{"kind": c.WORKLOAD_KIND, **item} for item in listing.get("items", [])]
         return []
+
+    def pod_groups(self, main: Mapping[str, Any]) -> list[Obj]:
+        """The Workload API PodGroups of a gang (the scheduler's word on it: placed, held, preempted), listed
+        in the version the API server serves; [] without a request for a workload whose gang is not the
+        Workload API. Made by this run (labelled with its run key: one selected list) or by the Job
+        controller (unlabelled: the namespace's); the assembler keeps the attempt's by their owner."""
+        created_by = ev.as_str(ev.as_map(ev.meta(main).get("annotations")).get(c.WORKLOAD_CREATED_BY_ANNOTATION))
+        api_version = self.pod_group_version() if created_by else None
+        if api_version is None:
+            return []
+        group, version = group_version(api_version)
+        run_key = ev.labels_of(main).get(c.RUN_KEY_LABEL) if created_by == c.WORKLOAD_BY_RUN else None
+        selector = {"label_selector": f"{c.RUN_KEY_LABEL}={run_key}"} if run_key else {}
+        try:
+            listing = self.retry.call(
+                self.custom.list_namespaced_custom_object, group=group, version=version,
+                namespace=ev.meta(main).get("namespace"), plural=PLURALS[c.POD_GROUP_KIND], **selector,
+            )
+        except ApiException as exc:
+            if exc.status == 404:  # no longer served (an upgrade since discovery)
+                return []
+            raise
+        except KubeApiError as exc:
+            if exc.status != 403:
+                raise
+            if not self._warned_pod_groups:  # a Role from before PodGroups were read: the diagnosis goes without
+                log.warning("PodGroups not readable, the gang's scheduler conditions go unread: %s", exc)
+                self._warned_pod_groups = True
+            return []
+        return [{"kind": c.POD_GROUP_KIND, "apiVersion": api_version, **item} for item in listing.get("items", [])]
+
+    def pod_group_version(self) -> str | None:
+        """The newest Workload API version with PodGroup objects (1.36 v1alpha2, 1.37 v1beta1) the API server
+        serves, or None (API discovery, kept for `DISCOVERY_SECONDS`)."""
+        served = self.served_versions(c.SCHEDULING_API_GROUP)
+        return next((r.api_version for r in c.WORKLOAD_API_RELEASES
+                     if r.scheduled_condition is not None and r.api_version in served), None)
 
     def find(self, run_key: str, namespace: str) -> list[Obj]:
         """Every JobSet and Job of one run (the ledger), across attempts."""

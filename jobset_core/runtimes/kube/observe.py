@@ -1,11 +1,12 @@
 """Observing an attempt on a cluster: a direct look, or a tracker fed by the shared streams; both end in `assemble`.
 
-A direct look reads the object, its pods by label, its Jobs, Kueue's Workload and the events of its members
-(one list of the namespace's events from the watch cache when there are more than a couple of members, so a
-look costs the same for 5 pods or 500). A tracker keeps the same objects as the shared streams deliver them
-and reads the events from the streams' cache. What each found goes through the one assembler
-(`lifecycle.assemble`), with the evidence keeper's records of the pods already gone and of the restarts'
-causes, so a watch, a poll and `jobset explain` of the same moment see the same facts.
+A direct look reads the object, its pods by label, its Jobs, Kueue's Workload, the Workload API's PodGroups (of
+a gang it schedules) and the events of its members (one list of the namespace's events from the watch cache
+when there are more than a couple of members, so a look costs the same for 5 pods or 500). A tracker keeps
+the same objects as the shared streams deliver them and reads the events from the streams' cache. What each
+found goes through the one assembler (`lifecycle.assemble`), with the evidence keeper's records of the pods
+already gone and of the restarts' causes, so a watch, a poll and `jobset explain` of the same moment see the
+same facts.
 
 At a decision (an attempt that failed, or whose restart count moved) the observer also reads the node facts
 of a GPU workload (`nodes.py`), stores what the keeper holds before the decision is taken, and keeps the
@@ -29,6 +30,7 @@ from jobset_core.lifecycle.assemble import (
     members,
     submitted_policy,
     with_kept,
+    workloads_of,
 )
 from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled, state_of
 from jobset_core.policy.kinds import FailureKind
@@ -69,15 +71,20 @@ class Observer:
             self.keeper.store(handle, main)
         has_jobs = c.WORKLOAD_KINDS[handle.kind].has_child_jobs
         jobs = self.objects.child_jobs(handle) if main is not None and has_jobs else []
-        workloads = self.objects.kueue_workloads(main) if main is not None else []
+        workloads = self.workloads(main) if main is not None else []
         kept = self.keeper.pods(handle)
-        names = members(handle.name, main, jobs, with_kept(pods, kept), workloads)
+        names = members(handle.name, main, jobs, with_kept(pods, kept), workloads_of(main, workloads, jobs))
         seen = self.assemble(handle, main, jobs=jobs, pods=pods, events=self.events_named(handle.namespace, names),
                              workloads=workloads, decision=True)
         if self.note_restart_causes(handle, seen):
             self.keeper.store(handle, main)
         self.keeper.forget(handle)
         return seen
+
+    def workloads(self, main: Mapping[str, Any]) -> list[Obj]:
+        """What the schedulers say of the attempt's gang: Kueue's Workload of a queued workload and the
+        Workload API's PodGroups (a request each only for a workload that has them)."""
+        return [*self.objects.kueue_workloads(main), *self.objects.pod_groups(main)]
 
     def assemble(self, handle: Handle, main: Mapping[str, Any] | None, *, jobs: Sequence[Obj] = (),
                  pods: Iterable[Obj] = (), events: Iterable[Obj] = (), workloads: Sequence[Obj] = (),
@@ -130,7 +137,8 @@ class Observer:
 
 @dataclass(frozen=True)
 class _Workloads:
-    """Kueue's Workloads of an attempt (not streamed), and the object's resourceVersion when they were listed."""
+    """Kueue's Workloads and the Workload API's PodGroups of an attempt (not streamed), and the object's
+    resourceVersion when they were listed."""
 
     items: list[Obj] = field(default_factory=list)
     resource_version: str = ""
@@ -257,9 +265,10 @@ class Tracker:
             self._dirty_since = time.monotonic()
 
     def observation(self, changed: bool) -> Observation:
-        """Jobs and events come from the shared caches. Kueue's Workload (not streamed) is listed again when
-        the attempt's object moved; at the end, the Jobs and the object's own events are read once more,
-        since the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs. A
+        """Jobs and events come from the shared caches. Kueue's Workload and the gang's PodGroups (not
+        streamed) are listed again when the attempt's object moved (and at a timed look, as their writers
+        never write the object); at the end, the Jobs and the object's own events are read once more, since
+        the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs. A
         decision (the end, or a move of the restart count) stores what the keeper holds once, after the
         restart causes are noted: one write for a restart, not one for its pods and one for its cause."""
         main, handle = self.main, self.handle
@@ -269,9 +278,7 @@ class Tracker:
             pods = list(self.pods.values())
             events = self._cached_events(members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle))), follow=False)
             return self.observer.assemble(handle, None, pods=pods, events=events, cancelled=self.cancelled)
-        version = str(ev.meta(main).get("resourceVersion") or "")
-        if version != self.workloads.resource_version:
-            self.workloads = _Workloads(self.observer.objects.kueue_workloads(main), version)
+        self._list_workloads(main, changed)
         state = state_of(main)
         # A success needs no diagnosis: only a failure is worth reading the last writes again.
         final = state.terminal and state is not State.SUCCEEDED
@@ -288,7 +295,8 @@ class Tracker:
         reread = final or restarts != self._restarts
         self._restarts = restarts
         pods = list(self.pods.values())
-        names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), self.workloads.items)
+        own = workloads_of(main, self.workloads.items, jobs)
+        names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), own)
         events = self._cached_events(names)
         if final:
             events += self.observer.objects.events_of(main)
@@ -298,6 +306,16 @@ class Tracker:
         if reread:  # a decision: the failures and the restart causes seen so far are stored before it, in one write
             self.flush(now=True)
         return seen
+
+    def _list_workloads(self, main: Mapping[str, Any], changed: bool) -> None:
+        """List Kueue's Workload and the gang's PodGroups again when the object moved since they were listed,
+        or at a timed look (no message came) of a workload whose gang is held by a writer that never writes
+        the object."""
+        version = str(ev.meta(main).get("resourceVersion") or "")
+        # Kueue never writes to a JobSet it has not admitted: a timed look (its admission bound) lists again
+        if version != self.workloads.resource_version or (not changed and ev.labels_of(main).get(c.KUEUE_QUEUE_LABEL)) \
+                or (not changed and _workload_api_gang(main)):  # nor the scheduler (a held gang's bound)
+            self.workloads = _Workloads(self.observer.workloads(main), version)
 
     def _note_restart_causes(self, seen: Observation, reread: bool) -> None:
         """At a decision and at the end, and between them while a restart's cause is missing and new events
@@ -325,6 +343,12 @@ class Tracker:
         if follow:
             self.follow_events(names)
         return [event for name in names for event in self.events.informer.items(f"obj:{name}")]
+
+
+def _workload_api_gang(main: Mapping[str, Any]) -> bool:
+    """A Workload API gang: the scheduler writes its PodGroups and never the object, so a timed look (a held
+    gang's unschedulable bound) lists them again, as a direct look at that moment would."""
+    return bool(ev.as_map(ev.meta(main).get("annotations")).get(c.WORKLOAD_CREATED_BY_ANNOTATION))
 
 
 def _fold(cache: dict[str, Obj], kind: str, payload: Any) -> None:

@@ -5,6 +5,10 @@ Its own room because the runtime's API (`runtime.py`) and its controller loop (`
 submission this way, and the reads have rules of their own: a workload object of another uid is not this
 submission's, the records of pods already gone are added back, and node events live in the `default` namespace
 as on a cluster. Callers hold the runtime's lock.
+
+No gang object is read: none is made locally (the runtime creates no PodGroup or Workload, as all pods start
+together on one node, and its Job controller runs without the WorkloadWithJob gate), so the store holds no
+scheduler's word on a gang.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from jobset_core import constants as c
 from jobset_core.diagnosis import diagnose
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle
-from jobset_core.sim import workload_controller
+from jobset_core.sim.node import emulated_version
 from jobset_core.testing import FakeCluster, FakeClusterServer, LocalApiServer
 from tests.waiting import wait_until
 
@@ -139,8 +139,8 @@ def over_http(cluster: FakeCluster, handle: Handle) -> tuple[list[dict[str, Any]
 def test_a_placed_gang_s_pod_group_says_so_under_its_version_s_condition_name(cluster: FakeCluster) -> None:
     release = cluster.server.kubernetes
     handle = JobSetRun(gang("placed"), cluster.runtime(), run_key=make_run_key("placed")).start()
-    wait_until(lambda: len([p for p in cluster.pods() if p["spec"].get("nodeName")]) == 4, "the gang's 4 pods bound")
-    workload_controller.sync_pod_groups(cluster.server, NS)  # the scheduler's pass over its PodGroups
+    wait_until(lambda: scheduled(pod_group(cluster, handle), SCHEDULED[release]) is not None,
+               "the scheduler's word on the PodGroup, once its members are bound")
 
     group = pod_group(cluster, handle)
     assert group["apiVersion"] == SERVES[release]
@@ -155,7 +155,8 @@ def test_a_held_gang_falls_back_to_its_pod_group_s_words_when_no_member_names_a_
     cluster.unschedulable("*", jobset="fallback-*", message=c.GANG_PERMIT_WAITING_MESSAGE)
     handle = JobSetRun(gang("fallback"), cluster.runtime(), run_key=make_run_key("fallback")).start()
     wait_until(lambda: len([p for p in cluster.pods() if p["status"].get("conditions")]) == 4, "the gang's 4 pods refused")
-    workload_controller.sync_pod_groups(cluster.server, NS)
+    wait_until(lambda: scheduled(pod_group(cluster, handle), SCHEDULED[release]) is not None,
+               "the scheduler's word on the PodGroup of a refused gang")
 
     group = pod_group(cluster, handle)
     cond = scheduled(group, SCHEDULED[release])
@@ -215,3 +216,9 @@ def test_manifests_built_for_v1beta1_are_valid_kubernetes_1_37_objects() -> None
     assert (c.WORKLOAD_API_V1BETA1, c.WORKLOAD_KIND) in objects
     assert group["spec"]["workloadRef"] == {"workloadName": "beta", "templateName": "beta"}
     assert job["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "beta-beta"}
+
+
+def test_the_nodes_kubelets_report_the_release_emulated(cluster: FakeCluster) -> None:
+    versions = {n["status"]["nodeInfo"]["kubeletVersion"] for n in cluster.nodes()}
+    assert versions == {emulated_version(cluster.server.kubernetes)}
+    assert client.VersionApi(cluster.server.api_client()).get_code().git_version in versions

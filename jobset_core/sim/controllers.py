@@ -1,5 +1,6 @@
-"""The control plane's reconcile pass: the JobSet controller, then the Job controller, each over the keys it
-heard change (`sim.work_queue`), as the real ones work from their informers' queues."""
+"""The control plane's reconcile pass: the JobSet controller, the Job controller, then the scheduler's word on
+Workload API PodGroups, each over the keys it heard change (`sim.work_queue`), as the real ones work from
+their informers' queues."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from jobset_core.sim.jobset_controller import JobSetController, Notice
 from jobset_core.sim.records import Obj
 from jobset_core.sim.store import ClusterStore
 from jobset_core.sim.work_queue import Key, WorkQueues, key_of
+from jobset_core.sim.workload_controller import pod_group_key, sync_pod_group
 
 
 class Controllers:
@@ -30,7 +32,8 @@ class Controllers:
         self.namespace = namespace
         self.feature_gates = frozenset(feature_gates)
         self.jobsets = JobSetController(store, notice)
-        self.queues = WorkQueues((c.JOBSET_KIND, c.JOB_KIND), namespace, remember_deleted=(c.JOB_KIND,))
+        self.queues = WorkQueues((c.JOBSET_KIND, c.JOB_KIND, c.POD_GROUP_KIND), namespace,
+                                 remember_deleted=(c.JOB_KIND,), related=pod_group_key)
         self._stop_listening = self.queues.listen(store.on_write)
 
     def close(self) -> None:
@@ -54,9 +57,15 @@ class Controllers:
         self._each(c.JOB_KIND, self._keys(c.BATCH_API_VERSION, c.JOB_KIND), one)
         release_orphans(self.store, self._orphan_candidates(first))
 
+    def reconcile_pod_groups(self) -> None:
+        """kube-scheduler's word on each Workload API PodGroup written, or whose members were."""
+        keys = self.queues.take(c.POD_GROUP_KIND, clock.current().time())  # none exist before a gang is made
+        self._each(c.POD_GROUP_KIND, sorted(keys), lambda key: sync_pod_group(self.store, *key))
+
     def step(self) -> None:
         self.reconcile_jobsets()
         self.reconcile_jobs()
+        self.reconcile_pod_groups()
 
     def next_due(self) -> float | None:
         """The earliest moment (epoch seconds, on the emulation's clock) a Job must be looked at again without

@@ -49,7 +49,12 @@ from jobset_core.sim.store import CONFLICT, ClusterStore, delete_object, write_s
 Obj = dict[str, Any]
 NODE_PRESSURE_MESSAGE = c.NODE_PRESSURE_MESSAGE_FORMAT.format(resource="memory", threshold="100Mi", available="52Mi")
 # The Kubernetes version the emulated control plane and kubelets report (`/version`, `nodeInfo.kubeletVersion`)
-EMULATED_VERSION = f"v{c.EMULATED_PATCH[c.DEFAULT_EMULATED_KUBERNETES]}-{c.OFFLINE_BUILD_SUFFIX}"
+def emulated_version(kubernetes: str = c.DEFAULT_EMULATED_KUBERNETES) -> str:
+    """The version an emulated release's kubelets (and API server) report: its patch, marked as ours."""
+    return f"v{c.EMULATED_PATCH[kubernetes]}-{c.OFFLINE_BUILD_SUFFIX}"
+
+
+EMULATED_VERSION = emulated_version()
 
 
 # The offline kubelet's line in a pod's log, in place of what its command would have printed; said to be ours
@@ -209,6 +214,7 @@ def node_object(
     kernel: str = "6.8.0-1015-gcp",
     os_name: str = "linux",
     labels: Mapping[str, str] | None = None,
+    kubelet_version: str = EMULATED_VERSION,
 ) -> tuple[Obj, Obj]:
     """A Node as a kubelet registers it: (the object to create, the status to write after; the API server drops
     a status sent with a create). `gpus` adds `nvidia.com/gpu` as the device plugin advertises it; `labels` are
@@ -234,7 +240,7 @@ def node_object(
         "nodeInfo": {
             "architecture": arch, "bootID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"boot.{name}")),
             "containerRuntimeVersion": "containerd://1.7.24", "kernelVersion": kernel, "kubeProxyVersion": "",
-            "kubeletVersion": EMULATED_VERSION, "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+            "kubeletVersion": kubelet_version, "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
             "operatingSystem": os_name, "osImage": os_image,
             "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"system.{name}")),
         },

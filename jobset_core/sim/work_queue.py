@@ -47,15 +47,17 @@ class WorkQueues:
     """Keys to reconcile by kind, filled by the store's writes (the object's own kind and its owners').
 
     Only `kinds` are queued (a controller's informers: the rest of the cluster's writes, events above all,
-    are not its business); the final states of deleted objects of `remember_deleted` kinds are kept for
+    are not its business), and what `related(obj)` names besides its owners (a pod's PodGroup); the final states of deleted objects of `remember_deleted` kinds are kept for
     `deleted()`. `namespace` limits what is heard to one namespace (None: all). `take(kind)` hands out and forgets the
     kind's written keys and those whose moment (`add_after`, in `now()` seconds) has come. Until the first
     `take` of a kind, `everything(kind)` is true: the caller reconciles every object of the kind once, as a
     controller does after its informer's first list.
     """
 
-    def __init__(self, kinds: Iterable[str], namespace: str | None = None, *, remember_deleted: Iterable[str] = ()) -> None:
+    def __init__(self, kinds: Iterable[str], namespace: str | None = None, *, remember_deleted: Iterable[str] = (),
+                 related: Callable[[dict[str, Any]], Iterable[tuple[str, Key]]] | None = None) -> None:
         self.kinds = frozenset(kinds)
+        self._related = related
         self.namespace = namespace
         self._remember_deleted = frozenset(remember_deleted)
         self._lock = threading.Lock()
@@ -76,6 +78,8 @@ class WorkQueues:
             return  # another namespace's object (a cluster-scoped one, a Node, concerns every namespace)
         kind = obj.get("kind") or ""
         owners = owner_keys(obj) + (owner_keys(event.prev) if event.prev is not None else [])
+        if self._related is not None:
+            owners += list(self._related(obj))
         with self._lock:
             if kind in self.kinds:
                 self._written.setdefault(kind, set()).add(key_of(obj))

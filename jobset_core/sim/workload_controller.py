@@ -77,7 +77,13 @@ def _pod_groups(store: ClusterStore, api_version: str, namespace: str | None) ->
 def pod_group_of(store: ClusterStore, job: Mapping[str, Any]) -> Obj | None:
     """The PodGroup the Job controller made for this Job (controller-owned by it), if any."""
     uid = meta(job).get("uid")
-    for group in _pod_groups(store, API_VERSION, meta(job).get("namespace")) or []:
+    try:
+        owned = store.owned_by(uid or "", API_VERSION, c.POD_GROUP_KIND)
+    except ApiError as exc:
+        if exc.code == 404:  # the server does not serve the version
+            return None
+        raise
+    for group in owned:
         if any(r.get("uid") == uid and r.get("controller") for r in meta(group).get("ownerReferences") or []):
             return group
     return None
@@ -159,11 +165,31 @@ def _sync_group(store: ClusterStore, release: c.WorkloadApiRelease, group: Obj, 
     write_status(store, group, {"conditions": conditions})
 
 
-def sync_pod_groups(store: ClusterStore, namespace: str | None, pods: list[Obj] | None = None) -> None:
-    """The scheduler's condition on every Workload API PodGroup of `namespace` (None: all), in each version the
-    API server serves; `pods` are the pods to judge them by (default: the namespace's)."""
-    if pods is None:
-        pods = store.list(c.CORE_API_VERSION, c.POD_KIND, namespace, shared=True)
+def sync_pod_group(store: ClusterStore, namespace: str, name: str) -> None:
+    """The scheduler's condition on one PodGroup, in whichever version the API server serves it, judged by the
+    pods of its owner (the gang Job) that name it."""
+    for release in c.WORKLOAD_API_RELEASES:
+        try:
+            group = store.get(release.api_version, c.POD_GROUP_KIND, name, namespace or None, shared=True)
+        except ApiError as exc:
+            if exc.code == 404:  # a version this server does not serve
+                continue
+            raise
+        if group is not None:
+            owners = {r.get("uid") for r in meta(group).get("ownerReferences") or [] if r.get("uid")}
+            pods = [p for uid in owners for p in store.owned_by(uid, c.CORE_API_VERSION, c.POD_KIND)]
+            _sync_group(store, release, group, pods)
+
+
+def sync_pod_groups(store: ClusterStore, namespace: str | None) -> None:
+    """`sync_pod_group` for every Workload API PodGroup of `namespace` (None: all)."""
     for release in c.WORKLOAD_API_RELEASES:
         for group in _pod_groups(store, release.api_version, namespace) or []:
-            _sync_group(store, release, group, pods)
+            sync_pod_group(store, meta(group).get("namespace") or "", meta(group)["name"])
+
+
+def pod_group_key(pod: Mapping[str, Any]) -> list[tuple[str, tuple[str, str]]]:
+    """The PodGroup a pod names (`spec.schedulingGroup.podGroupName`), as a work queue key: a member that is
+    bound or refused changes its group's verdict."""
+    name = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    return [(c.POD_GROUP_KIND, (meta(pod).get("namespace") or "", name))] if name else []

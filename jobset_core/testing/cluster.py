@@ -41,6 +41,7 @@ from jobset_core.sim.faults import (
     Succeed,
     Unschedulable,
 )
+from jobset_core.sim.node import emulated_version
 from jobset_core.testing.apiserver import LocalApiServer
 from jobset_core.testing.fate_objects import FateObjects
 from jobset_core.testing.fates import PodRule, Selector
@@ -109,6 +110,7 @@ class FakeCluster:
         self.kubelet = ScriptedKubelet(
             self.server, self._scope, nodes, succeed_after, start_after=start_after, clock=clock,
             write_log=self.server.append_log, notice=notice, node_labels=node_labels,
+            kubelet_version=emulated_version(self.server.kubernetes),
         )
         self._lock = threading.RLock()
         self.fates = FateObjects(self.server, self.add_fault, self.remove_fault)

@@ -16,7 +16,7 @@ from jobset_core import clock as clocks
 from jobset_core import constants as c
 from jobset_core.sim import pod_status
 from jobset_core.sim.faults import ImagePullFailure, Unschedulable
-from jobset_core.sim.node import fault_output, log_tail, register_node, strike
+from jobset_core.sim.node import EMULATED_VERSION, fault_output, log_tail, register_node, strike
 from jobset_core.sim.records import deleting, terminal
 from jobset_core.sim.scheduler import Scheduler
 from jobset_core.sim.scheduling import failed_scheduling_message
@@ -47,11 +47,13 @@ class ScriptedKubelet:
     def __init__(self, store: ClusterStore, namespace: str | None, nodes: int, succeed_after: float | None,
                  *, start_after: float = 0.0, clock: clocks.Clock = clocks.WALL,
                  write_log: Callable[[str, str, str], None] | None = None,
-                 notice: Callable[[str], None] | None = None, node_labels: Mapping[str, str] | None = None) -> None:
+                 notice: Callable[[str], None] | None = None, node_labels: Mapping[str, str] | None = None,
+                 kubelet_version: str = EMULATED_VERSION) -> None:
         self.store = store
         self.namespace = namespace
         self.nodes = [f"node-{i}" for i in range(nodes)]
         self.node_labels = dict(node_labels or {})
+        self.kubelet_version = kubelet_version  # the emulated release's, as its Nodes report it
         self.succeed_after = succeed_after
         self.start_after = start_after
         self.clock = clock
@@ -73,7 +75,8 @@ class ScriptedKubelet:
     def register_nodes(self) -> None:
         """Create the Node objects `node-0..node-N-1` (those that exist are kept), as each kubelet registers."""
         for index, name in enumerate(self.nodes):
-            register_node(self.store, name, address=f"10.0.{index // 250}.{index % 250 + 1}", labels=self.node_labels)
+            register_node(self.store, name, address=f"10.0.{index // 250}.{index % 250 + 1}", labels=self.node_labels,
+                          kubelet_version=self.kubelet_version)
         self._registered = True
 
     def sync(self) -> None:

@@ -16,6 +16,7 @@ airflow_support.HOME.mkdir(exist_ok=True)
 import base64  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
@@ -71,6 +72,7 @@ def airflow(cluster: tuple[FakeCluster, str]) -> Iterator[AirflowComponents]:
         yield components
     finally:
         components.stop()
+        shutil.rmtree(home, ignore_errors=True)
     assert not components.leftovers(), f"processes left after stopping Airflow: groups {components.leftovers()}"
     with socket.socket() as sock:  # nobody listens on the api-server's port any more (TIME_WAIT is fine)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-flyte demo-airflow test test-loaded test-install lint bench clean
+.PHONY: demo demo-flyte demo-airflow test test-loaded test-install test-airflow-versions lint bench clean
 
 # The core alone (kubernetes, tenacity, pyyaml, the schema checkers): all `make demo` needs.
 $(VENV)/.installed-core: pyproject.toml
@@ -53,9 +53,15 @@ test-loaded: $(VENV)/.installed
 	echo "two busy loops beside the tests (pids$$busy)"; \
 	$(MAKE) --no-print-directory test
 
-# Each extra resolves with pip 23.2 and the current pip, in throwaway venvs (a dry run against the index).
+# Each extra resolves with pip 23.2 and the current pip, in throwaway venvs (a dry run against the index); the
+# wheel installs in a fresh venv outside the clone and runs the demo, a Flyte task and an Airflow DAG from it.
 test-install: $(VENV)/.installed
-	$(PY) -m pytest -q -m install tests/test_install.py
+	$(PY) -m pytest -q -m install tests/test_install.py tests/test_wheel.py
+
+# The Airflow tests on each older Airflow minor the package claims (3.1, 3.2), one after the other, each in a
+# throwaway venv with the latest release of that minor (about 15 minutes on 2 cores; `make test` runs the newest).
+test-airflow-versions: $(VENV)/.installed
+	$(PY) -m pytest -q -m airflow_versions tests/test_airflow_versions.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -3,14 +3,32 @@
 Airflow 3.3 (task SDK 1.3) added `retry_policy=` (`airflow.sdk.RetryPolicy`) and `ResumableJobMixin` with
 the per-task-instance `task_state_store`. On older versions the operator still works: it reattaches by run
 key (the core adopts the run's live JobSet), and the one-count decision is carried by the exception class
-alone (`AirflowFailException` is never retried).
+alone (`AirflowFailException` is never retried). A try after a clear starts a fresh run either way; without
+the store it cannot know an attempt its cleared try already deleted, so its first attempt is numbered 0 again.
+
+Airflow 3.3's triggerer also calls a trigger's `on_kill` when a user acts on a deferred task (mark failed or
+success, clear); older ones only cancel the trigger, so the JobSet of a deferred task marked failed or success
+keeps running (a clear deletes it when the next try starts).
+
+Airflow 3.1's triggerer sends a trigger's request to its supervisor (the connection's secrets to mask, when a
+trigger looks its connection up) on an event loop of the calling thread's own, over the one socket its own loop
+reads: from a plain thread it races the triggerer's requests and the trigger runner dies ("Response read out of
+order"). Airflow 3.2 hands such a request to the triggerer's loop. So a trigger's blocking calls go through
+`to_thread`: on 3.1 an asgiref `sync_to_async` thread, whose requests the triggerer's loop sends; from 3.2 on
+`asyncio.to_thread`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from airflow import __version__ as AIRFLOW_VERSION
 from airflow.sdk import BaseOperator
+from airflow.triggers.base import BaseTrigger
+
+T = TypeVar("T")
 
 try:  # Airflow 3.1+ task SDK
     from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
@@ -47,9 +65,26 @@ except ImportError:  # pragma: no cover - Airflow 3.1/3.2
 
     HAS_RESUMABLE = False
 
+HAS_TRIGGER_ON_KILL = hasattr(BaseTrigger, "on_kill")  # Airflow 3.3+: the triggerer calls it on a user's action
+
+# airflow-core 3.2's TriggerCommsDecoder.send: a request from another thread runs on the triggerer's loop
+TRIGGER_REQUESTS_FROM_ANY_THREAD = tuple(int(part) for part in AIRFLOW_VERSION.split(".")[:2]) >= (3, 2)
+
+
+async def to_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run a blocking call of a trigger on a thread, where it may ask the supervisor (a connection's lookup)."""
+    if TRIGGER_REQUESTS_FROM_ANY_THREAD:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    from asgiref.sync import sync_to_async  # pragma: no cover - Airflow 3.1
+
+    return await sync_to_async(fn, thread_sensitive=False)(*args, **kwargs)  # pragma: no cover - Airflow 3.1
+
+
 __all__ = [
     "HAS_RESUMABLE",
     "HAS_RETRY_POLICY",
+    "HAS_TRIGGER_ON_KILL",
+    "TRIGGER_REQUESTS_FROM_ANY_THREAD",
     "AirflowException",
     "AirflowFailException",
     "AirflowRetryDecision",
@@ -57,4 +92,5 @@ __all__ = [
     "AirflowRetryPolicy",
     "BaseOperator",
     "ResumableJobMixin",
+    "to_thread",
 ]

@@ -23,6 +23,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_jobset import cleanup
+from airflow_jobset._compat import to_thread
 from airflow_jobset.outcome import done_event, error_event
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, make_runtime
 from jobset_core import Handle, JobSetRun, LeaderLog, RunEvent, echo_unheard, follow_leader
@@ -127,8 +128,8 @@ class JobSetTrigger(BaseTrigger):
         handle = Handle.from_dict(self.handle)
         follower: LeaderLog | None = None
         try:
-            runtime = self._runtime_obj = await asyncio.to_thread(self._runtime, handle)
-            run = await asyncio.to_thread(
+            runtime = self._runtime_obj = await to_thread(self._runtime, handle)
+            run = await to_thread(
                 JobSetRun.resume, handle, runtime, engine_attempt=self.engine_attempt, on_event=self._on_event
             )
             # the leader's log in the trigger's log (which Airflow shows with the task's) while it waits

@@ -97,12 +97,10 @@ def run_tries(make_operator: Callable[[], Any], ti: TaskInstance, store: StateSt
     """What Airflow's task runner does with one task instance, try after try.
 
     A new operator object per try, as a new worker process parses the DAG again. `AirflowFailException`
-    ends the task; any other exception asks the task's `retry_policy` (which can only shorten `retries`),
-    then `retries` itself.
+    ends the task; any other exception asks the task's `retry_policy` (which can only shorten `retries`; Airflow
+    3.3 and later, older task runners have none), then `retries` itself.
     """
-    from airflow.sdk import RetryDecision
-    from airflow.sdk.definitions.retry_policy import RetryAction
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow_jobset._compat import AirflowFailException
 
     errors: list[BaseException] = []
     while True:
@@ -114,9 +112,20 @@ def run_tries(make_operator: Callable[[], Any], ti: TaskInstance, store: StateSt
             return Tries("failed", errors, tries=ti.try_number)
         except Exception as exc:  # noqa: BLE001 - what the task runner catches
             errors.append(exc)
-            decision = op.retry_policy.evaluate(exc, ti.try_number, op.retries + 1) if op.retry_policy else RetryDecision()
-            if decision.action is RetryAction.FAIL or ti.try_number > op.retries:
+            if retry_policy_fails(op, exc, ti.try_number) or ti.try_number > op.retries:
                 return Tries("failed", errors, tries=ti.try_number)
             ti.try_number += 1
             continue
         return Tries("success", errors, value, tries=ti.try_number)
+
+
+def retry_policy_fails(op: Any, exc: BaseException, try_number: int) -> bool:
+    """Whether the task's `retry_policy` ends the task at this failure, as Airflow 3.3's task runner asks it;
+    the task runners of Airflow 3.1 and 3.2 have no retry policy to ask."""
+    from airflow_jobset._compat import HAS_RETRY_POLICY
+
+    if not HAS_RETRY_POLICY or not op.retry_policy:
+        return False
+    from airflow.sdk.definitions.retry_policy import RetryAction
+
+    return op.retry_policy.evaluate(exc, try_number, op.retries + 1).action is RetryAction.FAIL

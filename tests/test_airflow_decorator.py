@@ -11,8 +11,8 @@ from importlib.metadata import entry_points  # noqa: E402
 
 import pytest  # noqa: E402
 from airflow.sdk import DAG, task  # noqa: E402
-from airflow.sdk.exceptions import AirflowFailException  # noqa: E402
 
+from airflow_jobset._compat import AirflowFailException  # noqa: E402 - Airflow 3.1 keeps it outside airflow.sdk
 from airflow_jobset.decorators import function_source, result_from_log  # noqa: E402
 from airflow_jobset.provider import get_provider_info  # noqa: E402
 from jobset_core import SpecError  # noqa: E402

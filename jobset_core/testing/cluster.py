@@ -195,6 +195,7 @@ class FakeCluster:
                 ("jobset", self.controllers.reconcile_jobsets),
                 ("job", self.controllers.reconcile_jobs),
                 ("kubelet", self.kubelet.sync),
+                ("scheduler", self.controllers.reconcile_pod_groups),  # a gang's PodGroup, once its pods are placed
             ):
                 try:
                     fn()

@@ -4,7 +4,7 @@ their informers' queues."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from jobset_core import clock
 from jobset_core import constants as c
@@ -42,7 +42,7 @@ class Controllers:
 
     def reconcile_jobsets(self) -> None:
         keys = self._keys(c.JOBSET_API_VERSION, c.JOBSET_KIND)
-        self._each(c.JOBSET_KIND, keys, lambda key: self.jobsets.reconcile_key(*key))
+        self.queues.process(c.JOBSET_KIND, keys, lambda key: self.jobsets.reconcile_key(*key))
 
     def reconcile_jobs(self) -> None:
         first = self.queues.everything(c.JOB_KIND)
@@ -54,13 +54,13 @@ class Controllers:
             if moment is not None:
                 self.queues.add_after(c.JOB_KIND, key, moment)
 
-        self._each(c.JOB_KIND, self._keys(c.BATCH_API_VERSION, c.JOB_KIND), one)
+        self.queues.process(c.JOB_KIND, self._keys(c.BATCH_API_VERSION, c.JOB_KIND), one)
         release_orphans(self.store, self._orphan_candidates(first))
 
     def reconcile_pod_groups(self) -> None:
         """kube-scheduler's word on each Workload API PodGroup written, or whose members were."""
         keys = self.queues.take(c.POD_GROUP_KIND, clock.current().time())  # none exist before a gang is made
-        self._each(c.POD_GROUP_KIND, sorted(keys), lambda key: sync_pod_group(self.store, *key))
+        self.queues.process(c.POD_GROUP_KIND, keys, lambda key: sync_pod_group(self.store, *key))
 
     def step(self) -> None:
         self.reconcile_jobsets()
@@ -72,21 +72,13 @@ class Controllers:
         a change (its activeDeadlineSeconds), or None."""
         return self.queues.next_due(c.JOB_KIND)
 
-    def _keys(self, api_version: str, kind: str) -> list[Key]:
+    def _keys(self, api_version: str, kind: str) -> set[Key]:
         """The keys to reconcile now: written or due; every object of the kind the first time."""
         first = self.queues.everything(kind)
         keys = self.queues.take(kind, clock.current().time())
         if first:
             keys.update(key_of(obj) for obj in self.store.list(api_version, kind, self.namespace, shared=True))
-        return sorted(keys)
-
-    def _each(self, kind: str, keys: list[Key], reconcile: Callable[[Key], None]) -> None:
-        for done, key in enumerate(keys):
-            try:
-                reconcile(key)
-            except BaseException:
-                self.queues.add(kind, keys[done:])
-                raise
+        return keys
 
     def _orphan_candidates(self, first: bool) -> Iterable[Obj]:
         """Pods that may have lost their Job: those of the Jobs deleted since the last step (every pod, the

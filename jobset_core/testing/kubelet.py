@@ -86,13 +86,7 @@ class ScriptedKubelet:
             self.register_nodes()
         self.scheduler.new_pass()
         now = self.clock.monotonic()
-        keys = sorted(self._keys(now))
-        for done, key in enumerate(keys):
-            try:
-                self._sync_key(key, now)
-            except BaseException:
-                self.queues.add(c.POD_KIND, keys[done:])
-                raise
+        self.queues.process(c.POD_KIND, self._keys(now), lambda key: self._sync_key(key, now))
 
     def next_due(self) -> float | None:
         """The earliest `clock.monotonic()` at which a live pod starts or meets its fate (None: nothing is

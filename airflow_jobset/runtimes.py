@@ -4,8 +4,11 @@
 `ApiClient`), so the connection users already have works unchanged. `local`: every pod is a local process
 (`LocalRuntime`); its state lives in memory, so one runtime is shared per process and per fault plan, which
 lets a retry, a reattach or an in-process trigger (`airflow dags test`) find the run a previous try made.
-The triggerer shares one `KubernetesRuntime` per connection and cluster too (`shared`): its runs then share one
-watch stream per namespace and resource instead of opening their own.
+A cluster's `KubernetesRuntime` is shared per process, connection and cluster too: the triggerer's runs, and
+operators that run side by side in one process (in threads, or one after another), then share one watch stream
+per namespace and resource, and one cache of what it carries, instead of each opening its own (four streams,
+their threads and a copy of the namespace's objects per run). A task in its own worker process, as Airflow 3
+runs them, has one either way.
 """
 
 from __future__ import annotations
@@ -32,15 +35,13 @@ def check_runtime(name: str) -> str:
 
 def make_runtime(
     name: str, *, conn_id: str = DEFAULT_CONN_ID, namespace: str | None = None, local_faults: str | None = None,
-    stream_output: bool = True, shared: bool = False,
+    stream_output: bool = True,
 ) -> KubernetesRuntime | LocalRuntime:
-    """The runtime of a kind; a cluster's namespace falls back to the connection's own."""
+    """The process's runtime of a kind; a cluster's namespace falls back to the connection's own."""
     if check_runtime(name) == LOCAL:
         return shared_local_runtime(local_faults, stream_output=stream_output)
     from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
     hook = KubernetesHook(conn_id=conn_id)
     api_client, namespace = hook.get_conn(), namespace or hook.get_namespace()
-    if shared:
-        return shared_kubernetes_runtime(api_client, namespace, source=conn_id)
-    return KubernetesRuntime(api_client, namespace)
+    return shared_kubernetes_runtime(api_client, namespace, source=conn_id)

@@ -89,7 +89,6 @@ class JobSetTrigger(BaseTrigger):
     def _runtime(self, handle: Handle) -> Any:
         return make_runtime(
             self.runtime, conn_id=self.kubernetes_conn_id, namespace=handle.namespace, local_faults=self.local_faults,
-            shared=True,
         )
 
     async def on_kill(self) -> None:

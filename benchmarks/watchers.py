@@ -20,11 +20,13 @@ import argparse
 import asyncio
 import json
 import os
+import queue
 import random
 import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -93,6 +95,19 @@ def _child(url: str, handles_file: str, implementation: str) -> None:
 # ----- the driving process -------------------------------------------------------------------------------
 
 
+def _read_lines(stream: Any) -> queue.Queue[str | None]:
+    """The stream's lines as they come, then None at its end, read by a daemon thread."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True, name="watcher-lines").start()
+    return lines
+
+
 def measure(implementation: str, runs: int, seed: int = 11, profile_dir: Path | None = None,
             spread: float = SPREAD_SECONDS) -> dict[str, Any]:
     server, driver = cluster.fake_cluster(tick=0.05)
@@ -121,7 +136,14 @@ def measure(implementation: str, runs: int, seed: int = 11, profile_dir: Path | 
             stdout=subprocess.PIPE, text=True, cwd=cluster.ROOT,
         )
         assert child.stdout is not None
-        stats = json.loads(child.stdout.readline())
+        # The watcher's lines are read as it writes them, on a thread of their own: a pipe nobody reads holds
+        # 64 KiB, about 900 "decided" lines, and a watcher whose next line does not fit stops deciding until
+        # the failures are all scripted (this held every decision after the first ~900 at 2,000 and 5,000 runs).
+        lines = _read_lines(child.stdout)
+        first = lines.get(timeout=600)
+        if first is None:
+            raise RuntimeError("the watcher ended before it was watching its runs")
+        stats = json.loads(first)
         started_requests = len(server.requests)
         pids = {"cluster": os.getpid(), "watcher": child.pid}
         idle_window = Window(pids)
@@ -142,7 +164,7 @@ def measure(implementation: str, runs: int, seed: int = 11, profile_dir: Path | 
         decided: dict[str, float] = {}
         peak_rss_mb = float("nan")
         cpu = {"cluster": float("nan"), "watcher": float("nan")}
-        for line in child.stdout:
+        for line in iter(lines.get, None):
             message = json.loads(line)
             if message["kind"] == "decided":
                 decided[message["name"]] = message["at"]

@@ -287,6 +287,35 @@ def test_field_selectors(server: LocalApiServer, core: client.CoreV1Api) -> None
     assert names(core.list_namespaced_event(NS, field_selector="involvedObject.kind!=Pod").items) == ["ev-2"]
 
 
+def test_a_selective_list_stays_true_across_writes_after_its_first_answer(
+    server: LocalApiServer, core: client.CoreV1Api
+) -> None:
+    """The first list pinning a label or field makes the store's index for it; every later write (relabel,
+    status change, delete, create, a namespace elsewhere) must move objects in and out of its answer."""
+    core.create_namespaced_pod(NS, pod("a", {"app": "web"}))
+    core.create_namespaced_pod(NS, pod("b", {"app": "db"}))
+    core.create_namespaced_pod("elsewhere", pod("a", {"app": "web"}))
+    assert names(core.list_namespaced_pod(NS, label_selector="app=web").items) == ["a"]
+    assert names(core.list_namespaced_pod(NS, field_selector="status.phase=Running").items) == []
+    assert names(core.list_namespaced_pod(NS, label_selector="app in (web,db),app!=db").items) == ["a"]
+
+    core.patch_namespaced_pod("b", NS, {"metadata": {"labels": {"app": "web"}}})
+    core.patch_namespaced_pod_status("b", NS, {"status": {"phase": "Running"}})
+    core.patch_namespaced_pod("a", NS, {"metadata": {"labels": {"app": None}}})
+    core.create_namespaced_pod(NS, pod("c", {"app": "web"}))
+    core.delete_namespaced_pod("c", NS, grace_period_seconds=0)
+    core.create_namespaced_pod(NS, pod("d", {"app": "web"}))
+
+    assert names(core.list_namespaced_pod(NS, label_selector="app=web").items) == ["b", "d"]
+    assert names(core.list_namespaced_pod(NS, field_selector="status.phase=Running").items) == ["b"]
+    assert names(core.list_namespaced_pod(NS, label_selector="app in (web,db),app!=db").items) == ["b", "d"]
+    everywhere = core.list_pod_for_all_namespaces(label_selector="app=web").items
+    assert sorted((p.metadata.namespace, p.metadata.name) for p in everywhere) == [
+        ("elsewhere", "a"), (NS, "b"), (NS, "d")]
+    watched = watch.Watch().stream(core.list_namespaced_pod, NS, label_selector="app=web", timeout_seconds=5)
+    assert sorted(name for _, name in summary(collect(watched, 2))) == ["b", "d"]
+
+
 def test_list_pagination(core: client.CoreV1Api) -> None:
     for i in range(5):
         core.create_namespaced_pod(NS, pod(f"p{i}"))

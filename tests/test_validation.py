@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
+import threading
 
 import jsonschema
 import pytest
@@ -181,6 +183,40 @@ def test_inlined_pod_schema_refuses_what_the_published_one_refuses(version, temp
     assert inlined is not published, "the shipped schema files are inlined, not left to the registry"
     assert _schema_errors(inlined, template) == _schema_errors(published, template)
     assert _best_error(inlined, template) == _best_error(published, template)
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_definitions_decoded_one_at_a_time_are_the_whole_files(version):
+    # the validator decodes only the definitions a pod template reaches; each must be what the file says
+    text = podschema._schema_folder(version).joinpath("_definitions.json").read_text()
+    whole = json.loads(text)["$defs"]
+    lazy = podschema._LazyDefinitions(text)
+    assert sorted(lazy) == sorted(whole)
+    assert all(lazy[name] == whole[name] for name in whole)
+    root = podschema._schema_file(version, "podtemplatespec-v1.json")
+    assert podschema._Inliner({"$defs": lazy}).schema(root, "root") == podschema._Inliner({"$defs": whole}).schema(root, "root")
+
+
+@pytest.mark.parametrize("text", ['{"definitions": {}}', '{"$defs": {"A": {', '{"$defs": {"A" {}}}', "[]"])
+def test_definitions_of_another_shape_are_refused_for_the_whole_decode(text):
+    with pytest.raises(ValueError):
+        podschema._LazyDefinitions(text)
+
+
+def test_threads_checking_their_first_template_at_once_share_one_validator():
+    podschema._built_validator.cache_clear()
+    start, found = threading.Barrier(6), []
+
+    def check() -> None:
+        start.wait()
+        found.append(podschema._validator(podschema.SCHEMA_VERSION))
+
+    threads = [threading.Thread(target=check) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 6 and len({id(validator) for validator in found}) == 1
 
 
 @pytest.mark.parametrize("definitions,root", [

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
+import re
+import threading
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any
 
@@ -22,13 +25,77 @@ LEGACY_SCHEMA_VERSION = "1.35.0"
 LEGACY_ONLY_FIELDS = ("workloadRef",)
 
 
+def _schema_folder(version: str) -> Any:
+    return resources.files(SCHEMA_PACKAGE).joinpath("kubernetes-json-schema", f"v{version}-local-strict")
+
+
 def _schema_file(version: str, name: str) -> Any:
-    folder = resources.files(SCHEMA_PACKAGE).joinpath("kubernetes-json-schema", f"v{version}-local-strict")
-    return json.loads(folder.joinpath(name).read_text())
+    return json.loads(_schema_folder(version).joinpath(name).read_text())
+
+
+_SPACE = re.compile(r"\s*")
+
+
+class _LazyDefinitions(Mapping[str, Any]):
+    """The `$defs` of `_definitions.json`, each definition decoded only when the inliner asks for it.
+
+    Why: the file holds every API type of the release (1.6 MB of text, about 8 MB once decoded), and a pod
+    template needs a fraction of them; decoding it whole put those 8 MB on every process's peak memory (an
+    Airflow worker, a triggerer, a connector pod) for objects thrown away once the validator is built. One
+    pass notes where each definition's text starts and ends (decoding it and dropping it at once); a lookup
+    decodes that span. A file of another shape raises ValueError, and the whole file is decoded instead.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._spans: dict[str, tuple[int, int]] = {}
+        decoder = json.JSONDecoder()
+        start = re.match(r'\s*\{\s*"\$defs"\s*:\s*\{', text)
+        if start is None:
+            raise ValueError("no $defs object first in the definitions file")
+        pos = start.end()
+        while True:
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            if text.startswith("}", pos):
+                return
+            name, pos = decoder.raw_decode(text, pos)
+            colon = re.compile(r"\s*:\s*").match(text, pos)
+            if not isinstance(name, str) or colon is None:
+                raise ValueError(f"unexpected definitions text at {pos}")
+            _, end = decoder.raw_decode(text, colon.end())
+            self._spans[name] = (colon.end(), end)
+            pos = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+            if text.startswith(",", pos):
+                pos += 1
+
+    def __getitem__(self, name: str) -> Any:
+        start, _ = self._spans[name]
+        return json.JSONDecoder().raw_decode(self._text, start)[0]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._spans
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+
+# Held while a validator is built: operators that run side by side in one process (threads) all check their
+# first template at once, and `functools.cache` lets each of them build its own copy (the definitions decode
+# to about 1 MB of objects each: 20 runs in one process peaked 19 MB higher, for copies thrown away at once).
+_building = threading.Lock()
+
+
+def _validator(version: str) -> Any:
+    """The validator of a schema version, built once per process even when many threads ask at once."""
+    with _building:
+        return _built_validator(version)
 
 
 @functools.cache
-def _validator(version: str) -> Any:
+def _built_validator(version: str) -> Any:
     """The validator used for every template: the schema with its `$ref`s resolved once, here.
 
     jsonschema resolves a `$ref` through the registry each time it meets one, and a pod template meets
@@ -39,9 +106,13 @@ def _validator(version: str) -> Any:
     import jsonschema
 
     schema = _schema_file(version, "podtemplatespec-v1.json")
-    definitions = _schema_file(version, "_definitions.json")
+    text = _schema_folder(version).joinpath(_DEFINITIONS_FILE).read_text()
     try:
-        inlined = _Inliner(definitions).schema(schema, "root")
+        definitions: Mapping[str, Any] = _LazyDefinitions(text)
+    except ValueError:
+        definitions = json.loads(text).get("$defs") or {}
+    try:
+        inlined = _Inliner({"$defs": definitions}).schema(schema, "root")
     except _CannotInline:
         return _reference_validator(version)
     return jsonschema.validators.Draft202012Validator(inlined)
@@ -86,8 +157,8 @@ class _Inliner:
     the two files. Documents are "root" (podtemplatespec-v1.json) and "definitions" (_definitions.json).
     """
 
-    def __init__(self, definitions: dict[str, Any]) -> None:
-        self.defs: dict[str, Any] = definitions.get("$defs") or {}
+    def __init__(self, definitions: Mapping[str, Any]) -> None:
+        self.defs: Mapping[str, Any] = definitions.get("$defs") or {}
         self.done: dict[str, Any] = {}
         self.open: set[str] = set()
 

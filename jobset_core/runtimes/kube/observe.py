@@ -274,6 +274,11 @@ class Tracker:
         main, handle = self.main, self.handle
         self.keeper.load(handle)  # once: what an earlier process kept of the attempt's failed pods
         if main is None:
+            # Only the server's own answer says the object is gone: a stream this process already had open
+            # (a shared runtime's) may not have carried the create yet when this attempt joined it, and its
+            # cache then says "absent" about an object that was just made.
+            main = self.main = self.observer.objects.read_main(handle)
+        if main is None:
             self.flush(now=True)
             pods = list(self.pods.values())
             events = self._cached_events(members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle))), follow=False)

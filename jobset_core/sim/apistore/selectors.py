@@ -4,17 +4,44 @@ Grammar follows the real apiserver: a comma is AND; label requirements are
 ``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a)``, ``k``, ``!k``,
 ``k>n``/``k<n``; field requirements are ``path=v``, ``path==v``, ``path!=v``.
 A parse error raises a 400 so clients see what a real cluster would say.
+
+A parsed selector also says which of its requirements pin a label or a field to a set of values
+(``Selector.pinned``): the store answers those from its indexes instead of scanning the kind.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import bad_request
 
 Predicate = Callable[[dict[str, Any]], bool]
+# What an index is kept on: ("label", key) or ("field", dotted path)
+IndexKey = tuple[str, str]
+LABEL = "label"
+FIELD = "field"
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A parsed selector: the predicate, and the requirements an object can only meet with one of a few values
+    of one label or field (``k=v``, ``k in (a,b)``, ``path=v``), which an index can answer."""
+
+    matches: Predicate
+    pinned: tuple[tuple[IndexKey, frozenset[str]], ...] = ()
+
+    def __call__(self, obj: dict[str, Any]) -> bool:
+        return self.matches(obj)
+
+
+def _everything(obj: dict[str, Any]) -> bool:
+    return True
+
+
+EVERYTHING = Selector(_everything)
 
 _SET_RE = re.compile(r"^\s*([^\s!=<>()]+)\s+(in|notin)\s*\((.*)\)\s*$")
 _CMP_RE = re.compile(r"^\s*([^\s!=<>()]+)\s*(==|!=|=|<|>)\s*([^\s]*)\s*$")
@@ -38,6 +65,17 @@ def _split_top_level(text: str) -> list[str]:
             current.append(char)
     parts.append("".join(current))
     return [p for p in (part.strip() for part in parts) if p]
+
+
+def _pinned_label(text: str) -> tuple[IndexKey, frozenset[str]] | None:
+    """The label and its allowed values when the requirement is ``k=v``, ``k==v`` or ``k in (...)``."""
+    match = _SET_RE.match(text)
+    if match and match.group(2) == "in":
+        return (LABEL, match.group(1)), frozenset(v.strip() for v in match.group(3).split(",") if v.strip())
+    match = _CMP_RE.match(text)
+    if match and match.group(2) in ("=", "=="):
+        return (LABEL, match.group(1)), frozenset({match.group(3)})
+    return None
 
 
 def _label_requirement(text: str) -> Predicate:
@@ -81,17 +119,18 @@ def _compare(value: str | None, test: Callable[[int], bool]) -> bool:
         return False
 
 
-def parse_label_selector(selector: str | None) -> Predicate:
-    """Predicate over an object's ``metadata.labels``; empty selects everything."""
+def parse_label_selector(selector: str | None) -> Selector:
+    """Selector over an object's ``metadata.labels``; empty selects everything."""
     if not selector or not selector.strip():
-        return lambda obj: True
-    requirements = [_label_requirement(part) for part in _split_top_level(selector)]
+        return EVERYTHING
+    parts = _split_top_level(selector)
+    requirements = [_label_requirement(part) for part in parts]
 
     def matches(obj: dict[str, Any]) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
         return all(req(labels) for req in requirements)
 
-    return matches
+    return Selector(matches, tuple(p for p in map(_pinned_label, parts) if p is not None))
 
 
 def field_value(obj: dict[str, Any], path: tuple[str, ...]) -> str:
@@ -108,10 +147,10 @@ def field_value(obj: dict[str, Any], path: tuple[str, ...]) -> str:
     return str(current)
 
 
-def parse_field_selector(selector: str | None) -> Predicate:
-    """Predicate over arbitrary dotted fields (``metadata.name``, ``status.phase``...)."""
+def parse_field_selector(selector: str | None) -> Selector:
+    """Selector over arbitrary dotted fields (``metadata.name``, ``status.phase``...)."""
     if not selector or not selector.strip():
-        return lambda obj: True
+        return EVERYTHING
     requirements: list[tuple[tuple[str, ...], bool, str]] = []  # the path split once, not per object
     for part in _split_top_level(selector):
         match = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(==|!=|=)\s*(.*?)\s*$", part)
@@ -123,4 +162,5 @@ def parse_field_selector(selector: str | None) -> Predicate:
     def matches(obj: dict[str, Any]) -> bool:
         return all((field_value(obj, path) == value) != negate for path, negate, value in requirements)
 
-    return matches
+    pinned = tuple(((FIELD, ".".join(path)), frozenset({value})) for path, negate, value in requirements if not negate)
+    return Selector(matches, pinned)

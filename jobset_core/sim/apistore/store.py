@@ -139,7 +139,7 @@ class Store:
             rv = self._tables.rv
             matched = sorted(  # sorting the matches, not the kind: a selective list in a big namespace is cheap
                 (key, obj)
-                for key, obj in self._tables.bucket(kind).items()
+                for key, obj in self._tables.selected(kind, (labels, fields))
                 if (namespace is None or key[0] == namespace)
                 and (start is None or key > start)
                 and labels(obj)
@@ -303,12 +303,11 @@ class Store:
         fall between the replay and the live stream. Raises the 410 Expired
         ApiError when ``resource_version`` predates the retained history.
         """
-        watcher = Watcher(
-            kind, namespace, parse_label_selector(label_selector), parse_field_selector(field_selector)
-        )
+        labels, fields = parse_label_selector(label_selector), parse_field_selector(field_selector)
+        watcher = Watcher(kind, namespace, labels, fields)
         with self._lock:
             if send_initial_events or resource_version in (None, "", "0"):
-                for _, obj in sorted(self._tables.bucket(kind).items()):
+                for _, obj in sorted(self._tables.selected(kind, (labels, fields))):
                     if watcher.matches(obj):
                         watcher.put(("ADDED", obj))
                 if send_initial_events:

@@ -1,19 +1,21 @@
 """What the store has committed: the objects, their indexes, the global resourceVersion and who hears of writes.
 
 This room exists so that there is one place where an object becomes visible: `commit` and `drop` bump the one
-resourceVersion, keep the uid and owner indexes true, append to the event history and fan the event out to
+resourceVersion, keep the uid, owner and value indexes true, append to the event history and fan the event out to
 observers and watchers, in that order. The write semantics (`store.py`) and the deletion rules (`deletion.py`)
 decide *what* to commit; neither touches the tables any other way. Callers hold the store's lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .clone import clone
 from .errors import not_found
+from .indexes import ValueIndexes
 from .kinds import ResourceKind
+from .selectors import Selector
 from .watch import EventLog, StoredEvent, Watcher
 
 Obj = dict[str, Any]
@@ -43,6 +45,7 @@ class Tables:
         # owner uid -> uids of the objects naming it in ownerReferences: garbage collection and foreground
         # deletion look dependents up on every removal, which a scan of every object makes quadratic
         self._dependent_uids: dict[str, set[str]] = {}
+        self.values = ValueIndexes()  # label and field values, for lists that pin one
         self.rv = 0
         self.log = EventLog(event_window)
         self.watchers: set[Watcher] = set()
@@ -53,6 +56,16 @@ class Tables:
     def bucket(self, kind: ResourceKind) -> dict[Key, Obj]:
         """The committed objects of one kind by key (created empty on first use)."""
         return self._objects.setdefault(kind.key, {})
+
+    def selected(self, kind: ResourceKind, selectors: tuple[Selector, ...]) -> Iterable[tuple[Key, Obj]]:
+        """The (key, object) pairs of the kind worth testing against ``selectors``: through the value index of
+        the most selective pinned label or field when one is pinned, else the whole kind."""
+        bucket = self.bucket(kind)
+        pinned = [pin for selector in selectors for pin in selector.pinned]
+        if not pinned:
+            return bucket.items()
+        keys = min((self.values.keys_with(kind, bucket, index, values) for index, values in pinned), key=len)
+        return ((key, bucket[key]) for key in keys)
 
     def holds(self, kind_key: tuple[str, str, str], key: Key) -> bool:
         """Whether an object of the kind with this (group, version, resource) key is committed at ``key``."""
@@ -105,7 +118,9 @@ class Tables:
         meta = obj["metadata"]
         meta["resourceVersion"] = str(self.rv)
         key = key_of(kind, meta.get("namespace"), meta["name"])
-        self._index_owners(meta["uid"], self.bucket(kind).get(key), obj)
+        before = self.bucket(kind).get(key)
+        self._index_owners(meta["uid"], before, obj)
+        self.values.update(kind, key, before, obj)
         self.bucket(kind)[key] = obj
         self.uids[meta["uid"]] = (kind, key)
         self._publish(StoredEvent(self.rv, event_type, kind, obj, prev))
@@ -113,9 +128,11 @@ class Tables:
     def drop(self, kind: ResourceKind, obj: Obj) -> Obj:
         """Remove the object for good and publish DELETED; returns its final state (with the new version)."""
         meta = obj["metadata"]
-        prev = self.bucket(kind).pop(key_of(kind, meta.get("namespace"), meta["name"]))
+        key = key_of(kind, meta.get("namespace"), meta["name"])
+        prev = self.bucket(kind).pop(key)
         self.uids.pop(meta["uid"], None)
         self._index_owners(meta["uid"], prev, None)
+        self.values.update(kind, key, prev, None)
         final = clone(obj)
         self.rv += 1
         final["metadata"]["resourceVersion"] = str(self.rv)

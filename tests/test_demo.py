@@ -58,7 +58,7 @@ def test_ctrl_c_stops_the_demo_with_one_line_exit_130_and_no_files_left() -> Non
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err
     assert err.strip() == "demo: interrupted; every pod process it started was stopped and its temporary files removed"
     assert not workdir.parent.exists(), "the demo's temporary directory is removed"

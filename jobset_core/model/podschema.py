@@ -34,6 +34,8 @@ def _schema_file(version: str, name: str) -> Any:
 
 
 _SPACE = re.compile(r"\s*")
+_COLON = re.compile(r"\s*:\s*")
+_DEFS_START = re.compile(r'\s*\{\s*"\$defs"\s*:\s*\{')
 
 
 class _LazyDefinitions(Mapping[str, Any]):
@@ -50,7 +52,7 @@ class _LazyDefinitions(Mapping[str, Any]):
         self._text = text
         self._spans: dict[str, tuple[int, int]] = {}
         decoder = json.JSONDecoder()
-        start = re.match(r'\s*\{\s*"\$defs"\s*:\s*\{', text)
+        start = _DEFS_START.match(text)
         if start is None:
             raise ValueError("no $defs object first in the definitions file")
         pos = start.end()
@@ -59,7 +61,7 @@ class _LazyDefinitions(Mapping[str, Any]):
             if text.startswith("}", pos):
                 return
             name, pos = decoder.raw_decode(text, pos)
-            colon = re.compile(r"\s*:\s*").match(text, pos)
+            colon = _COLON.match(text, pos)
             if not isinstance(name, str) or colon is None:
                 raise ValueError(f"unexpected definitions text at {pos}")
             _, end = decoder.raw_decode(text, colon.end())

@@ -31,7 +31,7 @@ class Selector:
     of one label or field (``k=v``, ``k in (a,b)``, ``path=v``), which an index can answer."""
 
     matches: Predicate
-    pinned: tuple[tuple[IndexKey, frozenset[str]], ...] = ()
+    pinned: tuple[Pin, ...] = ()
 
     def __call__(self, obj: dict[str, Any]) -> bool:
         return self.matches(obj)
@@ -67,48 +67,46 @@ def _split_top_level(text: str) -> list[str]:
     return [p for p in (part.strip() for part in parts) if p]
 
 
-def _pinned_label(text: str) -> tuple[IndexKey, frozenset[str]] | None:
-    """The label and its allowed values when the requirement is ``k=v``, ``k==v`` or ``k in (...)``."""
-    match = _SET_RE.match(text)
-    if match and match.group(2) == "in":
-        return (LABEL, match.group(1)), frozenset(v.strip() for v in match.group(3).split(",") if v.strip())
-    match = _CMP_RE.match(text)
-    if match and match.group(2) in ("=", "=="):
-        return (LABEL, match.group(1)), frozenset({match.group(3)})
-    return None
+Pin = tuple[IndexKey, frozenset[str]]
 
 
-def _label_requirement(text: str) -> Predicate:
+def _label_requirement(text: str) -> tuple[Predicate, Pin | None]:
+    """The requirement's test, and the label values it pins when it is ``k=v``, ``k==v`` or ``k in (...)``."""
     match = _SET_RE.match(text)
     if match:
         key, op, raw = match.groups()
-        values = {v.strip() for v in raw.split(",") if v.strip()}
+        values = frozenset(v.strip() for v in raw.split(",") if v.strip())
         if op == "in":
-            return lambda labels: labels.get(key) in values
-        return lambda labels: labels.get(key) not in values
+            return (lambda labels: labels.get(key) in values), ((LABEL, key), values)
+        return (lambda labels: labels.get(key) not in values), None
     match = _CMP_RE.match(text)
     if match:
         key, op, value = match.groups()
         if op in ("=", "=="):
-            return lambda labels: labels.get(key) == value
-        if op == "!=":
-            return lambda labels: labels.get(key) != value
-        try:
-            bound = int(value)
-        except ValueError:
-            raise bad_request(
-                f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: {text}"
-            ) from None
-        if op == ">":
-            return lambda labels: _compare(labels.get(key), lambda n: n > bound)
-        return lambda labels: _compare(labels.get(key), lambda n: n < bound)
+            return (lambda labels: labels.get(key) == value), ((LABEL, key), frozenset({value}))
+        return _label_comparison(text, key, op, value), None
     match = _EXISTS_RE.match(text)
     if match:
         negate, key = match.groups()
         if negate:
-            return lambda labels: key not in labels
-        return lambda labels: key in labels
+            return (lambda labels: key not in labels), None
+        return (lambda labels: key in labels), None
     raise bad_request(f"unable to parse requirement: found '{text}', expected: identifier")
+
+
+def _label_comparison(text: str, key: str, op: str, value: str) -> Predicate:
+    """``k!=v``, ``k>n``, ``k<n``."""
+    if op == "!=":
+        return lambda labels: labels.get(key) != value
+    try:
+        bound = int(value)
+    except ValueError:
+        raise bad_request(
+            f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: {text}"
+        ) from None
+    if op == ">":
+        return lambda labels: _compare(labels.get(key), lambda n: n > bound)
+    return lambda labels: _compare(labels.get(key), lambda n: n < bound)
 
 
 def _compare(value: str | None, test: Callable[[int], bool]) -> bool:
@@ -123,14 +121,14 @@ def parse_label_selector(selector: str | None) -> Selector:
     """Selector over an object's ``metadata.labels``; empty selects everything."""
     if not selector or not selector.strip():
         return EVERYTHING
-    parts = _split_top_level(selector)
-    requirements = [_label_requirement(part) for part in parts]
+    parsed = [_label_requirement(part) for part in _split_top_level(selector)]
+    requirements = [test for test, _ in parsed]
 
     def matches(obj: dict[str, Any]) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
         return all(req(labels) for req in requirements)
 
-    return Selector(matches, tuple(p for p in map(_pinned_label, parts) if p is not None))
+    return Selector(matches, tuple(pin for _, pin in parsed if pin is not None))
 
 
 def field_value(obj: dict[str, Any], path: tuple[str, ...]) -> str:

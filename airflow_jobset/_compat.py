@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from airflow import __version__ as AIRFLOW_VERSION
+from airflow import exceptions as _core_exceptions
 from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger
 
@@ -34,6 +35,18 @@ try:  # Airflow 3.1+ task SDK
     from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 except ImportError:  # pragma: no cover - older SDK layouts
     from airflow.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout  # type: ignore[no-redef]
+
+try:  # the task SDK's own class (3.2+); 3.1's connection lookup raises airflow.exceptions' one
+    from airflow.sdk.exceptions import AirflowNotFoundException as _SdkNotFound
+except ImportError:  # pragma: no cover - Airflow 3.1
+    _SdkNotFound = _core_exceptions.AirflowNotFoundException  # type: ignore[misc]
+# What a lookup of a connection that is not defined raises, on every version.
+CONNECTION_NOT_FOUND: tuple[type[Exception], ...] = tuple({_SdkNotFound, _core_exceptions.AirflowNotFoundException})
+
+try:  # Airflow 3.2+: the task SDK's configuration
+    from airflow.sdk.configuration import conf
+except ImportError:  # pragma: no cover - Airflow 3.1
+    from airflow.configuration import conf  # type: ignore[no-redef]
 
 try:  # Airflow 3.3+
     from airflow.sdk import RetryDecision as AirflowRetryDecision
@@ -81,6 +94,7 @@ async def to_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 __all__ = [
+    "CONNECTION_NOT_FOUND",
     "HAS_RESUMABLE",
     "HAS_RETRY_POLICY",
     "HAS_TRIGGER_ON_KILL",
@@ -92,5 +106,6 @@ __all__ = [
     "AirflowRetryPolicy",
     "BaseOperator",
     "ResumableJobMixin",
+    "conf",
     "to_thread",
 ]

@@ -30,6 +30,7 @@ from airflow_jobset._compat import (
     BaseOperator,
     ResumableJobMixin,
 )
+from airflow_jobset.connection import BadConnection
 from airflow_jobset.deferral import Deferral
 from airflow_jobset.outcome import Outcome, failure, outcome_of
 from airflow_jobset.retry import JobSetRetryPolicy
@@ -191,8 +192,9 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
             if cleared_before(context, int(self.retries or 0)):
                 self._clear_previous(context)
             return self.execute_resumable(context)
-        except SpecError as exc:  # a bad workload stays bad: retrying it would only spend the budget
-            raise AirflowFailException(f"invalid {self.spec_field}: {exc}") from exc
+        except SpecError as exc:  # a bad workload or connection stays bad: retrying would only spend the budget
+            what = "connection" if isinstance(exc, BadConnection) else self.spec_field
+            raise AirflowFailException(f"invalid {what}: {exc}") from exc
         except AirflowTaskTimeout:
             # this try ran past its execution_timeout: it knows itself that it is over (Airflow still has it
             # running when its on_kill is called), so it deletes its attempts before the task fails

@@ -1,7 +1,8 @@
 """Where an operator's JobSets run: the cluster behind an Airflow Kubernetes connection, or this machine.
 
-`kubernetes`: credentials come from the cncf-kubernetes `KubernetesHook` connection (`get_conn()` gives an
-`ApiClient`), so the connection users already have works unchanged. `local`: every pod is a local process
+`kubernetes`: credentials come from the cncf-kubernetes `kubernetes` connection, read by the rules of its
+`KubernetesHook` (`connection.py`, without importing the hook), so the connection users already have works
+unchanged. `local`: every pod is a local process
 (`LocalRuntime`); its state lives in memory, so one runtime is shared per process and per fault plan, which
 lets a retry, a reattach or an in-process trigger (`airflow dags test`) find the run a previous try made.
 A cluster's `KubernetesRuntime` is shared per process, connection and cluster too: the triggerer's runs, and
@@ -13,6 +14,7 @@ runs them, has one either way.
 
 from __future__ import annotations
 
+from airflow_jobset.connection import DEFAULT_CONN_ID, cluster_of
 from jobset_core import (
     KubernetesRuntime,
     LocalRuntime,
@@ -24,7 +26,6 @@ from jobset_core import (
 KUBERNETES = "kubernetes"
 LOCAL = "local"
 RUNTIMES = (KUBERNETES, LOCAL)
-DEFAULT_CONN_ID = "kubernetes_default"
 
 
 def check_runtime(name: str) -> str:
@@ -40,8 +41,5 @@ def make_runtime(
     """The process's runtime of a kind; a cluster's namespace falls back to the connection's own."""
     if check_runtime(name) == LOCAL:
         return shared_local_runtime(local_faults, stream_output=stream_output)
-    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-
-    hook = KubernetesHook(conn_id=conn_id)
-    api_client, namespace = hook.get_conn(), namespace or hook.get_namespace()
-    return shared_kubernetes_runtime(api_client, namespace, source=conn_id)
+    api_client, conn_namespace = cluster_of(conn_id)
+    return shared_kubernetes_runtime(api_client, namespace or conn_namespace, source=conn_id)

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from jobset_core.policy.kinds import FailureKind
     from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
     from jobset_core.policy.platform import platform_default_retries
+    from jobset_core.runtimes.kube.identity import ClusterAccess, TcpKeepalive, api_client_for
     from jobset_core.runtimes.kube.runtime import KEEP_STREAMS_SECONDS, KubernetesRuntime
     from jobset_core.runtimes.local import LocalRuntime
     from jobset_core.sim.faults import Crash, Evict, Hardware, NodeShutdown, OOMKill, Preempt
@@ -119,6 +120,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.policy.platform": ("platform_default_retries",),
     "jobset_core.policy.kinds": ("FailureKind",),
     "jobset_core.policy.ledger": ("Ledger", "Submission", "submission_from_object"),
+    "jobset_core.runtimes.kube.identity": ("ClusterAccess", "TcpKeepalive", "api_client_for"),
     "jobset_core.runtimes.kube.runtime": ("KEEP_STREAMS_SECONDS", "KubernetesRuntime"),
     "jobset_core.runtimes.local": ("LocalRuntime",),
     "jobset_core.sim.faults": ("Crash", "Evict", "Hardware", "NodeShutdown", "OOMKill", "Preempt"),
@@ -148,6 +150,9 @@ __all__ = [
     "AppReport",
     "AttemptTimeline",
     "KEEP_STREAMS_SECONDS",
+    "ClusterAccess",
+    "TcpKeepalive",
+    "api_client_for",
     "RUN_LOG",
     "cleared_record",
     "submission_from_object",

@@ -167,7 +167,8 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> Observation:
     from kubernetes.client.exceptions import ApiException
 
     from jobset_core.lifecycle.contract import handle_of
-    from jobset_core.runtimes.kube.client import ApiRetry, default_api_client
+    from jobset_core.runtimes.kube.client import ApiRetry
+    from jobset_core.runtimes.kube.identity import default_api_client
     from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 
     if api_client is None:
@@ -251,7 +252,7 @@ def explain(args: argparse.Namespace) -> int:
     else:
         if not args.name:
             raise DumpError("give a NAME or --from-file")
-        from jobset_core.runtimes.kube.client import kubeconfig_namespace
+        from jobset_core.runtimes.kube.identity import kubeconfig_namespace
 
         seen = read_live(args.name, args.namespace or kubeconfig_namespace())
     if seen.main is None and not (seen.jobs or seen.pods or seen.events):

@@ -706,6 +706,18 @@ def test_a_bad_workload_fails_without_a_retry_or_a_submission(server: LocalApiSe
         JobSetOperator(task_id="train", jobset=dataclasses.replace(make_spec(), name="Train_1"))
 
 
+def test_an_undefined_connection_fails_the_task_at_once_naming_it(server: LocalApiServer) -> None:
+    ti = ti_for("no-connection")
+    outcome = run_tries(lambda: JobSetOperator(task_id="train", jobset=make_spec(), kubernetes_conn_id="k8s_nowhere",
+                                               retries=3), ti, StateStore())
+    assert outcome.state == "failed" and outcome.tries == 1
+    assert str(outcome.errors[0]) == (
+        "invalid connection: kubernetes_conn_id: there is no Airflow connection 'k8s_nowhere'; "
+        "create it (connection type kubernetes) or name one that exists"
+    )
+    assert jobsets(server) == []
+
+
 def test_bad_local_faults_are_refused_at_dag_parse_naming_the_argument() -> None:
     with pytest.raises(SpecError) as err:
         JobSetOperator(task_id="train", jobset=make_spec(), runtime="local", local_faults="preempt:workers-1-0@soon")

@@ -204,7 +204,7 @@ def test_live_without_kubeconfig_is_exit_2(tmp_path, capsys, monkeypatch) -> Non
 
 
 def test_namespace_defaults_to_the_service_account_namespace_in_a_pod(tmp_path, monkeypatch) -> None:
-    from jobset_core.runtimes.kube import client as kube_api
+    from jobset_core.runtimes.kube import identity as kube_api
 
     monkeypatch.setenv("KUBECONFIG", write(tmp_path, "kc", kubeconfig_text("http://127.0.0.1:1", "lab", "from-context")))
     assert kube_api.kubeconfig_namespace() == "from-context"

@@ -14,7 +14,8 @@ import pytest
 
 from jobset_core import GangJobSpec, JobSetSpec, KubernetesRuntime, ReplicatedJob, RetryPolicy, SpecError
 from jobset_core.runtimes.kube.api_errors import KubeApiError, NotConfiguredError, UnreachableError
-from jobset_core.runtimes.kube.client import ApiRetry, default_api_client
+from jobset_core.runtimes.kube.client import ApiRetry
+from jobset_core.runtimes.kube.identity import default_api_client
 from jobset_core.testing import LocalApiServer
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"

@@ -1,4 +1,5 @@
-"""Every Kubernetes API call goes through here: the identity to call with, and one tenacity retry policy.
+"""Every Kubernetes API call goes through here, with one tenacity retry policy (the identity it calls with
+is `identity.py`'s).
 
 Transient failures (429, 500, 502, 503, 504, dropped connections) are retried with exponential backoff and
 jitter, honouring Retry-After, within a bounded total time. Other 4xx are not retried: they surface as
@@ -9,26 +10,20 @@ that does not speak TLS at an https:// address, is a `TlsError` (`tls.py`); it i
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import tenacity
 import urllib3
-import yaml
 from kubernetes.client.exceptions import ApiException
 
 from jobset_core.constants import CLIENT_RESPONSE_BODY_LOG, CLIENT_REST_LOGGER
-from jobset_core.model.workload import namespace_for
 from jobset_core.offload import IO_THREADS
 from jobset_core.runtimes.kube.api_errors import (
-    CONTEXT_ATTRIBUTE,
-    NotConfiguredError,
     TlsError,
     describe_call,
     explain_api_error,
-    one_line,
     unreachable,
 )
 from jobset_core.runtimes.kube.tls import tls_error, tls_failure_of, with_tls_errors
@@ -55,74 +50,6 @@ def quiet_response_bodies() -> None:
 
 
 quiet_response_bodies()
-
-
-SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-KUBECONFIG_ENV = "KUBECONFIG"
-DEFAULT_KUBECONFIG = "~/.kube/config"
-
-
-def default_api_client() -> Any:
-    """The identity a pod or a person already has: the in-cluster service account, else the kubeconfig.
-
-    Raises NotConfiguredError (one line) when there is neither, instead of the client's ConfigException.
-    """
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    try:
-        config.load_incluster_config(client_configuration=configuration)
-        context = "in-cluster service account"
-    except config.ConfigException:
-        path = kubeconfig_path()
-        try:
-            config.load_kube_config(config_file=path, client_configuration=configuration)
-            _, active = config.list_kube_config_contexts(config_file=path)
-            context = f"kubeconfig context {active.get('name')!r} ({path})"
-        except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError) as exc:
-            raise NotConfiguredError(
-                f"no Kubernetes cluster configured: not running in a cluster and no usable kubeconfig at {path} "
-                f"({kubeconfig_problem(path, exc)}); set KUBECONFIG or run `kubectl config use-context`"
-            ) from None
-    setattr(configuration, CONTEXT_ATTRIBUTE, context)
-    return without_transport_retries(client.ApiClient(configuration))
-
-
-def kubeconfig_namespace() -> str:
-    """The namespace kubectl would use: the in-cluster service account's, else the current context's."""
-    try:
-        with open(SERVICE_ACCOUNT_NAMESPACE_FILE) as f:
-            namespace = f.read().strip()
-        if namespace:
-            return namespace
-    except OSError:
-        pass
-    from kubernetes import config
-
-    try:
-        _, active = config.list_kube_config_contexts(config_file=kubeconfig_path())
-    except (config.ConfigException, OSError, TypeError, ValueError, yaml.YAMLError):
-        return namespace_for()  # default_api_client says what is wrong with the file, in one line
-    return namespace_for(((active or {}).get("context") or {}).get("namespace"))
-
-
-def kubeconfig_problem(path: str, exc: BaseException) -> str:
-    """What is wrong with the kubeconfig, in a few words: the client's messages for a missing file ("Invalid
-    kube-config file. No configuration found.") and a YAML error (a multi-line parser trace) say neither."""
-    if not os.path.exists(path):
-        return "no such file"
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        return f"not valid YAML: {exc.problem or exc.context}{where}"
-    if isinstance(exc, yaml.YAMLError):
-        return f"not valid YAML: {one_line(exc)}"
-    return one_line(exc)
-
-
-def kubeconfig_path() -> str:
-    """$KUBECONFIG read now (the client reads it once, at import), else ~/.kube/config."""
-    return os.environ.get(KUBECONFIG_ENV) or os.path.expanduser(DEFAULT_KUBECONFIG)
 
 
 def without_transport_retries(api_client: Any) -> Any:

@@ -28,13 +28,9 @@ from jobset_core import constants as c
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.model.workload import namespace_for
 from jobset_core.offload import offload
-from jobset_core.runtimes.kube.client import (
-    ApiRetry,
-    default_api_client,
-    kubeconfig_namespace,
-    without_transport_retries,
-)
+from jobset_core.runtimes.kube.client import ApiRetry, without_transport_retries
 from jobset_core.runtimes.kube.finalizers import EVIDENCE_FINALIZER, Finalizers
+from jobset_core.runtimes.kube.identity import default_api_client, kubeconfig_namespace
 from jobset_core.runtimes.kube.keeper import EvidenceKeeper
 from jobset_core.runtimes.kube.kept import KeptStreams, observe_with
 from jobset_core.runtimes.kube.nodes import NodeReader

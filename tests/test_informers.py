@@ -156,3 +156,27 @@ def test_streams_started_at_once_on_a_server_without_watch_list_are_refused_once
         assert [r.status for r in server.requests].count(422) == 1, [(r.path, r.status) for r in server.requests]
         assert runtime.watch_list is False
         runtime.informers.unsubscribe(subscriptions)
+
+
+def test_the_streams_cache_keeps_no_managed_fields(server: LocalApiServer) -> None:
+    """Who wrote which field is not kept: on a real server it is about two fifths of each object's JSON."""
+    runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2))
+    managed = [{"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {"f:phase": {}}}}]
+    listed = pod("p-listed", "r1")
+    listed["metadata"]["managedFields"] = managed
+    server.create(listed)
+    sink = Sink()
+    subscription = runtime.informers.subscribe(NS, PODS, "jobset:r1", sink)
+    sink.wait_for(lambda: bool(sink.messages), "the first listing")
+    watched = pod("p-watched", "r1")
+    watched["metadata"]["managedFields"] = managed
+    server.create(watched)
+    sink.wait_for(lambda: ("ADDED", "p-watched") in sink.changes(), "p-watched added")
+
+    assert "managedFields" in server.get("v1", "Pod", "p-watched", NS)["metadata"], "the server keeps them"
+    told = [p for _, kind, payload in sink.messages for p in (payload if kind == "SYNC" else [payload])]
+    assert {p["metadata"]["name"] for p in told} == {"p-listed", "p-watched"}
+    assert not [p for p in told if "managedFields" in p["metadata"]]
+    assert not [p for p in subscription.items() if "managedFields" in p["metadata"]]
+    runtime.informers.unsubscribe([subscription])

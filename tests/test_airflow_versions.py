@@ -51,6 +51,7 @@ MODULES = (
     "tests/test_airflow_decorator.py",
     "tests/test_airflow_dag.py",
     "tests/test_airflow_components.py",
+    "tests/test_airflow_connection.py",
 )
 TOOLS = ("pytest", "pytest-timeout", "hypothesis")  # what the modules and conftest.py need besides [airflow]
 INSTALL_SECONDS = 900

@@ -32,7 +32,6 @@ from jobset_core import ClusterAccess, SpecError, TcpKeepalive, api_client_for
 
 DEFAULT_CONN_ID = "kubernetes_default"
 LEGACY_PREFIX = "extra__kubernetes__"
-SOURCES = ("in_cluster", "kube_config_path", "kube_config")
 KEEPALIVE_SECTION = "kubernetes_executor"
 KEEPALIVE_OPTIONS = {"idle": "tcp_keep_idle", "interval": "tcp_keep_intvl", "count": "tcp_keep_cnt"}
 
@@ -50,11 +49,13 @@ def cluster_of(conn_id: str) -> tuple[Any, str | None]:
 def access_of(conn_id: str, extras: Mapping[str, Any]) -> ClusterAccess:
     """How the connection reaches its cluster. Bad extras are a `BadConnection` naming the connection and the extra."""
     where = f"connection {conn_id!r}"
-    chosen = [name for name in SOURCES if extra(extras, name) is not None]
+    in_cluster = flag(where, extras, "in_cluster")
+    given = {"in_cluster": in_cluster, "kube_config_path": extra(extras, "kube_config_path"),
+             "kube_config": extra(extras, "kube_config")}
+    chosen = [name for name, value in given.items() if value]
     if len(chosen) > 1:
         raise BadConnection(where, f"its extras {' and '.join(chosen)} are mutually exclusive", "keep one of them")
-    in_cluster = flag(where, extras, "in_cluster")
-    document = extra(extras, "kube_config")
+    document = given["kube_config"]
     if document is not None and not isinstance(document, Mapping):
         try:
             document = yaml.safe_load(str(document))
@@ -65,7 +66,7 @@ def access_of(conn_id: str, extras: Mapping[str, Any]) -> ClusterAccess:
                             "paste the whole kubeconfig, or use kube_config_path")
     return ClusterAccess(
         in_cluster=bool(in_cluster),
-        kubeconfig_file=extra(extras, "kube_config_path"),
+        kubeconfig_file=given["kube_config_path"],
         kubeconfig=document,
         context=extra(extras, "cluster_context"),
         verify_ssl=flag(where, extras, "disable_verify_ssl") is not True,

@@ -105,6 +105,12 @@ def test_a_kubeconfig_file_with_a_context_and_airflows_keepalive_settings(
     assert (6, 4, 45) in ours["socket_options"]  # IPPROTO_TCP, TCP_KEEPIDLE
 
 
+def test_in_cluster_false_as_text_is_not_a_second_way_to_the_cluster(connection: Any) -> None:
+    """The hook takes any text as true, so this connection would be "mutually exclusive" there."""
+    api_client, _ = cluster_of(connection({"in_cluster": "False", "kube_config": TWO}))
+    assert api_client.configuration.host == "https://lab.example:6443"
+
+
 def test_a_missing_default_connection_falls_back_to_the_kubeconfig_as_the_hook_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -198,8 +198,6 @@ class JobSetConnector(AsyncConnectorBase):
         handle = current_attempt(first, run.attempts) if meta.template else first
         # flytekit's error files say whether the user's exception is recoverable: an input of the decision
         result = run.step(handle, reports=lambda: [e.report() for e in read_user_errors(meta.output_prefix)])
-        if result.done and not result.succeeded and not result.cancelled:
-            report.note_summary(runtime, result)
         message = report.unframed(result.message)
         if result.free_retry and meta.template:
             # Still this Flyte attempt: propeller would count RETRYABLE_FAILED as a spent retry.

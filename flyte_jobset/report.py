@@ -78,28 +78,11 @@ def echo() -> Callable[[RunEvent], None]:
     return lambda event: out(f"[jobset] {event.message}")
 
 
-def earlier_summary(obj: Mapping[str, Any], diagnosis: Diagnosis) -> str:
-    """An earlier attempt's cause as this connector told Flyte then (noted on its object), else re-read."""
-    noted = (ev.meta(obj).get("annotations") or {}).get(c.SUMMARY_ANNOTATION)
-    return noted or unframed(diagnosis.summary)
-
-
-def note_summary(runtime: Runtime, result: RunResult) -> None:
-    """Our one-line cause stays on the attempt's object, so a later Flyte attempt's history quotes it (the
-    user's exception) instead of the log tail flytekit framed with its banner."""
-    if result.handle is None or result.diagnosis is None:
-        return
-    try:
-        runtime.annotate(result.handle, {c.SUMMARY_ANNOTATION: result.diagnosis.summary[:2000]})
-    except Exception as exc:  # noqa: BLE001 - a gone object has nothing left to note
-        log.debug("could not note the summary on %s: %s", result.handle.name, exc)
-
-
 def timeline(run: JobSetRun, runtime: Runtime, result: RunResult, message: str, budget: str,
              output_prefix: str) -> tuple[list[str], str | None]:
     """The run's history lines, and where its timeline page went (None: nowhere to write it)."""
     assert result.handle is not None
-    attempts = run_timeline(run, runtime, result.handle, result, earlier_summary=earlier_summary)
+    attempts = run_timeline(run, runtime, result.handle, result, reword=unframed)
     html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=budget, summary=message)
     return history_lines(attempts, reword=unframed), publish(html, output_prefix)
 

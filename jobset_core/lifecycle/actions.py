@@ -38,32 +38,42 @@ class Ending(StrEnum):
 
 @dataclass(frozen=True)
 class Step:
-    """What to do next. `ended` (END_ATTEMPT) is what the attempt spent, to record before deleting it, and
-    `ending` why the run ends it; `next_look_at` when a waiting run must look again without a change."""
+    """What to do next.
+
+    A step that ends the attempt (SUCCEEDED, FAILED, RESUBMIT, END_ATTEMPT) is a decision: `spent` is what the
+    attempt spent, `ending` why the run ends it itself (END_ATTEMPT); the driver records it once
+    (`lifecycle.decided`) before acting on it. `recorded` says the decision was read back from that record, so
+    there is nothing to record, and `aftermath` what became of the workload since (deleted by its TTL, by
+    someone). `next_look_at` is when a waiting run must look again without a change."""
 
     action: Action
     progress: Progress
     diagnosis: Diagnosis | None = None
     decision: RetryDecision | None = None
-    ended: Submission | None = None
+    spent: Submission | None = None
     cancelled: bool = False
     ledger: Ledger = Ledger()  # what the run has spent, the live attempt as observed
     ending: Ending | None = None
     # A WAIT's earliest time-based judgement (a grace period, a timeout): when the run must look again even
     # if nothing changes; None when only a change can change the answer. The watch sleeps until then.
     next_look_at: datetime | None = None
+    recorded: bool = False
+    aftermath: str | None = None
 
     @property
     def note(self) -> str:
         parts = [self.diagnosis.summary] if self.diagnosis is not None else []
         if self.decision is not None:
             parts.append(self.decision.reason)
+        if self.aftermath:
+            parts.append(self.aftermath)
         return "; ".join(parts)
 
     @property
-    def free_retry(self) -> bool:
-        """The step decided a retry that spends nothing: the next submission is free."""
-        return self.action is Action.RESUBMIT and self.decision is not None and self.decision.free
+    def decides(self) -> bool:
+        """Whether this step ends the attempt with a decision to record (a cancel is no decision: the run is
+        stopped and its record deleted)."""
+        return self.action is not Action.WAIT and not self.cancelled
 
 
 @dataclass(frozen=True)

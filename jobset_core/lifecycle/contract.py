@@ -152,7 +152,8 @@ class Runtime(Protocol):
     a change (`send`/`asend`: a `time.monotonic()` value, or None): the step's next time-based judgement. A
     watch that honours it wakes a quiet attempt only then (the Kubernetes runtime); one that ignores it must
     look on its own schedule (the local runtime's tick).
-    The run record is a small document per run key that outlives the attempts the run deletes itself.
+    The run record is a small document per run key that outlives the attempts, whoever deletes them: it keeps
+    each attempt's decision (`lifecycle.decided`), and a runtime may delete a record once its `expiresAt` passed.
     """
 
     namespace: str | None
@@ -168,6 +169,15 @@ class Runtime(Protocol):
     def awatch(self, handle: Handle) -> AsyncIterator[Observation]: ...
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None: ...
+
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+        """Keep the causes of in-cluster restarts the step judged (`HistoryEntry.to_dict()` each), beside the
+        attempt, for looks made once their events expired: a look itself never writes."""
+        ...
+
+    def release(self, handle: Handle, ttl_seconds: int) -> None:
+        """Lower the workload's `ttlSecondsAfterFinished` to `ttl_seconds` (the user's): its decision is kept."""
+        ...
 
     def cancel(self, handle: Handle) -> None: ...
 

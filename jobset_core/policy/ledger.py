@@ -6,9 +6,9 @@ Every JobSet or Job of one run carries `RUN_KEY_LABEL` and `ATTEMPT_ANNOTATION`;
 free interruption also carries `FREE_ANNOTATION`, so the submission itself is not counted. A gang Job's
 free interruptions retried in place (a per-index Job `Ignore`s them) leave no trace in its status, so the
 watcher keeps their count in `FREE_INTERRUPTIONS_ANNOTATION`; a gang Job run again as a whole is a
-submission like any other. Attempts the run deletes itself (stuck, over the free cap)
-are kept in the run record (`Submission.to_dict`), because their objects, and so their part of the ledger,
-are gone. An attempt the user cleared to run the task again (`CLEARED_ANNOTATION`, or `cleared` in the run
+submission like any other. Every decided attempt is also kept in the run record (`Submission.to_dict`, beside
+its decision), because its object, and so its part of the ledger, may be gone: the run ended it (stuck, over the
+free cap), the cluster deleted it after its TTL, someone deleted it. An attempt the user cleared to run the task again (`CLEARED_ANNOTATION`, or `cleared` in the run
 record) stays in the history and keeps its attempt number, but spends nothing: the run starts over.
 """
 
@@ -27,7 +27,6 @@ from jobset_core.constants import (
     FREE_INTERRUPTIONS_ANNOTATION,
     JOB_REASON_BACKOFF_LIMIT,
     JOBSET_KIND,
-    OUTCOME_ANNOTATION,
     RUN_KEY_LABEL,
 )
 from jobset_core.submitted import attempt_of
@@ -42,8 +41,6 @@ class Submission:
     restarts: int = 0
     counted_restarts: int = 0
     free: bool = False
-    outcome: str | None = None
-
     free_in_place: int = 0  # a gang Job's pods replaced for free (podFailurePolicy Ignore)
     cleared: bool = False  # thrown away by the user to run again: history only
 
@@ -66,7 +63,6 @@ class Submission:
             "restarts": self.restarts,
             "countedRestarts": self.counted_restarts,
             "free": self.free,
-            "outcome": self.outcome,
             "freeInPlace": self.free_in_place,
             "cleared": self.cleared,
         }
@@ -79,7 +75,6 @@ class Submission:
             restarts=int(data.get("restarts", 0)),
             counted_restarts=int(data.get("countedRestarts", 0)),
             free=bool(data.get("free", False)),
-            outcome=data.get("outcome"),
             free_in_place=int(data.get("freeInPlace", 0)),
             cleared=bool(data.get("cleared", False)),
         )
@@ -186,7 +181,6 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
     status = obj.get("status") or {}
     free = annotations.get(FREE_ANNOTATION) == "true"
     cleared = annotations.get(CLEARED_ANNOTATION) == "true"
-    outcome = annotations.get(OUTCOME_ANNOTATION)
     free_in_place = 0
     if obj.get("kind") == JOBSET_KIND:
         restarts = ev.count(status.get("restarts"))
@@ -202,7 +196,6 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
         restarts=restarts,
         counted_restarts=counted,
         free=free,
-        outcome=outcome,
         free_in_place=free_in_place,
         cleared=cleared,
     )

@@ -142,20 +142,27 @@ class KubeObjects:
                 raise
 
     def put_config_map(self, body: Obj) -> None:
-        """Create a ConfigMap, or replace the data of the one of that name."""
+        """Create a ConfigMap, or replace the data (and merge the labels: a None value removes one) of the one of
+        that name."""
         meta = body["metadata"]
+        labels = dict(meta.get("labels") or {})
+        created = {**body, "metadata": {**meta, "labels": {k: v for k, v in labels.items() if v is not None}}}
         try:
-            self.retry.call(self.core.create_namespaced_config_map, meta["namespace"], body)
+            self.retry.call(self.core.create_namespaced_config_map, meta["namespace"], created)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self.retry.call(self.core.patch_namespaced_config_map, meta["name"], meta["namespace"], {"data": body["data"]})
+            patch = {"metadata": {"labels": labels}, "data": body["data"]} if labels else {"data": body["data"]}
+            self.retry.call(self.core.patch_namespaced_config_map, meta["name"], meta["namespace"], patch)
 
     # ----- lists ----------------------------------------------------------------------------------------
 
     def pods(self, namespace: str, label_selector: str | None = None, field_selector: str | None = None) -> list[Obj]:
         kwargs = {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
         return self.sanitize(self.retry.call(self.core.list_namespaced_pod, namespace, **kwargs).items)
+
+    def config_maps(self, namespace: str, label_selector: str) -> list[Obj]:
+        return self.sanitize(self.retry.call(self.core.list_namespaced_config_map, namespace, label_selector=label_selector).items)
 
     def events(self, namespace: str | None, field_selector: str | None) -> list[Obj]:
         """Events selected by the server, or (no selector) the namespace's, from the API server's watch cache

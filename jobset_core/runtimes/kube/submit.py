@@ -164,9 +164,18 @@ class Submitter:
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
         """Merge annotations into the JobSet/Job (a metadata merge patch: the webhooks allow it)."""
+        self.patch_main(handle, {"metadata": {"annotations": dict(annotations)}})
+
+    def release(self, handle: Handle, ttl_seconds: int) -> None:
+        """Lower the workload's `ttlSecondsAfterFinished` to the user's (a mutable field of a JobSet and of a Job:
+        the JobSet webhook's update check leaves it free, and both TTL controllers re-read it on an update)."""
+        self.patch_main(handle, {"spec": {"ttlSecondsAfterFinished": int(ttl_seconds)}})
+
+    def patch_main(self, handle: Handle, patch: Mapping[str, Any]) -> None:
+        """A merge patch of the attempt's JobSet or gang Job; one already gone has nothing to patch."""
         ref = {"apiVersion": main_api_version(handle), "kind": handle.kind, "metadata": {"name": handle.name, "namespace": handle.namespace}}
         try:
-            self.objects.patch(ref, {"metadata": {"annotations": dict(annotations)}})
+            self.objects.patch(ref, dict(patch))
         except ApiException as exc:
             if exc.status != 404:
                 raise

@@ -54,6 +54,11 @@ class VirtualClock:
     def monotonic(self) -> float:
         return self._elapsed
 
+    def monotonic_at(self, moment: float) -> float:
+        """The `monotonic()` at which `time()` reads `moment` (epoch seconds), without the rounding of `time()`
+        on the way (an epoch float has a fraction of a microsecond to spare)."""
+        return moment - self._start
+
     def advance_to(self, moment: float) -> None:
         """Move to `moment` (a `monotonic()` value); never backwards, as no clock a controller trusts does."""
         with self._lock:

@@ -5,7 +5,8 @@ Mirrors kubernetes-sigs/jobset v0.12 `pkg/controllers/jobset_controller.go` (rec
 resumeJobSetIfNecessary, the headless Service, replicatedJobsStatus, terminalState; a restart deletes the
 child Jobs in the foreground and recreates them under the same names, labelled with the new
 restart-attempt) and `pkg/controllers/failure_policy.go` (rules, actions, maxRestarts, conditions, events)
-through the pure decisions of `jobset_core.controller_rules`.
+through the pure decisions of `jobset_core.controller_rules`; a finished JobSet's reconcile ends with its TTL
+after finished (`sim.ttl_after_finished`, `pkg/controllers/ttl_after_finished.go`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobset_core import clock
 from jobset_core import constants as c
 from jobset_core import controller_rules as rules
 from jobset_core.sim import child_objects
+from jobset_core.sim import ttl_after_finished as ttl
 from jobset_core.sim.events import jobset_event
 from jobset_core.sim.records import (
     Obj,
@@ -79,21 +82,24 @@ class JobSetController:
         self.store = store
         self.notice = notice or (lambda line: None)
 
-    def reconcile_key(self, namespace: str, name: str) -> None:
+    def reconcile_key(self, namespace: str, name: str) -> float | None:
         """One JobSet by its key, over the Jobs it owns (nothing when it is gone or being deleted: foreground
-        deletion, the garbage collector takes the children)."""
+        deletion, the garbage collector takes the children); the moment (epoch seconds) to reconcile it again
+        without a change (a finished JobSet's TTL: the reconcile's RequeueAfter), or None."""
         js = self.store.get(c.JOBSET_API_VERSION, c.JOBSET_KIND, name, namespace or None, shared=True)
-        if js is not None and not deleting(js):
-            self.reconcile(js, self.store.owned_by(js["metadata"]["uid"], c.BATCH_API_VERSION, c.JOB_KIND))
+        if js is None or deleting(js):
+            return None
+        return self.reconcile(js, self.store.owned_by(js["metadata"]["uid"], c.BATCH_API_VERSION, c.JOB_KIND))
 
-    def reconcile(self, js: Obj, owned: list[Obj]) -> None:
+    def reconcile(self, js: Obj, owned: list[Obj]) -> float | None:
         spec, status = js.get("spec") or {}, dict(js.get("status") or {})
         self._ensure_service(js)
         if status.get("terminalState") or finished(js):
             self._delete_unfinished(owned)  # once finished, active child Jobs are deleted (foreground)
-            return
+            # then executeTTLAfterFinishedPolicy, on the JobSet as this reconcile read it
+            return ttl.after_finished(self.store, ttl.JOBSET_TTL, js, clock.current().time())
         if self._suspend_or_resume(js, spec, status):
-            return
+            return None
         restarts = int(status.get("restarts") or 0)
         current = [j for j in owned if labels(j).get(c.RESTART_ATTEMPT_LABEL) == str(restarts)]
         # Jobs of earlier restart attempts: delete, then recreate under the same names
@@ -103,6 +109,7 @@ class JobSetController:
             self._apply_failure_policy(js, status, current, failed)
         elif not self._completed(js, status, current):
             self._create_jobs(js, owned, current, restarts)
+        return None
 
     def _delete_unfinished(self, jobs: list[Obj], *, also_finished: bool = False) -> None:
         for job in jobs:

@@ -20,7 +20,8 @@ CONFLICT = 409
 
 
 class ClusterStore(Protocol):
-    """get/list by label selector/create/patch (merge or JSON, status subresource)/delete (propagation).
+    """get/list by label selector/create/patch (merge or JSON, status subresource)/delete (propagation,
+    preconditions).
 
     The controllers read with ``shared=True`` and `owned_by` (the stored objects, not copies: copying what a
     pass reads would cost more than the pass), so nothing here changes an object it read, it writes a new one;
@@ -67,6 +68,8 @@ class ClusterStore(Protocol):
         namespace: str | None = None,
         propagation: str | None = c.PROPAGATION_BACKGROUND,
         grace_period_seconds: int | None = None,
+        *,
+        preconditions: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]: ...
 
 

@@ -48,15 +48,19 @@ class WorkQueues:
 
     Only `kinds` are queued (a controller's informers: the rest of the cluster's writes, events above all,
     are not its business), and what `related(obj)` names besides its owners (a pod's PodGroup); the final states of deleted objects of `remember_deleted` kinds are kept for
-    `deleted()`. `namespace` limits what is heard to one namespace (None: all). `take(kind)` hands out and forgets the
+    `deleted()`. `owners=False` hears the kinds' own writes only (a controller that watches one kind and owns
+    nothing, as the TTL-after-finished controller watches Jobs and not their pods).
+    `namespace` limits what is heard to one namespace (None: all). `take(kind)` hands out and forgets the
     kind's written keys and those whose moment (`add_after`, in `now()` seconds) has come. Until the first
     `take` of a kind, `everything(kind)` is true: the caller reconciles every object of the kind once, as a
     controller does after its informer's first list.
     """
 
     def __init__(self, kinds: Iterable[str], namespace: str | None = None, *, remember_deleted: Iterable[str] = (),
-                 related: Callable[[dict[str, Any]], Iterable[tuple[str, Key]]] | None = None) -> None:
+                 related: Callable[[dict[str, Any]], Iterable[tuple[str, Key]]] | None = None,
+                 owners: bool = True) -> None:
         self.kinds = frozenset(kinds)
+        self._owners = owners
         self._related = related
         self.namespace = namespace
         self._remember_deleted = frozenset(remember_deleted)
@@ -77,7 +81,9 @@ class WorkQueues:
         if self.namespace is not None and namespace and namespace != self.namespace:
             return  # another namespace's object (a cluster-scoped one, a Node, concerns every namespace)
         kind = obj.get("kind") or ""
-        owners = owner_keys(obj) + (owner_keys(event.prev) if event.prev is not None else [])
+        owners: list[tuple[str, Key]] = []
+        if self._owners:
+            owners = owner_keys(obj) + (owner_keys(event.prev) if event.prev is not None else [])
         if self._related is not None:
             owners += list(self._related(obj))
         with self._lock:

@@ -194,6 +194,7 @@ class FakeCluster:
                 ("fates", self.fates.sync),
                 ("jobset", self.controllers.reconcile_jobsets),
                 ("job", self.controllers.reconcile_jobs),
+                ("ttl-after-finished", self.controllers.reconcile_job_ttls),  # a finished Job's TTL
                 ("kubelet", self.kubelet.sync),
                 ("scheduler", self.controllers.reconcile_pod_groups),  # a gang's PodGroup, once its pods are placed
             ):
@@ -247,8 +248,13 @@ class FakeCluster:
             clock.advance_to(moment)
 
     def _monotonic(self, moment: float | None) -> float | None:
-        """An epoch moment (a Job's deadline) on the clock's monotonic scale."""
-        return None if moment is None else self.clock.monotonic() + (moment - self.clock.time())
+        """An epoch moment (a Job's deadline, a TTL) on the clock's monotonic scale (exact on a virtual clock:
+        a moment reached from a fraction of a second must not land a hair before it)."""
+        if moment is None:
+            return None
+        if isinstance(self.clock, clocks.VirtualClock):
+            return self.clock.monotonic_at(moment)
+        return self.clock.monotonic() + (moment - self.clock.time())
 
     # ----- scripting pod fates -----------------------------------------------------------------------
 

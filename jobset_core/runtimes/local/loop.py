@@ -2,8 +2,9 @@
 
 A cluster's controllers and kubelets run on their own; locally, something must step them while the caller
 waits. This room is that something: `tick` runs the controllers, lets the node adopt and sync every pod of a
-known submission, runs the controllers again and wakes the waiters when the store moved; the thread ticks until
-nothing is left to do, and a bug in it surfaces in the runtime's `watch`/`observe` (`raise_if_broken`) instead
+known submission, runs the controllers again and wakes the waiters when the store moved; the thread ticks while
+anything runs, then sleeps until the controllers' next moment (a finished workload's TTL after finished) or
+ends when there is none, and a bug in it surfaces in the runtime's `watch`/`observe` (`raise_if_broken`) instead
 of hanging them. The runtime's API (`runtime.py`) decides what to submit and delete; it never steps anything
 itself but through here.
 """
@@ -15,9 +16,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobset_core import clock
 from jobset_core import constants as c
 from jobset_core.runtimes.local.kubelet import Node
-from jobset_core.runtimes.local.reading import has_finished, main_of
+from jobset_core.runtimes.local.reading import is_live, main_of
 from jobset_core.runtimes.local.state import LocalSubmission
 from jobset_core.sim import Controllers
 from jobset_core.sim.apistore import ObjectStore
@@ -80,7 +82,7 @@ class ControllerLoop:
         if node_changed:
             self._controllers.step()
         for sub in self._submissions:
-            if (sub.deleted or has_finished(self._cluster, sub)) and not sub.unfired_reported:
+            if not sub.unfired_reported and not is_live(self._cluster, sub):
                 self._report_unfired(sub)
         changed = self._cluster.store.resource_version != before
         if changed:
@@ -111,8 +113,9 @@ class ControllerLoop:
             ) from self._error
 
     def _run(self) -> None:
+        wait: float | None = self._interval
         while True:
-            self._wake.wait(self._interval)
+            self._wake.wait(wait)
             self._wake.clear()
             with self._changed:
                 try:
@@ -123,9 +126,18 @@ class ControllerLoop:
                     self._thread = None
                     self._changed.notify_all()
                     return
-                if self._closed or not self._busy():
+                wait = None if self._closed else self._next_wait()
+                if wait is None:
                     self._thread = None
                     return
+
+    def _next_wait(self) -> float | None:
+        """How long to wait before the next tick: the poll interval while anything runs; when only time can
+        change something, until the controllers' next moment (a finished workload's TTL); None: nothing left."""
+        if self._busy():
+            return self._interval
+        due = self._controllers.next_due()
+        return None if due is None else max(0.0, due - clock.current().time())
 
     def _owner(self, pod: Mapping[str, Any]) -> LocalSubmission | None:
         uid = labels(pod).get(c.JOBSET_UID_LABEL) or next(
@@ -135,7 +147,7 @@ class ControllerLoop:
 
     def _busy(self) -> bool:
         return (
-            any(not s.deleted and not has_finished(self._cluster, s) for s in self._submissions)
+            any(is_live(self._cluster, s) for s in self._submissions)
             or any(p.alive for p in self._node.pods.values())
             or any(not terminal(p) for p in self._cluster.list(c.CORE_API_VERSION, c.POD_KIND))
         )

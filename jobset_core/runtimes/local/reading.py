@@ -42,6 +42,13 @@ def has_finished(cluster: ObjectStore, sub: LocalSubmission) -> bool:
     return main is not None and finished(main)
 
 
+def is_live(cluster: ObjectStore, sub: LocalSubmission) -> bool:
+    """The submission's workload object exists and has not finished: its controllers still have work. Not
+    once it finished, was cancelled, or is gone (deleted by its TTL after finished, as on a cluster)."""
+    main = None if sub.deleted else main_of(cluster, sub)
+    return main is not None and not finished(main)
+
+
 def children_of(cluster: ObjectStore, sub: LocalSubmission, api_version: str, kind: str) -> list[Obj]:
     """The objects of ``kind`` labelled as members of the submission's workload."""
     key = c.WORKLOAD_KINDS[sub.handle.kind].member_label

@@ -9,7 +9,7 @@ controllers act through it; ``LocalApiServer`` serves the same calls over HTTP.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from jobset_core import constants as c
@@ -173,8 +173,11 @@ class ObjectStore:
         namespace: str | None = None,
         propagation: str | None = c.PROPAGATION_BACKGROUND,
         grace_period_seconds: int | None = None,
+        *,
+        preconditions: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Delete like DELETE (``propagation=None`` uses the kind's REST default).
+        """Delete like DELETE (``propagation=None`` uses the kind's REST default); ``preconditions`` are
+        DeleteOptions' (``uid``, ``resourceVersion``): a 409 when the stored object is not that one.
 
         Returns what the DELETE response carries: the object marked with
         ``deletionTimestamp`` when finalizers or foreground deletion were
@@ -182,7 +185,8 @@ class ObjectStore:
         """
         resource = self.kind_for(api_version, kind)
         obj, _ = self.store.delete(
-            resource, self._ns(resource, namespace), name, propagation, grace_period_seconds
+            resource, self._ns(resource, namespace), name, propagation, grace_period_seconds,
+            dict(preconditions) if preconditions else None,
         )
         return obj
 

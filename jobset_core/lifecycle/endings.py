@@ -52,13 +52,13 @@ def as_decided(decided: Decided, handle: Handle, observation: Observation, progr
 
 
 def aftermath(decided: Decided, handle: Handle, observation: Observation) -> str | None:
-    """What became of a decided attempt's workload, when it is gone or going: deleted by the cluster's
-    TTL-after-finished controller once the run released it (as far as the run can tell), or by someone else."""
+    """What became of a decided attempt's workload, when it is gone or going, and what the run can tell of why:
+    its TTL after finished (the cluster's to apply once the decision was kept), or nothing of the run's doing."""
     if decided.ending is not None:  # the run ended and deleted it itself: the summary says so already
         return None
     what = f"{handle.kind} {handle.name}"
     main = observation.main
-    by = (f" (the run released its ttlSecondsAfterFinished of {decided.ttl_seconds}s once this was decided)"
+    by = (f" (its ttlSecondsAfterFinished is {decided.ttl_seconds}s, held until this decision was kept)"
           if decided.ttl_seconds is not None else " (not by this run)")
     if main is None:
         return f"{what} was since deleted{by}"

@@ -74,7 +74,7 @@ class RunRecords:
             "data": {RUN_RECORD_KEY: json.dumps(record, sort_keys=True)},
         })
         if expires is not None and self._sweep_due(namespace):
-            self.sweep(namespace)
+            self.sweep(namespace, keep=run_record_name(run_key))
 
     def delete(self, run_key: str, namespace: str) -> None:
         self.objects.delete(c.CORE_API_VERSION, c.CONFIG_MAP_KIND, run_record_name(run_key), namespace, c.PROPAGATION_BACKGROUND)
@@ -88,10 +88,10 @@ class RunRecords:
             self._swept[namespace] = now
             return True
 
-    def sweep(self, namespace: str) -> int:
+    def sweep(self, namespace: str, keep: str = "") -> int:
         """Delete the records of the namespace whose runs are over and whose keep has passed; how many went. A
         record that cannot be listed or deleted now stays for the next sweep (bookkeeping, never the run's
-        failure)."""
+        failure). `keep` is the record just written, whatever its moment says."""
         now = clock.current().time()
         try:
             found = self.objects.config_maps(namespace, c.RUN_RECORD_EXPIRES_LABEL)
@@ -101,7 +101,8 @@ class RunRecords:
         gone = 0
         for stored in found:
             expires = ev.as_int(ev.labels_of(stored).get(c.RUN_RECORD_EXPIRES_LABEL))
-            if expires is None or expires > now or not ev.name_of(stored).startswith(c.RUN_RECORD_PREFIX):
+            name = ev.name_of(stored)
+            if expires is None or expires > now or name == keep or not name.startswith(c.RUN_RECORD_PREFIX):
                 continue
             gone += self._delete_unchanged(namespace, stored)
         return gone

@@ -56,6 +56,7 @@ from jobset_core import (
     leader_container,
     leader_selector,
     reattach,
+    resubmit_free,
 )
 from jobset_core.constants import JOB_KIND
 from jobset_core.runtimes.local import parse_faults
@@ -283,15 +284,13 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         return data
 
     def _run_again_free(self, context: Any, failed: Handle, data: dict[str, Any]) -> Any:
-        """A free retry: a gang Job's free interruption (the whole gang again as a fresh Job), or a hardware
-        failure (a JobSet the cluster cannot restart away from the broken node), runs again within this try, as
-        a JobSet's free restart happens in the cluster, so a free retry never spends one of Airflow's tries
-        (which are the budget's count). `start` submits it free (the failed attempt's recorded outcome says so)
-        and away from the nodes the run record keeps it off."""
-        new = self.submit_job(context)
-        store = context.get("task_state_store")
-        if store is not None:
-            store.set(self.external_id_key, new)
+        """A free retry (a gang's free interruption, a hardware failure) runs again within this try, so it never
+        spends one of Airflow's tries (the budget's count): the engines' one free re-run path, `resubmit_free`."""
+        self._handle = resubmit_free(failed, self._spec(context), self._get_runtime(),
+                                     engine_attempt=self._engine_attempt(context), on_event=self._on_event)
+        new = self._handle.to_dict()
+        if context.get("task_state_store") is not None:
+            context["task_state_store"].set(self.external_id_key, new)
         why = (data.get("diagnosis") or {}).get("kind") or "a free retry"
         what = "the gang of " if failed.kind == JOB_KIND else ""
         self.log.info("%s%s runs again as %s within this try (%s, free)", what, failed.name, new["name"], why)

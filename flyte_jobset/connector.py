@@ -9,6 +9,7 @@ back from the cluster. What a template becomes is `template`'s, what a result sa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import uuid
 from collections.abc import Mapping
@@ -202,9 +203,9 @@ class JobSetConnector(AsyncConnectorBase):
         if result.free_retry and meta.template:
             # Still this Flyte attempt: propeller would count RETRYABLE_FAILED as a spent retry.
             spec = self._spec(unpack_template(meta.template), meta, handle.namespace)
-            result = resubmit_free(result, spec, runtime, engine_attempt=meta.engine_attempt, on_event=report.echo())
-            assert result.handle is not None
-            message = f"{message}; resubmitted as {result.handle.name} within Flyte attempt {meta.engine_attempt or 0}"
+            new = resubmit_free(handle, spec, runtime, engine_attempt=meta.engine_attempt, on_event=report.echo())
+            result = dataclasses.replace(result, done=False, handle=new, attempts=[*result.attempts, new])
+            message = f"{message}; resubmitted as {new.name} within Flyte attempt {meta.engine_attempt or 0}"
         return self._answer(meta, run, runtime, result, message)
 
     @staticmethod

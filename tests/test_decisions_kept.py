@@ -219,3 +219,28 @@ def test_a_success_the_cluster_deletes_is_still_a_success_and_is_never_run_again
     again = retry.start()
     assert again.name == handle.name, "the success is reported, never run again"
     assert retry.step(again).succeeded and fake.runtime(NS).find(key, NS) == []
+
+
+def test_jobset_explain_tells_the_decision_of_a_workload_the_cluster_deleted(
+        fake: FakeCluster, clock: VirtualClock, tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`jobset explain NAME` of a decided attempt: the decision its run recorded, while the workload lives and
+    once its TTL deleted it (not "no JobSet named ..."), with what became of it."""
+    from jobset_core.cli import EXIT_FAILED, main
+    from tests.test_cluster_edge import kubeconfig_text
+
+    fake.exit("workers-0-0", 1, after=20, message=CAUSE)
+    handle = JobSetRun(jobset_spec(0), fake.runtime(NS), run_key=make_run_key("decided", "cli"), engine_attempt=0,
+                       resubmit=False, now=at(clock)).start()
+    fake.run_until(lambda: failed(fake, handle), timeout=300, what="the JobSet to fail")
+    first = look(fake, clock, handle)
+    config = tmp_path / "kubeconfig"
+    config.write_text(kubeconfig_text(fake.server.url, "lab", NS))
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    fake.run_until(lambda: workload(fake, handle) is None, timeout=60, what="the TTL")
+
+    assert main(["explain", handle.name]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert out.startswith(first.diagnosis.summary) and CAUSE in out
+    assert "decision: not retrying: ApplicationError is not retryable" in out
+    assert "since: JobSet " + handle.name + " was since deleted" in out

@@ -76,6 +76,18 @@ class RunRecords:
         if expires is not None and self._sweep_due(namespace):
             self.sweep(namespace, keep=run_record_name(run_key))
 
+    def holding(self, namespace: str, attempt: str) -> tuple[str, dict[str, Any]] | None:
+        """(run key, record) of the run record that knows attempt `attempt` (a workload the cluster may have
+        deleted since), found among the namespace's records by one list; None when none does."""
+        for stored in self.objects.config_maps(namespace, c.RUN_KEY_LABEL):
+            if not ev.name_of(stored).startswith(c.RUN_RECORD_PREFIX):
+                continue
+            record = self.parse(stored)
+            attempts = record.get("attempts") if record else None
+            if isinstance(attempts, list) and any(isinstance(a, Mapping) and a.get("name") == attempt for a in attempts):
+                return ev.labels_of(stored).get(c.RUN_KEY_LABEL, ""), record  # type: ignore[return-value]
+        return None
+
     def delete(self, run_key: str, namespace: str) -> None:
         self.objects.delete(c.CORE_API_VERSION, c.CONFIG_MAP_KIND, run_record_name(run_key), namespace, c.PROPAGATION_BACKGROUND)
 

@@ -258,7 +258,8 @@ def test_the_connector_pod_runs_as_the_images_unprivileged_user() -> None:
 
 def test_the_flyte2_role_is_the_submitter_role_bound_to_the_connector() -> None:
     account = one(CONNECTOR, "ServiceAccount")["metadata"]
-    role, binding = one(FLYTE2_RBAC, "Role"), one(FLYTE2_RBAC, "RoleBinding")
+    role = one(FLYTE2_RBAC, "Role")
+    (binding,) = [b for b in FLYTE2_RBAC if b["kind"] == "RoleBinding" and b["roleRef"]["name"] == role["metadata"]["name"]]
     assert role["rules"] == one(SUBMITTER, "Role")["rules"], "plugins/flyte2/rbac.yaml drifted from plugins/kubernetes/rbac.yaml"
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == account["namespace"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}

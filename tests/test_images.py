@@ -114,7 +114,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def airflow_build_args() -> dict[str, str]:
-    """The emulation plays Airflow with the one installed here: build for that version if the default differs."""
+    """The emulation plays the base image's Airflow with the one installed beside the tests, so the image is built
+    for that version (tests/test_deploy.py checks the Dockerfile's default against the chart's and pyproject's)."""
     return {"AIRFLOW_VERSION": metadata.version("apache-airflow")}
 
 

@@ -46,14 +46,15 @@ def check_settings(settings: Mapping[str, Any]) -> None:
     """The settings of a `RetryPolicy` (by field name) that are kept as given: the count and the hardware flag
     when set, lists that are lists, flags that are bools, the interruptible keys, the backoff, the cap on free
     retries and the seconds."""
-    retries, hardware = settings["retries"], settings["count_hardware_failures"]
+    retries = settings["retries"]
     if retries is not None and not is_count(retries):
         raise SpecError("retry.retries", f"{retries!r} is {COUNT_BOUNDS}", "use e.g. retries=3")
     for name, example in LISTS.items():
         if isinstance(settings[name], (str, bytes, Mapping)) or not isinstance(settings[name], Iterable):
             raise SpecError(f"retry.{name}", f"must be a list, got {settings[name]!r}", example)
-    for name in (*FLAGS, "count_hardware_failures"):
-        if not isinstance(settings[name], bool) and not (name == "count_hardware_failures" and hardware is None):
+    flags = FLAGS if settings["count_hardware_failures"] is None else (*FLAGS, "count_hardware_failures")
+    for name in flags:
+        if not isinstance(settings[name], bool):
             raise SpecError(f"retry.{name}", f"must be True or False, got {settings[name]!r}", None)
     if not isinstance(settings["interruptible"], Interruptible):
         raise SpecError("retry.interruptible", f"{settings['interruptible']!r} is not an Interruptible", None)

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo demo-flyte demo-airflow test test-loaded test-install test-airflow-versions lint bench clean
+.PHONY: demo demo-flyte demo-airflow test test-loaded test-install test-images test-airflow-versions lint bench clean
 
 # The core alone (kubernetes, tenacity, pyyaml, the schema checkers): all `make demo` needs.
 $(VENV)/.installed-core: pyproject.toml
@@ -57,6 +57,12 @@ test-loaded: $(VENV)/.installed
 # wheel installs in a fresh venv outside the clone and runs the demo, a Flyte task and an Airflow DAG from it.
 test-install: $(VENV)/.installed
 	$(PY) -m pytest -q -m install tests/test_install.py tests/test_wheel.py
+
+# Each Dockerfile under plugins/ built without Docker, in a throwaway root with the base image's users, ownership
+# and sticky /tmp, then its entry point run as the image's non-root user (about two minutes; needs root, as CI
+# runs: tests/test_images.py says what is emulated). Not in `make test`: over a minute, and root only.
+test-images: $(VENV)/.installed
+	$(PY) -m pytest -q -m images tests/test_images.py
 
 # The Airflow tests on each older Airflow minor the package claims (3.1, 3.2), one after the other, each in a
 # throwaway venv with the latest release of that minor (about 15 minutes on 2 cores; `make test` runs the newest).

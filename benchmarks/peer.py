@@ -1,4 +1,7 @@
-"""Side by side with the peer: cncf-kubernetes' `KubernetesJobOperator` against our Airflow operators.
+"""Side by side with the peer: apache-airflow-providers-cncf-kubernetes' `KubernetesJobOperator` against our
+Airflow operators. Every row, printed or saved, names the tool it measured with its distribution and version
+(`tool_name`: "peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator 10.25.0"); `--tools` takes
+the short keys below.
 
 The same workloads run on the same offline cluster in one benchmark run, one tool after the other: an
 application bug (the pod exits 1 after 2 s of running, every time), a preemption (the first pod is preempted
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.metadata
 import json
 import os
 import resource
@@ -49,6 +53,15 @@ SUCCEED_AFTER = 5.0
 FAULT_AFTER = 2.0
 TOOLS = ("peer", "peer-nologs", "gang", "jobset")
 OURS = ("gang", "jobset")
+PEER_DISTRIBUTION = "apache-airflow-providers-cncf-kubernetes"
+OUR_DISTRIBUTION = "jobset-plugins"
+# key -> (whose, distribution, operator, setting): what `tool_name` says of each `--tools` key.
+NAMED = {
+    "peer": ("peer", PEER_DISTRIBUTION, "KubernetesJobOperator", ""),
+    "peer-nologs": ("peer", PEER_DISTRIBUTION, "KubernetesJobOperator", "get_logs=False"),
+    "gang": ("ours", OUR_DISTRIBUTION, "GangJobOperator", ""),
+    "jobset": ("ours", OUR_DISTRIBUTION, "JobSetOperator", ""),
+}
 SCENARIOS = ("bug", "preemption", "concurrent")
 EXPECTED = {"bug": "failed", "preemption": "success", "concurrent": "success"}
 PEER_POLL_SECONDS = 10.0
@@ -163,6 +176,19 @@ def _child(tool: str, scenario: str, runs: int, poll: float, fd: int) -> None:
 # ----- the driving process --------------------------------------------------------------------------
 
 
+def tool_name(key: str, version: str | None = None) -> str:
+    """The tool of a `--tools` key by whose it is, distribution, operator and version (the installed one unless
+    given), and the setting that sets it apart: "peer: apache-airflow-providers-cncf-kubernetes
+    KubernetesJobOperator 10.25.0, get_logs=False". A number is only worth what the tool beside it is named."""
+    whose, distribution, operator, setting = NAMED[key]
+    if version is None:
+        try:
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            version = "(not installed)"
+    return f"{whose}: {distribution} {operator} {version}{', ' + setting if setting else ''}"
+
+
 class PodFailures:
     """When the server first wrote a failed (or disrupted, or deleted while running) pod of each task."""
 
@@ -261,7 +287,8 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
     discovery = sum(1 for r in requests if r.path.endswith("/pods") and "kubernetes_pod_operator" in str(r.query.get("labelSelector", "")))
     tries = sum(m["tries"] for m in ended.values())
     return {
-        "tool": tool,
+        "tool": tool_name(tool),
+        "key": tool,
         "scenario": scenario,
         "runs": runs,
         **({"peer_poll_s": poll} if tool.startswith("peer") else {}),
@@ -286,11 +313,12 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
 
 
 def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Ours / the peer's, per scenario, peer setting and column (under 1: ours is lower, i.e. better)."""
+    """Ours / the peer's, per scenario, peer setting and column (under 1: ours is lower, i.e. better); each
+    side named as its row names it."""
     out = []
-    peers = [r for r in rows if r["tool"].startswith("peer")]
+    peers = [r for r in rows if r["key"] not in OURS]
     for peer in peers:
-        for mine in (r for r in rows if r["tool"] in OURS and r["scenario"] == peer["scenario"]):
+        for mine in (r for r in rows if r["key"] in OURS and r["scenario"] == peer["scenario"]):
             row: dict[str, Any] = {"scenario": peer["scenario"], "ours": mine["tool"], "peer": peer["tool"],
                                    "peer_poll_s": peer["peer_poll_s"]}
             for column in RATIO_COLUMNS:

@@ -47,7 +47,7 @@ def main() -> None:
     scale.main(["--runs", "1000", "2000", "--rate", "8.33", "--append"])
     print("\n## 7b. idle CPU of one process following quiet runs (this checkout; add --tree LABEL=DIR to compare)")
     idle_cpu.main(["--runs", "300", "1000"])
-    print("\n## 8. side by side with the peer: KubernetesJobOperator against our operators")
+    print("\n## 8. side by side with the peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator against our operators")
     peer.main(["--peer-poll", "10", "2"])
 
 

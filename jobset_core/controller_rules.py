@@ -2,8 +2,9 @@
 
 The local runtime emulates the controllers with these, and the Kubernetes test driver plays them in its
 scenarios, so both agree with each other and with the real controllers by construction. Each function names
-the upstream file whose behaviour it mirrors; the strings are the exact ones those controllers write (see
-DESIGN.md section 9 and the captures in `shared/fixtures/real/`). Nothing here does I/O or reads a clock.
+the upstream file whose behaviour it mirrors; the strings are the exact ones those controllers write (each in
+`constants/` with its upstream file; the real controllers' own in the captures of `tests/fixtures/real/`).
+Nothing here does I/O or reads a clock.
 """
 
 from __future__ import annotations

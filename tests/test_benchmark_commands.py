@@ -3,6 +3,10 @@ the pieces of their bookkeeping that decide what a number means. No timing is as
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
+from pathlib import Path
+
 import pytest
 
 from benchmarks import api_requests, diagnose_tails, peer, scale
@@ -45,18 +49,53 @@ def test_a_pod_belongs_to_the_task_whose_name_is_longest_prefix_of_its_workload(
     assert peer.task_of(_pod(), tasks) is None
 
 
+PEER_10_25 = "peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator 10.25.0"
+
+
 def test_ratios_are_ours_over_the_peers_per_scenario() -> None:
     row = {"failure_to_end_median_s": 8.0, "wall_s": 10.0, "success_rate": 1.0, "requests": 20,
            "requests_fair": 10, "peak_rss_mb": 200.0}
+    gang = "ours: jobset-plugins GangJobOperator 0.1.0"
     rows = [
-        {"tool": "peer", "scenario": "bug", "peer_poll_s": 10.0, **row},
-        {"tool": "gang", "scenario": "bug", **row, "failure_to_end_median_s": 0.5, "requests": 25, "requests_fair": 25},
-        {"tool": "gang", "scenario": "concurrent", **row},
+        {"tool": PEER_10_25, "key": "peer", "scenario": "bug", "peer_poll_s": 10.0, **row},
+        {"tool": gang, "key": "gang", "scenario": "bug", **row, "failure_to_end_median_s": 0.5, "requests": 25,
+         "requests_fair": 25},
+        {"tool": gang, "key": "gang", "scenario": "concurrent", **row},
     ]
     (ratio,) = peer.ratios(rows)
-    assert (ratio["scenario"], ratio["ours"], ratio["peer"]) == ("bug", "gang", "peer")
+    assert (ratio["scenario"], ratio["ours"], ratio["peer"]) == ("bug", gang, PEER_10_25)
     assert ratio["failure_to_end_median_s"] == pytest.approx(0.0625)
     assert ratio["requests"] == pytest.approx(1.25) and ratio["requests_fair"] == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize(
+    ("key", "version", "named"),
+    [
+        ("peer", "10.25.0", PEER_10_25),
+        ("peer-nologs", "10.25.0", f"{PEER_10_25}, get_logs=False"),
+        ("gang", "0.1.0", "ours: jobset-plugins GangJobOperator 0.1.0"),
+        ("jobset", "0.1.0", "ours: jobset-plugins JobSetOperator 0.1.0"),
+    ],
+)
+def test_every_tool_is_named_by_distribution_operator_and_version(key, version, named) -> None:
+    assert peer.tool_name(key, version) == named
+
+
+def test_a_tool_is_named_with_the_version_installed() -> None:
+    installed = importlib.metadata.version("apache-airflow-providers-cncf-kubernetes")
+    assert peer.tool_name("peer") == f"peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator {installed}"
+
+
+PEER_RESULTS = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob("peer*.json"))
+
+
+@pytest.mark.parametrize("path", PEER_RESULTS, ids=[p.name for p in PEER_RESULTS])
+def test_every_kept_result_beside_the_peer_names_both_tools(path: Path) -> None:
+    rows = json.loads(path.read_text())["rows"]
+    named = [row[side] for row in rows for side in ("tool", "ours", "peer") if side in row]
+    assert rows and len(named) >= len(rows)
+    assert all(name.startswith(("peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator ",
+                                "ours: jobset-plugins ")) for name in named), named
 
 
 def test_requests_are_grouped_by_resource_not_by_object() -> None:

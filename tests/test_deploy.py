@@ -12,7 +12,6 @@ wheel this version builds, with an extra it declares.
 from __future__ import annotations
 
 import re
-import shlex
 import tomllib
 from collections.abc import Iterator, Mapping
 from importlib.metadata import distribution
@@ -26,6 +25,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from flyte_jobset import TASK_TYPE
+from tests.image_emulation.dockerfile import Dockerfile
+from tests.project_wheel import wheel_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = (ROOT / "docs" / "DEPLOY.md").read_text()
@@ -99,53 +100,15 @@ def github_anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-class Dockerfile:
-    """The instructions of a Dockerfile, continuation lines joined, with its ARG defaults."""
-
-    def __init__(self, path: Path) -> None:
-        text = re.sub(r"\\\n", " ", path.read_text())
-        self.instructions = [
-            tuple(line.strip().split(None, 1)) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
-        ]
-        self.args = dict(value.split("=", 1) for op, value in self.instructions if op == "ARG" and "=" in value)
-
-    def expand(self, text: str) -> str:
-        return re.sub(r"\$\{(\w+)\}", lambda m: self.args[m[1]], text)
-
-    def all(self, op: str) -> list[str]:
-        return [self.expand(value) for found, value in self.instructions if found == op]
-
-    def base(self) -> str:
-        (image,) = self.all("FROM")
-        return image
-
-    def cmd(self) -> list[str]:
-        (cmd,) = self.all("CMD")
-        return yaml.safe_load(cmd)  # the JSON (exec) form
-
-    def pip_installs(self) -> list[str]:
-        """The requirements of every `pip install` of its RUN lines."""
-        wanted: list[str] = []
-        for run in self.all("RUN"):
-            for command in run.split("&&"):
-                words = shlex.split(command)
-                if words[:2] == ["pip", "install"]:
-                    wanted += [word for word in words[2:] if not word.startswith("-")]
-        return wanted
-
-
-def wheel_name() -> str:
-    return f"{PROJECT['name'].replace('-', '_')}-{PROJECT['version']}-py3-none-any.whl"
-
-
 def installs_the_wheel_with(dockerfile: Dockerfile) -> str:
-    """The extra the image installs the wheel with; the wheel must be the one this version builds."""
+    """The extra the image installs the wheel with; the wheel must be the one this version builds, copied from
+    where `pip wheel -w dist .` writes it to where pip installs it from."""
     assert dockerfile.args["WHEEL"] == wheel_name()
     (wheel,) = [r for r in dockerfile.pip_installs() if ".whl" in r]
-    match = re.fullmatch(rf"/tmp/{re.escape(wheel_name())}\[(\w+)\]", wheel)
+    match = re.fullmatch(rf"(/\S*/){re.escape(wheel_name())}\[(\w+)\]", wheel)
     assert match, wheel
-    assert f"dist/{wheel_name()} /tmp/" in dockerfile.all("COPY"), "the image copies what `pip wheel -w dist .` writes"
-    return match[1]
+    assert [f"dist/{wheel_name()}", match[1]] in dockerfile.copies(), "the image copies what `pip wheel -w dist .` writes"
+    return match[2]
 
 
 def python_of(image: str) -> Version:
@@ -205,8 +168,8 @@ def test_the_airflow_values_use_only_keys_of_the_chart() -> None:
 
 def test_the_airflow_image_is_the_official_one_for_a_supported_airflow_and_installs_the_airflow_extra() -> None:
     version = AIRFLOW_IMAGE.args["AIRFLOW_VERSION"]
-    assert AIRFLOW_IMAGE.base() == f"apache/airflow:{version}-python{python_of(AIRFLOW_IMAGE.base())}"
-    assert python_of(AIRFLOW_IMAGE.base()) in SpecifierSet(PROJECT["requires-python"])
+    assert AIRFLOW_IMAGE.base == f"apache/airflow:{version}-python{python_of(AIRFLOW_IMAGE.base)}"
+    assert python_of(AIRFLOW_IMAGE.base) in SpecifierSet(PROJECT["requires-python"])
     extra = installs_the_wheel_with(AIRFLOW_IMAGE)
     assert extra == "airflow" and extra in PROJECT["optional-dependencies"]
     (airflow,) = [Requirement(r) for r in PROJECT["optional-dependencies"]["airflow"] if Requirement(r).name == "apache-airflow"]
@@ -279,16 +242,24 @@ def test_the_connector_runs_what_the_image_runs_on_the_port_it_declares() -> Non
 
 
 def test_the_flyte2_image_installs_the_flyte2_extra_on_a_supported_python() -> None:
-    assert FLYTE2_IMAGE.base() == "python:3.11-slim"
-    assert python_of(FLYTE2_IMAGE.base()) in SpecifierSet(PROJECT["requires-python"])
+    assert FLYTE2_IMAGE.base == "python:3.11-slim"
+    assert python_of(FLYTE2_IMAGE.base) in SpecifierSet(PROJECT["requires-python"])
     extra = installs_the_wheel_with(FLYTE2_IMAGE)
     assert extra == "flyte2"
     assert any(Requirement(r).name == "flyte" and "connector" in Requirement(r).extras for r in PROJECT["optional-dependencies"][extra])
 
 
+def test_the_connector_pod_runs_as_the_images_unprivileged_user() -> None:
+    """The pod's securityContext and the image's USER agree (tests/test_images.py runs the image as that user)."""
+    (user,) = [u.text for u in FLYTE2_IMAGE.all("USER")][-1:]
+    pod = one(CONNECTOR, "Deployment")["spec"]["template"]["spec"]["securityContext"]
+    assert pod == {"runAsNonRoot": True, "runAsUser": int(user)} and int(user) != 0
+
+
 def test_the_flyte2_role_is_the_submitter_role_bound_to_the_connector() -> None:
     account = one(CONNECTOR, "ServiceAccount")["metadata"]
-    role, binding = one(FLYTE2_RBAC, "Role"), one(FLYTE2_RBAC, "RoleBinding")
+    role = one(FLYTE2_RBAC, "Role")
+    (binding,) = [b for b in FLYTE2_RBAC if b["kind"] == "RoleBinding" and b["roleRef"]["name"] == role["metadata"]["name"]]
     assert role["rules"] == one(SUBMITTER, "Role")["rules"], "plugins/flyte2/rbac.yaml drifted from plugins/kubernetes/rbac.yaml"
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == account["namespace"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}

@@ -15,6 +15,8 @@ import yaml
 
 from flyte_jobset import TASK_TYPE
 from flyte_jobset import constants as c
+from tests.image_emulation.dockerfile import Dockerfile
+from tests.project_wheel import wheel_name
 
 ROOT = Path(__file__).resolve().parents[1]
 FLYTE = ROOT / "plugins" / "flyte"
@@ -132,11 +134,13 @@ def test_the_chart_created_service_account_is_bound_to_exactly_the_submitter_rul
 # ----- the image -------------------------------------------------------------------------------------------------
 
 
-def test_the_image_installs_the_connector_extras_and_the_charts_command_serves_the_connector() -> None:
+def test_the_image_installs_the_wheel_with_the_connector_extras_and_the_charts_command_serves_the_connector() -> None:
     from flytekit.clis.sdk_in_container.serve import serve
 
-    dockerfile = (FLYTE / "Dockerfile").read_text()
-    assert '".[flyte]"' in dockerfile and '"serve", "connector"' in dockerfile
+    image = Dockerfile(FLYTE / "Dockerfile")
+    (wheel,) = [r for r in image.pip_installs() if ".whl" in r]
+    assert wheel.endswith(f"/{wheel_name()}[flyte]"), "the wheel this version builds, with its `flyte` extra"
+    assert image.cmd()[:3] == ["pyflyte", "serve", "connector"]
     pyproject = (ROOT / "pyproject.toml").read_text()
     flyte_extra = re.search(r"^flyte = \[(.*)\]$", pyproject, re.M)
     assert flyte_extra and "flytekit[connector]" in flyte_extra.group(1)
@@ -146,3 +150,10 @@ def test_the_image_installs_the_connector_extras_and_the_charts_command_serves_t
     # What `pyflyte serve connector` imports beyond flytekit itself (its health and metrics servers).
     import grpc_health.v1.health  # noqa: F401
     import prometheus_client  # noqa: F401
+
+
+def test_the_connector_runs_as_the_unprivileged_user_the_image_sets() -> None:
+    """The pod's securityContext and the image's USER agree (tests/test_images.py runs the image as that user)."""
+    (user,) = [u.text for u in Dockerfile(FLYTE / "Dockerfile").all("USER")][-1:]
+    pod = VALUES["flyteconnector"]["podSecurityContext"]
+    assert pod == {"runAsNonRoot": True, "runAsUser": int(user)} and int(user) != 0

@@ -33,6 +33,9 @@ FLOORS = {
     "jobset_core.offload": VOCABULARY,
     "jobset_core.errors": VOCABULARY,
     "jobset_core.terminal": VOCABULARY,  # the standard library only: what a Ctrl-C or a closed pipe does
+    # The one reader of the platform's settings (the environment, the config file), as the clock is of the time:
+    # below the policy, which judges what it read.
+    "jobset_core.platform_config": VOCABULARY,
     "jobset_core.sim": SIM,
     "jobset_core.diagnosis": PURE,
     "jobset_core.policy": PURE,

@@ -17,7 +17,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tomllib
 import venv
 import zipfile
@@ -26,16 +25,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.project_wheel import build_wheel
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 PACKAGES = ("jobset_core", "flyte_jobset", "airflow_jobset")
 EXTRAS = "flyte,airflow,flyte2"  # one environment for the three engines (they install together)
 INSTALL_TIMEOUT = 1200  # downloading Airflow, flytekit and flyte 2 into an empty environment: a few minutes
 RUN_TIMEOUT = 300
-NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ruff_cache",
-    ".hypothesis", ".jobset-local",
-)
 
 pytestmark = [pytest.mark.install, pytest.mark.timeout(INSTALL_TIMEOUT + 2 * RUN_TIMEOUT)]
 
@@ -51,21 +48,10 @@ def run(argv: Sequence[object], *, cwd: Path, env: dict[str, str] | None = None,
     return done
 
 
-def wheel_name() -> str:
-    return f"{PROJECT['name'].replace('-', '_')}-{PROJECT['version']}-py3-none-any.whl"
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`pip wheel --no-deps` of a copy of the repository, as a fresh clone would build it."""
-    source = tmp_path_factory.mktemp("clone") / "jobset-plugins"
-    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
-    out = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", out, source], cwd=out,
-        timeout=INSTALL_TIMEOUT)
-    built = out / wheel_name()
-    assert built.is_file(), f"expected {built.name}, got {sorted(p.name for p in out.iterdir())}"
-    return built
+    return build_wheel(tmp_path_factory.mktemp("build"))
 
 
 @pytest.fixture(scope="module")

@@ -1,53 +1,49 @@
-"""One retry budget for every cause, and its translation into Job and JobSet failure policies.
+"""`RetryPolicy`: one retry budget for every cause, made of small parts, and the only maker of a `RetryDecision`.
 
 Users set one number. The cluster spends it through JobSet in-cluster restarts (fast, no resubmission) and
 the engine spends it through resubmissions (a Flyte attempt, an Airflow try); both layers draw on the same
-count because the ledger lives on the cluster objects themselves (see `ledger.py`). `RetryPolicy` decides every
-`RetryDecision` a run makes, the endings no diagnosis decides included (a cancel, a deletion by someone else,
-free interruptions over their cap). Everything here is pure: the platform's defaults are read once, at policy
-construction, by `platform.py`; the checks of each setting are in `checks.py`.
+count because the ledger lives on the cluster objects themselves (see `ledger.py`). As tenacity composes a
+retry from small stop and wait strategies, the policy is composed of parts, each pure and tested alone:
+
+- `counted.CountedBudget`: the count, what is left of it, the backoff;
+- `free.FreeRetries`: which failures are free (interruptions, hardware) and the cap on free retries;
+- `translation.FailurePolicies`: the JobSet failurePolicy and Job podFailurePolicy the manifests carry;
+- `platform`: the platform's defaults, judged from what `jobset_core/platform_config.py` read.
+
+This class keeps the settings users write, checks them (`checks.py`), and words every decision a run makes,
+the endings no diagnosis decides included (a cancel, a deletion by someone else, free retries over their cap),
+so that what a user reads comes from one place. The platform's settings are read once, when a policy is made
+without one of them, and never when a policy is read back from a submitted object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import tenacity
 
-from jobset_core import constants as c
 from jobset_core.errors import SpecError
-from jobset_core.policy import contract as policy_contract
-from jobset_core.policy.checks import (
-    COUNT_BOUNDS,
-    check_exit_codes,
-    check_failure_kinds,
-    check_signatures,
-    is_count,
-    is_seconds,
-)
+from jobset_core.platform_config import read_platform_config
+from jobset_core.policy import platform
+from jobset_core.policy.checks import check_exit_codes, check_failure_kinds, check_settings, check_signatures
+from jobset_core.policy.counted import CountedBudget, default_backoff
 from jobset_core.policy.decision import RetryDecision
+from jobset_core.policy.free import FreeRetries, what_is_free
 from jobset_core.policy.grace import Grace
 from jobset_core.policy.interruptible import Interruptible
 from jobset_core.policy.kinds import RETRYABLE_BY_DEFAULT, FailureKind, is_retryable
 from jobset_core.policy.ledger import Ledger
-from jobset_core.policy.platform import (
-    platform_default_retries,
-    platform_hardware_setting,
-    platform_signatures,
-)
+from jobset_core.policy.stored import policy_annotation, settings_from_annotation
+from jobset_core.policy.translation import FailurePolicies
 
-DEFAULT_MAX_INTERRUPTIONS = 10
-
-
-def _default_backoff() -> tenacity.wait.wait_base:
-    return tenacity.wait_random_exponential(multiplier=10, max=300)
+__all__ = ["RetryDecision", "RetryPolicy"]
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """One count for every retryable cause. See DESIGN.md section 4.
+    """One count for every retryable cause (the README's "One retry budget" says what each setting does).
 
     `retries` is the number of retries after the first attempt. `None` takes the platform default, resolved
     once here (env `JOBSET_DEFAULT_RETRIES`, then the config file, then 3) and kept in `retries_source`.
@@ -74,105 +70,77 @@ class RetryPolicy:
     # site's; `site_signatures` None takes the platform config's [signatures].
     signatures: Any = ()
     site_signatures: Any = None
+    # The parts, made once from the settings above.
+    _count: CountedBudget = field(init=False, repr=False, compare=False)
+    _free: FreeRetries = field(init=False, repr=False, compare=False)
+    _cluster: FailurePolicies = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        self._resolve_retries()
-        self._check_shapes()
+        check_settings({f.name: getattr(self, f.name) for f in fields(self) if f.init})
+        self._resolve_platform()
         set_(self, "retryable_exit_codes", check_exit_codes(self.retryable_exit_codes))
         set_(self, "retry_on", check_failure_kinds(self.retry_on))
-        self._check_numbers()
-        self._resolve_platform()
+        set_(self, "signatures", check_signatures(self.signatures))
         if self.backoff is None:
-            set_(self, "backoff", _default_backoff())
+            set_(self, "backoff", default_backoff())
+        assert self.retries is not None and self.backoff is not None and self.count_hardware_failures is not None
+        set_(self, "_count", CountedBudget(self.retries, self.backoff))
+        set_(self, "_free", FreeRetries(self.count_interruptions, self.count_hardware_failures, self.max_interruptions))
+        set_(self, "_cluster", FailurePolicies(self.retries, self.retry_on, self.retryable_exit_codes,  # type: ignore[arg-type]
+                                               self._free.interruptions_free, self.in_cluster_restarts))
 
     def _resolve_platform(self) -> None:
-        """The hardware setting and the site's signatures: given, or the platform config's, resolved once."""
+        """What the task left unset (the count, the hardware setting, the site's signatures) from the platform,
+        read once for all three; a policy that sets them all reads nothing."""
         set_ = object.__setattr__
-        if self.count_hardware_failures is None:
-            set_(self, "count_hardware_failures", platform_hardware_setting())
-        elif not isinstance(self.count_hardware_failures, bool):
-            raise SpecError("retry.count_hardware_failures", f"must be True or False, got {self.count_hardware_failures!r}", None)
-        set_(self, "signatures", check_signatures(self.signatures))
-        site = platform_signatures() if self.site_signatures is None else check_signatures(self.site_signatures, "retry.site_signatures")
-        set_(self, "site_signatures", site)
-
-    def _resolve_retries(self) -> None:
-        """`None` takes the platform default (and says where it came from); anything else must be a count."""
+        if self.site_signatures is not None:
+            set_(self, "site_signatures", check_signatures(self.site_signatures, "retry.site_signatures"))
+        if None not in (self.retries, self.count_hardware_failures, self.site_signatures):
+            return
+        found = read_platform_config()
         if self.retries is None:
-            value, source = platform_default_retries()
-            object.__setattr__(self, "retries", value)
-            object.__setattr__(self, "retries_source", source)
-        elif not is_count(self.retries):
-            raise SpecError("retry.retries", f"{self.retries!r} is {COUNT_BOUNDS}", "use e.g. retries=3")
+            value, source = platform.default_retries(found)
+            set_(self, "retries", value)
+            set_(self, "retries_source", source)
+        if self.count_hardware_failures is None:
+            set_(self, "count_hardware_failures", platform.counts_hardware_failures(found))
+        if self.site_signatures is None:
+            set_(self, "site_signatures", platform.site_signatures(found))
 
-    def _check_shapes(self) -> None:
-        """Lists are lists, flags are bools, the interruptible keys and the backoff have their types."""
-        for name, example in (("retryable_exit_codes", "use e.g. retryable_exit_codes=[75]"),
-                              ("retry_on", "use e.g. retry_on=['Preempted']")):
-            value = getattr(self, name)
-            if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-                raise SpecError(f"retry.{name}", f"must be a list, got {value!r}", example)
-        for name in ("count_interruptions", "final_attempt_on_demand", "in_cluster_restarts"):
-            if not isinstance(getattr(self, name), bool):
-                raise SpecError(f"retry.{name}", f"must be True or False, got {getattr(self, name)!r}", None)
-        if not isinstance(self.interruptible, Interruptible):
-            raise SpecError("retry.interruptible", f"{self.interruptible!r} is not an Interruptible", None)
-        if self.backoff is not None and not callable(self.backoff):
-            raise SpecError("retry.backoff", f"{self.backoff!r} is not a tenacity wait strategy", "use e.g. tenacity.wait_fixed(10)")
-
-    def _check_numbers(self) -> None:
-        """The interruption cap is a count; the grace periods and the unschedulable timeout are seconds."""
-        if self.max_interruptions is not None and not is_count(self.max_interruptions):
-            raise SpecError(
-                "retry.max_interruptions", f"{self.max_interruptions!r} is {COUNT_BOUNDS}", "use e.g. 10"
-            )
-        for name in ("image_pull_grace_seconds", "config_error_grace_seconds", "create_container_grace_seconds"):
-            value = getattr(self, name)
-            if not is_seconds(value):
-                raise SpecError(f"retry.{name}", f"must be a number of seconds >= 0, got {value!r}", None)
-        timeout = self.unschedulable_timeout_seconds
-        if timeout is not None and not is_seconds(timeout):
-            raise SpecError("retry.unschedulable_timeout_seconds", f"must be a number of seconds >= 0 or None, got {timeout!r}", None)
-
-    # ----- budget arithmetic -------------------------------------------------------------------------
+    # ----- the count and what is free: `counted.py` and `free.py` -------------------------------------
 
     @property
     def total_attempts(self) -> int:
-        assert self.retries is not None
-        return self.retries + 1
+        return self._count.total_attempts
+
+    def remaining(self, ledger: Ledger) -> int:
+        return self._count.remaining(ledger)
+
+    def delay_for(self, attempts_used: int) -> float:
+        """Seconds to wait before the next engine-level attempt, from the tenacity wait strategy."""
+        return self._count.delay_for(attempts_used)
 
     @property
     def interruption_cap(self) -> int:
-        """Free interruptions are never unlimited: a run must not loop forever on a flapping node pool."""
-        return DEFAULT_MAX_INTERRUPTIONS if self.max_interruptions is None else self.max_interruptions
+        """Free retries are never unlimited: a run must not loop forever on a flapping node pool."""
+        return self._free.cap
 
     def interruptions_free(self) -> bool:
-        return not self.count_interruptions
+        return self._free.interruptions_free
 
     def is_free(self, kind: FailureKind) -> bool:
         """Whether a retry after `kind` spends nothing of the count (it still spends one of the capped free ones)."""
-        if kind.is_hardware:
-            return not self.count_hardware_failures
-        return kind.is_interruption and not self.count_interruptions
+        return self._free.is_free(kind)
 
     def may_retry_free(self) -> bool:
         """Whether some failure could be retried free: an engine then keeps what it needs to resubmit itself."""
-        return self.interruptions_free() or not self.count_hardware_failures
+        return self._free.may_retry_free()
 
-    @property
-    def all_signatures(self) -> tuple[tuple[str, str], ...]:
-        """What diagnosis reads, the task's first, then the site's."""
-        return (*self.signatures, *self.site_signatures)
-
-    def remaining(self, ledger: Ledger) -> int:
-        return max(0, self.total_attempts - ledger.counted_attempts)
-
-    def describe(self) -> str:
-        kinds = [name for name, free in (("interruptions", self.interruptions_free()),
-                                          ("hardware failures", not self.count_hardware_failures)) if free]
-        free = f", {' and '.join(kinds)} free up to {self.interruption_cap}" if kinds else ""
-        return f"retries={self.retries} ({self.retries_source}){free}"
+    def over_interruption_cap(self, ledger: Ledger) -> bool:
+        """Whether free interruptions passed the cap: the cluster restarts for them without limit
+        (RestartJobSetAndIgnoreMaxRestarts, podFailurePolicy Ignore), so the cap is enforced by the run."""
+        return self._free.over_cap(ledger)
 
     def is_retryable(self, kind: FailureKind, exit_code: int | None = None) -> bool:
         return is_retryable(
@@ -181,6 +149,11 @@ class RetryPolicy:
             retryable_exit_codes=self.retryable_exit_codes,
             retry_on=self.retry_on,  # type: ignore[arg-type]
         )
+
+    @property
+    def all_signatures(self) -> tuple[tuple[str, str], ...]:
+        """What diagnosis reads, the task's first, then the site's."""
+        return (*self.signatures, *self.site_signatures)
 
     @property
     def grace(self) -> Grace:
@@ -192,6 +165,11 @@ class RetryPolicy:
             unschedulable_seconds=self.unschedulable_timeout_seconds,
         )
 
+    def describe(self) -> str:
+        return f"retries={self.retries} ({self.retries_source}){self._free.describe()}"
+
+    # ----- decisions: the only place that makes a RetryDecision -------------------------------------
+
     def decide(self, diagnosis: Any, ledger: Ledger | None = None) -> RetryDecision:
         """Decide what happens after a terminal failure.
 
@@ -201,32 +179,25 @@ class RetryPolicy:
         ledger = ledger or Ledger()
         kind = FailureKind.parse(diagnosis.kind)
         used = ledger.counted_attempts
-        remaining = max(0, self.total_attempts - used)
-        spent = ledger.describe()
+        remaining = self._count.remaining(ledger)
         if not self.is_retryable(kind, getattr(diagnosis, "exit_code", None)):
-            because = "is not retryable"
-            if kind.retryable_by_default:
-                because = "is not in this task's retry_on"
-            return RetryDecision(
-                retry=False,
-                reason=f"not retrying: {kind} {because}",
-                attempt=used,
-                remaining=remaining,
-            )
-        if self.is_free(kind):
-            return self._free(kind, ledger, used, remaining, spent, _avoid(diagnosis, kind))
+            because = "is not in this task's retry_on" if kind.retryable_by_default else "is not retryable"
+            return RetryDecision(False, f"not retrying: {kind} {because}", attempt=used, remaining=remaining)
+        avoid = _avoid(diagnosis, kind)
+        if self._free.is_free(kind):
+            return self._decide_free(kind, ledger, avoid)
         if remaining <= 0:
             return RetryDecision(
                 retry=False,
                 reason=f"not retrying: {kind} is retryable but the budget is spent: "
-                f"{used} of {self.total_attempts} attempts used ({spent})",
+                f"{used} of {self.total_attempts} attempts used ({ledger.describe()})",
                 attempt=used,
                 remaining=0,
             )
-        avoid = _avoid(diagnosis, kind)
         return RetryDecision(
             retry=True,
-            reason=f"retrying: {kind} is retryable, attempt {used + 1} of {self.total_attempts} ({spent}){_avoid_text(avoid)}",
+            reason=f"retrying: {kind} is retryable, attempt {used + 1} of {self.total_attempts} "
+            f"({ledger.describe()}){_avoid_text(avoid)}",
             delay_seconds=self.delay_for(used),
             attempt=used + 1,
             remaining=remaining - 1,
@@ -234,40 +205,12 @@ class RetryPolicy:
             avoid_nodes=avoid,
         )
 
-    # ----- the endings no diagnosis decides: still the policy's decision, in its words -------------------
-
-    def over_interruption_cap(self, ledger: Ledger) -> bool:
-        """Whether free interruptions passed the cap: the cluster restarts for them without limit
-        (RestartJobSetAndIgnoreMaxRestarts, podFailurePolicy Ignore), so the cap is enforced by the run."""
-        return self.interruptions_free() and ledger.free_interruptions > self.interruption_cap
-
-    def over_cap_text(self, ledger: Ledger) -> str:
-        """Why a run stopped over the cap, in the words recorded on the attempt it ended."""
-        return (f"stopped after {ledger.free_interruptions} free interruptions, "
-                f"more than max_interruptions={self.interruption_cap}")
-
-    def decide_over_cap(self, ledger: Ledger, text: str | None = None) -> RetryDecision:
-        """No retry after free interruptions passed the cap. `text` is the reason recorded when the attempt was
-        ended (a later reader decides with it, as the ledger may have moved since); by default it is said now."""
-        return _stop(text or self.over_cap_text(ledger), ledger)
-
-    def decide_cancelled(self, ledger: Ledger) -> RetryDecision:
-        """No retry after a cancel: the user asked the run to stop."""
-        return _stop("the run was cancelled", ledger)
-
-    def decide_deleted(self, what: str, ledger: Ledger) -> RetryDecision:
-        """No retry after someone else deleted the attempt `what` ("JobSet train-0"): a resubmission would be a
-        zombie nobody asked for."""
-        return _stop(f"{what} was deleted outside this run", ledger)
-
-    def _free(self, kind: FailureKind, ledger: Ledger, used: int, remaining: int, spent: str,
-              avoid: tuple[str, ...]) -> RetryDecision:
+    def _decide_free(self, kind: FailureKind, ledger: Ledger, avoid: tuple[str, ...]) -> RetryDecision:
         """A retry that spends nothing of the count, up to the cap of free ones (interruptions and hardware
         failures together: a flapping node pool or a rack of bad GPUs must not loop a run forever)."""
-        cap = self.interruption_cap
-        what = "hardware failure" if kind.is_hardware else "interruption"
-        capped = "free retries (max_interruptions)" if kind.is_hardware else "free interruptions"
-        if ledger.free_interruptions >= cap:
+        used, remaining, cap, spent = ledger.counted_attempts, self._count.remaining(ledger), self._free.cap, ledger.describe()
+        what, capped = what_is_free(kind)
+        if self._free.cap_used(ledger):
             return RetryDecision(
                 retry=False,
                 reason=f"not retrying: {kind} is free but the cap of {cap} {capped} is used ({spent})",
@@ -291,130 +234,65 @@ class RetryPolicy:
             avoid_nodes=avoid,
         )
 
-    def delay_for(self, attempts_used: int) -> float:
-        """Seconds to wait before the next engine-level attempt, from the tenacity wait strategy."""
-        state = tenacity.RetryCallState(retry_object=tenacity.Retrying(), fn=None, args=(), kwargs={})
-        state.attempt_number = max(1, attempts_used)
-        assert self.backoff is not None
-        return float(self.backoff(state))
+    # ----- the endings no diagnosis decides: still the policy's decision, in its words -------------------
 
-    # ----- translation into Kubernetes failure policies ---------------------------------------------
+    def over_cap_text(self, ledger: Ledger) -> str:
+        """Why a run stopped over the cap, in the words recorded on the attempt it ended."""
+        return (f"stopped after {ledger.free_interruptions} free interruptions, "
+                f"more than max_interruptions={self.interruption_cap}")
+
+    def decide_over_cap(self, ledger: Ledger, text: str | None = None) -> RetryDecision:
+        """No retry after free interruptions passed the cap. `text` is the reason recorded when the attempt was
+        ended (a later reader decides with it, as the ledger may have moved since); by default it is said now."""
+        return _stop(text or self.over_cap_text(ledger), ledger)
+
+    def decide_cancelled(self, ledger: Ledger) -> RetryDecision:
+        """No retry after a cancel: the user asked the run to stop."""
+        return _stop("the run was cancelled", ledger)
+
+    def decide_deleted(self, what: str, ledger: Ledger) -> RetryDecision:
+        """No retry after someone else deleted the attempt `what` ("JobSet train-0"): a resubmission would be a
+        zombie nobody asked for."""
+        return _stop(f"{what} was deleted outside this run", ledger)
+
+    # ----- translation into Kubernetes failure policies: `translation.py` ---------------------------
 
     def pod_failure_policy(self, *, per_index: bool = False) -> dict[str, Any]:
-        """podFailurePolicy for a child Job, a gang Job or a per-index Job; the rules live in `policy_contract`."""
-        return policy_contract.pod_failure_policy(
-            retry_on=self.retry_on,  # type: ignore[arg-type]
-            retryable_exit_codes=self.retryable_exit_codes,
-            interruptions_free=self.interruptions_free(),
-            per_index=per_index,
-        )
+        """podFailurePolicy for a child Job, a gang Job or a per-index Job; the rules live in `contract.py`."""
+        return self._cluster.pod_failure_policy(per_index=per_index)
 
     def job_template_fields(self) -> dict[str, Any]:
         """The fields every child Job template needs for the JobSet failurePolicy to see our reasons."""
-        return {
-            "backoffLimit": 0,
-            "podReplacementPolicy": c.POD_REPLACEMENT_FAILED,
-            "podFailurePolicy": self.pod_failure_policy(),
-        }
+        return self._cluster.job_template_fields()
 
     def gang_job_fields(self, remaining: int | None = None) -> dict[str, Any]:
-        """A gang Job is one coupled gang: any failure fails the Job at once, as a JobSet's child Job does
-        (podFailurePolicy FailJob, backoffLimit 0), and the run starts the whole gang again as a fresh Job,
-        free or counted by the ledger. The cluster never replaces one pod of it."""
-        return self.job_template_fields()
+        """A gang Job is one coupled gang, as a JobSet's child Job is: the same fields, whatever is `remaining`
+        (the run starts the whole gang again as a fresh Job, free or counted by the ledger)."""
+        return self._cluster.job_template_fields()
 
     def per_index_job_fields(self, remaining: int | None = None, max_failed_indexes: int | None = 0) -> dict[str, Any]:
-        """Independent shards: the Job controller retries each failed index in place.
-
-        The one count holds here too: `remaining` (what this submission may still spend) is both each
-        index's `backoffLimitPerIndex` and the Job's `backoffLimit`, so every counted pod failure of any
-        index spends one retry and all of them together never exceed the count. A bug fails only its index
-        (FailIndex); `maxFailedIndexes` (default 0) says how many failed indexes the Job tolerates before it
-        fails at once; the run fails once the Job does, whatever the other shards did.
-        """
-        limit = self.retries if remaining is None else remaining
-        if not self.in_cluster_restarts:
-            limit = 0
-        fields: dict[str, Any] = {
-            "backoffLimit": limit,
-            "backoffLimitPerIndex": limit,
-            "podReplacementPolicy": c.POD_REPLACEMENT_FAILED,
-            "podFailurePolicy": self.pod_failure_policy(per_index=True),
-        }
-        if max_failed_indexes is not None:
-            fields["maxFailedIndexes"] = max_failed_indexes
-        return fields
+        """Independent shards, each index retried in place from the one count (`FailurePolicies.per_index_job_fields`)."""
+        return self._cluster.per_index_job_fields(remaining, max_failed_indexes)
 
     def jobset_failure_policy(self, remaining: int | None = None) -> dict[str, Any]:
-        """JobSet failurePolicy: restart on disruption, fail fast on a bug or a deadline, count the rest.
+        """JobSet failurePolicy with `maxRestarts` = `remaining` (default: the whole count)."""
+        return self._cluster.jobset_failure_policy(remaining)
 
-        `remaining` is how many retries this submission may still spend in the cluster (the ledger's
-        answer); JobSet restarts while `restartsCountTowardsMax < maxRestarts`.
-        """
-        remaining = self.retries if remaining is None else remaining
-        if isinstance(remaining, bool) or not isinstance(remaining, int) or remaining < 0:
-            raise SpecError("remaining", f"must be an integer >= 0, got {remaining!r}", None)
-        return policy_contract.jobset_failure_policy(
-            max_restarts=remaining if self.in_cluster_restarts else 0,
-            retry_on=self.retry_on,  # type: ignore[arg-type]
-            in_cluster_restarts=self.in_cluster_restarts,
-            interruptions_free=self.interruptions_free(),
-        )
+    # ----- the policy as it rides on submitted objects: `stored.py` --------------------------------
 
     def to_annotation(self) -> dict[str, Any]:
-        """A compact, JSON-safe form stored on submitted objects so any watcher can re-read the policy.
-
-        It holds every field a decision reads, resolved: a watcher in another process (a Flyte connector
-        `get`, an Airflow trigger) decides with the policy that wrote `maxRestarts`, never with its own
-        platform default. Only the backoff strategy and the interruptible keys stay with the code.
-        """
-        return {
-            "retries": self.retries,
-            "source": self.retries_source,
-            "retryableExitCodes": list(self.retryable_exit_codes),
-            "retryOn": sorted(k.value for k in self.retry_on),  # type: ignore[union-attr]
-            "countInterruptions": self.count_interruptions,
-            "maxInterruptions": self.interruption_cap,
-            "inClusterRestarts": self.in_cluster_restarts,
-            "finalAttemptOnDemand": self.final_attempt_on_demand,
-            "imagePullGraceSeconds": self.image_pull_grace_seconds,
-            "configErrorGraceSeconds": self.config_error_grace_seconds,
-            "createContainerGraceSeconds": self.create_container_grace_seconds,
-            "unschedulableTimeoutSeconds": self.unschedulable_timeout_seconds,
-            "countHardwareFailures": self.count_hardware_failures,
-            "signatures": [list(pair) for pair in self.signatures],
-            "siteSignatures": [list(pair) for pair in self.site_signatures],
-        }
+        """A compact, JSON-safe form stored on submitted objects so any watcher decides with this very policy."""
+        return policy_annotation(self)
 
     @classmethod
     def from_annotation(cls, data: Mapping[str, Any], base: RetryPolicy | None = None) -> RetryPolicy:
         """The policy a run was submitted with, read back; `base` lends what is not stored (backoff,
-        interruptible keys). Fields an older annotation lacks keep `base`'s values."""
-        base = base if base is not None else cls(retries=int(data.get("retries") or 0))
+        interruptible keys). Fields an older annotation lacks keep `base`'s values, else the built-in
+        defaults: a watcher never reads its own platform settings, which may differ from the submitter's."""
         try:
-            return cls(
-                retries=int(data["retries"]),
-                retryable_exit_codes=tuple(data.get("retryableExitCodes", base.retryable_exit_codes)),
-                retry_on=tuple(data.get("retryOn", [k.value for k in base.retry_on])),  # type: ignore[union-attr]
-                count_interruptions=bool(data.get("countInterruptions", base.count_interruptions)),
-                max_interruptions=data.get("maxInterruptions", base.max_interruptions),
-                backoff=base.backoff,
-                final_attempt_on_demand=bool(data.get("finalAttemptOnDemand", base.final_attempt_on_demand)),
-                in_cluster_restarts=bool(data.get("inClusterRestarts", base.in_cluster_restarts)),
-                interruptible=base.interruptible,
-                image_pull_grace_seconds=data.get("imagePullGraceSeconds", base.image_pull_grace_seconds),
-                config_error_grace_seconds=data.get("configErrorGraceSeconds", base.config_error_grace_seconds),
-                create_container_grace_seconds=data.get(
-                    "createContainerGraceSeconds", base.create_container_grace_seconds
-                ),
-                unschedulable_timeout_seconds=data.get(
-                    "unschedulableTimeoutSeconds", base.unschedulable_timeout_seconds
-                ),
-                retries_source=str(data.get("source") or "submitted policy"),
-                count_hardware_failures=bool(data.get("countHardwareFailures", base.count_hardware_failures)),
-                signatures=[tuple(pair) for pair in data.get("signatures", base.signatures)],
-                site_signatures=[tuple(pair) for pair in data.get("siteSignatures", base.site_signatures)],
-            )
+            if base is None:
+                base = cls(retries=int(data["retries"]), count_hardware_failures=False, site_signatures=())
+            return cls(**settings_from_annotation(data, base))
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(
                 "retry-policy annotation", f"cannot be read back ({exc})", "the object was edited by hand; fix it"
@@ -434,5 +312,3 @@ def _avoid_text(nodes: tuple[str, ...]) -> str:
     if not nodes:
         return ""
     return f"; the next attempt avoids node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}"
-
-

@@ -1,8 +1,9 @@
-"""What a retry setting may be: counts, seconds, exit codes, failure kinds and log signatures.
+"""What a retry setting may be: counts, seconds, flags, lists, exit codes, failure kinds and log signatures.
 
-Each check returns the value in the form the policy keeps, or raises a `SpecError` naming the field and the fix,
-so a bad setting is refused when the policy is made, before anything is submitted. Shared by the policy and the
-platform config file, which must refuse the same values with the same words.
+Each check returns the value in the form the policy keeps (or nothing, when the value is kept as given), or
+raises a `SpecError` naming the field and the fix, so a bad setting is refused when the policy is made, before
+anything is submitted. Shared by the policy and the platform config file, which must refuse the same values with
+the same words.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core.errors import SpecError
 from jobset_core.policy.contract import MAX_EXIT_CODE_VALUES
+from jobset_core.policy.interruptible import Interruptible
 from jobset_core.policy.kinds import FailureKind
 
 # A site's and a task's log signatures ride on every submitted object's policy annotation: keep them bounded.
@@ -33,6 +35,46 @@ def is_count(value: object) -> bool:
 def is_seconds(value: object) -> bool:
     """A finite, non-negative number of seconds (not a bool)."""
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+
+
+LISTS = {"retryable_exit_codes": "use e.g. retryable_exit_codes=[75]", "retry_on": "use e.g. retry_on=['Preempted']"}
+FLAGS = ("count_interruptions", "final_attempt_on_demand", "in_cluster_restarts")
+GRACE_SECONDS = ("image_pull_grace_seconds", "config_error_grace_seconds", "create_container_grace_seconds")
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """The settings of a `RetryPolicy` (by field name) that are kept as given: the count and the hardware flag
+    when set, lists that are lists, flags that are bools, the interruptible keys, the backoff, the cap on free
+    retries and the seconds."""
+    retries = settings["retries"]
+    if retries is not None and not is_count(retries):
+        raise SpecError("retry.retries", f"{retries!r} is {COUNT_BOUNDS}", "use e.g. retries=3")
+    for name, example in LISTS.items():
+        if isinstance(settings[name], (str, bytes, Mapping)) or not isinstance(settings[name], Iterable):
+            raise SpecError(f"retry.{name}", f"must be a list, got {settings[name]!r}", example)
+    flags = FLAGS if settings["count_hardware_failures"] is None else (*FLAGS, "count_hardware_failures")
+    for name in flags:
+        if not isinstance(settings[name], bool):
+            raise SpecError(f"retry.{name}", f"must be True or False, got {settings[name]!r}", None)
+    if not isinstance(settings["interruptible"], Interruptible):
+        raise SpecError("retry.interruptible", f"{settings['interruptible']!r} is not an Interruptible", None)
+    if settings["backoff"] is not None and not callable(settings["backoff"]):
+        raise SpecError("retry.backoff", f"{settings['backoff']!r} is not a tenacity wait strategy",
+                        "use e.g. tenacity.wait_fixed(10)")
+    _check_numbers(settings)
+
+
+def _check_numbers(settings: Mapping[str, Any]) -> None:
+    """The cap on free retries is a count; the grace periods and the unschedulable timeout are seconds."""
+    cap = settings["max_interruptions"]
+    if cap is not None and not is_count(cap):
+        raise SpecError("retry.max_interruptions", f"{cap!r} is {COUNT_BOUNDS}", "use e.g. 10")
+    for name in GRACE_SECONDS:
+        if not is_seconds(settings[name]):
+            raise SpecError(f"retry.{name}", f"must be a number of seconds >= 0, got {settings[name]!r}", None)
+    timeout = settings["unschedulable_timeout_seconds"]
+    if timeout is not None and not is_seconds(timeout):
+        raise SpecError("retry.unschedulable_timeout_seconds", f"must be a number of seconds >= 0 or None, got {timeout!r}", None)
 
 
 def check_exit_codes(values: Iterable[Any]) -> tuple[int, ...]:

@@ -81,7 +81,7 @@ def is_retryable(
 
     An application error whose exit code the policy lists as retryable is retried like an interruption
     (the cluster counts it instead of failing the Job at once); every other kind is retryable when the
-    policy's `retry_on` holds it, which by default is the DESIGN.md table.
+    policy's `retry_on` holds it: by default `RETRYABLE_BY_DEFAULT`, the README's failure-kinds table.
     """
     if kind is FailureKind.APPLICATION_ERROR and exit_code is not None and exit_code in retryable_exit_codes:
         return True

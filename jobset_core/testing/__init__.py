@@ -26,7 +26,7 @@ _EXPORTS = {
     "add_fate": "jobset_core.testing.fate_objects",
     "PodRule": "jobset_core.testing.fates",
     "FaultPlan": "jobset_core.testing.faults",
-    "RequestRecord": "jobset_core.testing.handler",
+    "RequestRecord": "jobset_core.testing.context",
     "Authorizer": "jobset_core.testing.rbac",
     "PolicyRule": "jobset_core.testing.rbac",
     "rules_from_yaml": "jobset_core.testing.rbac",

@@ -19,8 +19,9 @@ from jobset_core import constants as c
 from jobset_core.sim.apistore.objects import ObjectStore
 
 from . import discovery
+from .context import RequestRecord, ServerContext
 from .faults import DEFAULT_USER, FaultPlan
-from .handler import ApiHTTPServer, RequestRecord, ServerContext
+from .handler import ApiHTTPServer
 from .rbac import Authorizer, PolicyRule
 
 

@@ -35,13 +35,14 @@ from jobset_core.lifecycle.contract import (
 )
 from jobset_core.lifecycle.course import Act, Course, Look, Wait, adrive, drive, monotonic_at
 from jobset_core.lifecycle.decided import Decided
-from jobset_core.lifecycle.effects import decision_of, effects_of
+from jobset_core.lifecycle.effects import decision_of
 from jobset_core.lifecycle.manifests import attempt_manifests, next_attempt
 from jobset_core.lifecycle.memory import Resumed, RunMemory
 from jobset_core.lifecycle.naming import attempt_name, make_run_key
 from jobset_core.lifecycle.reporting import RUN_LOG, Reporter
 from jobset_core.lifecycle.result import EventType, RunEvent, RunResult
 from jobset_core.lifecycle.step import assess, diagnose_observation
+from jobset_core.lifecycle.upkeep import Upkeep
 from jobset_core.model.gang import WorkloadAPI
 from jobset_core.model.spec import GangJobSpec, JobSetSpec
 from jobset_core.model.workload import namespace_for
@@ -109,6 +110,7 @@ class JobSetRun:
         self._now = now
         self._reporter = Reporter(on_event)
         self._memory = RunMemory()
+        self._books = Upkeep(runtime, run_key, self.namespace, self._memory)
         self.handle: Handle | None = None
         self.attempts: list[Handle] = []
 
@@ -128,7 +130,7 @@ class JobSetRun:
         if not isinstance(handle, Handle):
             handle = Handle.from_dict(handle)
         run = cls(spec, runtime, run_key=handle.run_key, engine_attempt=engine_attempt, resubmit=resubmit, on_event=on_event, now=now)
-        run.namespace = handle.namespace
+        run.namespace = run._books.namespace = handle.namespace
         run.handle = handle
         objects = runtime.find(handle.run_key, handle.namespace)
         record = runtime.read_run_record(handle.run_key, handle.namespace)
@@ -234,44 +236,8 @@ class JobSetRun:
                       cancelled=cancelled, reports=found)
         self._reporter.gang(handle, observation)
         self._reporter.step(handle, step)
-        self._effects(handle, observation, step)
+        self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now())
         return step
-
-    def _effects(self, handle: Handle, observation: Observation, step: Step) -> None:
-        now = self._now()
-        effects = effects_of(step, handle, observation, now)
-        record = self._memory.record
-        ends_record = effects.over and bool(record) and records.expires_at(record or {}) is None
-        if effects.decided is not None or effects.avoid or ends_record:
-            record = self._memory.record if self._memory.record is not None else self._record()
-            if effects.decided is not None and step.spent is not None:
-                record = records.with_decided(record, step.spent, effects.decided, self.policy.to_annotation())
-            if effects.avoid:
-                record = records.with_avoided(record, effects.avoid, effects.avoid_why, handle.attempt)
-            if effects.over:
-                record = records.over(record, now)
-            self._write_record(record)
-            self._memory.ledger = self._memory.ledger.with_ended(records.submissions(record))
-        if effects.keep_causes:
-            self._keep_causes(handle, effects.keep_causes)
-        if effects.release_ttl is not None:
-            self._release(handle, effects.release_ttl)
-        if effects.annotations:
-            self._annotate(handle, effects.annotations)
-
-    def _keep_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
-        try:
-            self.runtime.keep_restart_causes(handle, causes)
-        except Exception as exc:  # noqa: BLE001 - bookkeeping: the events still tell it until they expire
-            log.warning("could not keep the restart causes of %s %s: %s", handle.kind, handle.name, exc)
-
-    def _release(self, handle: Handle, ttl_seconds: int) -> None:
-        """Let the cluster apply the user's TTL now that the decision is kept (bookkeeping: a workload already
-        gone has nothing to release, and one left held is deleted one hold later by the cluster anyway)."""
-        try:
-            self.runtime.release(handle, ttl_seconds)
-        except Exception as exc:  # noqa: BLE001
-            log.warning("could not release the TTL of %s %s: %s", handle.kind, handle.name, exc)
 
     def _apply(self, handle: Handle, step: Step, polling: bool) -> Outcome:
         """Do what the step's action calls for: each action has its one handler (`_APPLIERS`)."""
@@ -345,21 +311,15 @@ class JobSetRun:
         self._reporter.emit(type_, message, handle or self.handle)
 
     def _annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
-        try:
-            self.runtime.annotate(handle, annotations)
-        except Exception as exc:  # noqa: BLE001 - bookkeeping; a gone object has nothing left to note
-            log.warning("could not annotate %s %s: %s", handle.kind, handle.name, exc)
+        self._books.annotate(handle, annotations)
 
     # ----- the cluster's memory of this run ---------------------------------------------------------
 
     def _record(self) -> dict[str, Any]:
-        record = self.runtime.read_run_record(self.run_key, self.namespace) or {}
-        self._memory.record = dict(record)
-        return record
+        return self._books.read()
 
     def _write_record(self, record: Mapping[str, Any]) -> None:
-        self.runtime.write_run_record(self.run_key, self.namespace, record)
-        self._memory.wrote_record(record)
+        self._books.write(record)
 
     def _step_ledger(self) -> Ledger:
         """The ledger a poll decides with: what `resume` read moments ago (once), else a fresh read."""
@@ -439,7 +399,7 @@ class JobSetRun:
         handle = handle_of(obj, self.run_key, self.namespace)
         observation = self.runtime.observe(handle)
         step = assess(handle, observation, self._ledger(objects, record), self.policy, self._now())
-        self._effects(handle, observation, step)
+        self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now())
         return records.decided_for(self._memory.record, handle.name) or decision_of(step, handle, observation, self._now())
 
     def _adopt_decided(self, done: Decided, objects: list[dict[str, Any]], record: Mapping[str, Any]) -> Handle:

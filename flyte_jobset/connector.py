@@ -204,7 +204,7 @@ class JobSetConnector(AsyncConnectorBase):
             # Still this Flyte attempt: propeller would count RETRYABLE_FAILED as a spent retry.
             spec = self._spec(unpack_template(meta.template), meta, handle.namespace)
             new = resubmit_free(handle, spec, runtime, engine_attempt=meta.engine_attempt, on_event=report.echo())
-            result = dataclasses.replace(result, done=False, handle=new, attempts=[*result.attempts, new])
+            result = dataclasses.replace(result, done=False, handle=new, attempts=[*result.attempts, new], pods=())
             message = f"{message}; resubmitted as {new.name} within Flyte attempt {meta.engine_attempt or 0}"
         return self._answer(meta, run, runtime, result, message)
 
@@ -219,8 +219,7 @@ class JobSetConnector(AsyncConnectorBase):
         if result.done and result.handle is not None:
             info["history"], timeline_uri = report.timeline(run, runtime, result, message, budget, meta.output_prefix)
         report.tell_local_run(phase, message, info, meta.output_prefix, result)
-        observation = runtime.observe(result.handle) if result.handle else None
-        links = report.log_links(runtime, observation, result.diagnosis, leader=meta.leader,
+        links = report.log_links(runtime, result.pods, result.diagnosis, leader=meta.leader,
                                  namespace=result.handle.namespace if result.handle else namespace_for(), local=meta.local,
                                  timeline_uri=timeline_uri)
         return Resource(phase=phase, message=message, log_links=links, custom_info=info)

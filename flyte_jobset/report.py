@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from flyte_jobset.user_errors import culprit_trace
 from jobset_core import (
     Diagnosis,
     JobSetRun,
-    Observation,
     RunEvent,
     RunResult,
     Runtime,
@@ -122,10 +121,10 @@ def timeline_url(uri: str) -> str:
     return template
 
 
-def log_links(runtime: Runtime, observation: Observation | None, diagnosis: Diagnosis | None, *, leader: str,
+def log_links(runtime: Runtime, pods: Sequence[Mapping[str, Any]], diagnosis: Diagnosis | None, *, leader: str,
               namespace: str, local: bool, timeline_uri: str | None = None) -> list[TaskLog]:
-    """Links to the leader's log and, when it failed, the culprit's; on a cluster, the timeline's."""
-    pods = list(observation.pods) if observation is not None else []
+    """Links to the leader's log and, when it failed, the culprit's (among the pods the result's step saw); on a
+    cluster, the timeline's."""
     wanted = [("leader", newest_leader_pod(pods, leader)), ("culprit", pod_named(pods, diagnosis.pod if diagnosis else None))]
     links = []
     for role, pod in wanted:

@@ -29,8 +29,9 @@ def _worth_drawing(diagnosis: Diagnosis | None) -> Diagnosis | None:
 
 def run_timeline(run: JobSetRun, runtime: Runtime, handle: Handle, result: RunResult, *,
                  reword: Callable[[str], str] = lambda s: s) -> list[AttemptTimeline]:
-    """Every attempt of the run, oldest first, ending with `handle`'s (described by `result`); an earlier one as
-    its recorded decision says it (its summary as `reword` gives it), drawn with the pods still on the cluster."""
+    """Every attempt of the run, oldest first, ending with `handle`'s (described by `result`, with the pods its
+    step saw); an earlier one as its recorded decision says it (its summary as `reword` gives it), drawn with the
+    pods still on the cluster."""
     record = runtime.read_run_record(handle.run_key, handle.namespace) or {}
     objects = {ev.name_of(o): o for o in runtime.find(handle.run_key, handle.namespace)}
     names = sorted({*objects, *(sub.name for sub, _ in records.entries(record))} - {handle.name},
@@ -45,11 +46,10 @@ def run_timeline(run: JobSetRun, runtime: Runtime, handle: Handle, result: RunRe
         pods = runtime.observe(handle_of(obj, handle.run_key, handle.namespace)).pods if obj is not None else []
         outcome = str(decided.action) if decided is not None else "gone"
         attempts.append(AttemptTimeline(name, pods, diagnosis, outcome))
-    current = runtime.observe(handle)
     diagnosis = result.diagnosis
     if diagnosis is None and result.history:  # a success: its in-cluster restarts
         diagnosis = Diagnosis(result.history[-1].kind, True, result.message, failed=False, history=list(result.history))
-    attempts.append(AttemptTimeline(handle.name, current.pods, diagnosis, result.message))
+    attempts.append(AttemptTimeline(handle.name, result.pods, diagnosis, result.message))
     return attempts
 
 

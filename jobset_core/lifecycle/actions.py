@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.lifecycle.standing import Progress
@@ -59,6 +60,9 @@ class Step:
     next_look_at: datetime | None = None
     recorded: bool = False
     aftermath: str | None = None
+    # The attempt's pods as this look saw them (the observation's own objects, not copies): what an engine shows
+    # beside the result (log links, the timeline) without looking again.
+    pods: tuple[dict[str, Any], ...] = ()
 
     @property
     def note(self) -> str:

@@ -63,6 +63,8 @@ class RunResult:
     # Every in-cluster restart of the attempt and its cause (a success's too: a preemption it survived), so an
     # engine tells the story without looking at the cluster again.
     history: tuple[HistoryEntry, ...] = ()
+    # The attempt's pods as the step saw them (for log links and the timeline; not in `to_dict`).
+    pods: tuple[dict[str, Any], ...] = ()
 
     @property
     def state(self) -> State | None:
@@ -105,6 +107,7 @@ class RunResult:
             cancelled=step.cancelled,
             aftermath=step.aftermath if final else None,
             history=tuple(step.diagnosis.history) if step.diagnosis is not None else (),
+            pods=step.pods,
         )
 
     def to_dict(self) -> dict[str, Any]:

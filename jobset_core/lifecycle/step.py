@@ -104,15 +104,16 @@ def assess(
     current = _current_submission(handle, observation, policy)
     main = observation.main
     progress_for = partial(progress_of, observation, now=now, current=current)
+    pods = tuple(observation.pods)
     if cancelled or marked_cancelled(main):
-        return endings.cancelled(handle, progress_for(None), ledger, policy)
+        return replace(endings.cancelled(handle, progress_for(None), ledger, policy), pods=pods)
     if decided is not None:
-        return endings.as_decided(decided, handle, observation, progress_for(decided.diagnosis), ledger)
+        return replace(endings.as_decided(decided, handle, observation, progress_for(decided.diagnosis), ledger), pods=pods)
     if current is not None:
         ledger = ledger.with_submission(current)
     step = _assess(handle, observation, ledger, policy, now, current, reports)
     spent = current or next((s for s in ledger.submissions if s.name == handle.name), Submission(handle.name, handle.attempt))
-    return replace(step, ledger=ledger, spent=spent if step.decides else None)
+    return replace(step, ledger=ledger, spent=spent if step.decides else None, pods=pods)
 
 
 def _assess(

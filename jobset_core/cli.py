@@ -297,9 +297,10 @@ def explain_decided(args: argparse.Namespace, seen: Observation, decided: Decide
     what the cluster left of it; and what became of the workload since."""
     from jobset_core.lifecycle.contract import Handle
     from jobset_core.lifecycle.endings import aftermath
+    from jobset_core.lifecycle.facts import facts_of
 
     handle = Handle(decided.kind, decided.name, args.namespace or "", "", decided.attempt)
-    since = aftermath(decided, handle, seen)
+    since = aftermath(decided, handle, facts_of(handle, seen, submitted_policy(seen.main)))
     diagnosis = decided.diagnosis or Diagnosis(FailureKind.UNKNOWN, False, f"{decided.kind} {decided.name} {decided.action}",
                                                failed=decided.action is not Action.SUCCEEDED)
     if args.json:

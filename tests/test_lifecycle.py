@@ -188,7 +188,7 @@ def test_an_application_error_fails_without_retry() -> None:
     assert step.action is Action.FAILED
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.APPLICATION_ERROR
     assert step.decision is not None and not step.decision.retry
-    decided = decision_of(step, handle, seen, NOW)
+    decided = decision_of(step, handle, NOW)
     assert decided is not None and (decided.action, decided.free, decided.decision.counted) == (Action.FAILED, False, True)
     assert Decided.from_dict(json.loads(json.dumps(decided.to_dict()))) == decided, "one shape, read back the same"
 
@@ -203,7 +203,7 @@ def test_the_applications_own_report_is_an_input_of_the_decision_and_of_what_is_
     assert step.action is Action.RESUBMIT and step.decision is not None and step.decision.retry
     assert step.diagnosis is not None and step.diagnosis.retryable
     assert "ConnectionError: parameter server went away (recoverable user exception)" in step.diagnosis.summary
-    decided = decision_of(step, handle_for(data["jobset"]), observation_of(data), NOW)
+    decided = decision_of(step, handle_for(data["jobset"]), NOW)
     assert decided is not None and decided.action is Action.RESUBMIT and decided.decision.retry is True
     fatal = replace(report, recoverable=False, line="ValueError: bad config")
     step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW, reports=[fatal])
@@ -233,7 +233,7 @@ def test_free_interruptions_over_the_cap_end_the_attempt_with_a_clear_reason() -
     assert "stopped after 3 free interruptions, more than max_interruptions=2; last: restart 3" in step.diagnosis.summary
 
     # The attempt is deleted; from the record alone any process reports the same decision.
-    decided = decision_of(step, handle_for(js), observation_of(data), NOW)
+    decided = decision_of(step, handle_for(js), NOW)
     assert decided is not None and (decided.action, decided.ending) == (Action.FAILED, Ending.OVER_CAP)
     ledger = Ledger().with_ended([step.spent])
     after = assess(handle_for(js), Observation(None), ledger, policy(retries=1, count_interruptions=False, max_interruptions=2),
@@ -274,7 +274,7 @@ def test_a_stuck_image_pull_ends_the_attempt_and_its_spend_is_recorded() -> None
     assert step.action is Action.END_ATTEMPT and step.ending is Ending.STUCK
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.IMAGE_PULL_ERROR
     assert step.spent is not None and step.spent.counted_attempts == 1
-    decided = decision_of(step, handle_for(js), Observation(js, pods=[pod]), NOW)
+    decided = decision_of(step, handle_for(js), NOW)
     assert decided is not None and decided.action is Action.FAILED and decided.ending is Ending.STUCK
     after = assess(handle_for(js), Observation(None), Ledger().with_ended([step.spent]), policy(retries=2), NOW, decided=decided)
     assert after.action is Action.FAILED and after.ledger.counted_attempts == 1 and after.decision == step.decision

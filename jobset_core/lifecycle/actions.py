@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from jobset_core.diagnosis import Diagnosis
+from jobset_core.lifecycle.facts import Facts
 from jobset_core.lifecycle.standing import Progress
 from jobset_core.policy.budget import RetryDecision
 from jobset_core.policy.ledger import Ledger, Submission
@@ -63,6 +64,7 @@ class Step:
     # The attempt's pods as this look saw them (the observation's own objects, not copies): what an engine shows
     # beside the result (log links, the timeline) without looking again.
     pods: tuple[dict[str, Any], ...] = ()
+    facts: Facts | None = None  # what the look said of the attempt's own object, read once (`lifecycle.facts`)
 
     @property
     def note(self) -> str:

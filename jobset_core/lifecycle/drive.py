@@ -400,7 +400,7 @@ class JobSetRun:
         observation = self.runtime.observe(handle)
         step = assess(handle, observation, self._ledger(objects, record), self.policy, self._now())
         self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now())
-        return records.decided_for(self._memory.record, handle.name) or decision_of(step, handle, observation, self._now())
+        return records.decided_for(self._memory.record, handle.name) or decision_of(step, handle, self._now())
 
     def _adopt_decided(self, done: Decided, objects: list[dict[str, Any]], record: Mapping[str, Any]) -> Handle:
         """The run's attempt succeeded and its workload is gone (its TTL): report that success, never run again."""

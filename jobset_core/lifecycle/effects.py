@@ -14,8 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core import evidence as ev
-from jobset_core.lifecycle import ttl
 from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.lifecycle.decided import Decided
@@ -38,12 +36,12 @@ class Effects:
     keep_causes: tuple[dict[str, Any], ...] = ()
 
 
-def decision_of(step: Step, handle: Handle, observation: Observation, now: datetime) -> Decided | None:
+def decision_of(step: Step, handle: Handle, now: datetime) -> Decided | None:
     """The record of the step's decision, when it made a new one worth keeping: every failure, and a success the
     cluster will delete (its TTL is held); an attempt whose object stays tells its own success."""
     if not step.decides or step.recorded:
         return None
-    held = ttl.wanted(observation.main)
+    held = step.facts.ttl_wanted if step.facts is not None else None
     if step.action is Action.SUCCEEDED and held is None:
         return None
     action = step.action
@@ -55,25 +53,14 @@ def decision_of(step: Step, handle: Handle, observation: Observation, now: datet
 
 def effects_of(step: Step, handle: Handle, observation: Observation, now: datetime) -> Effects:
     """What the driver does for this step, besides its action."""
-    decided = decision_of(step, handle, observation, now)
+    decided = decision_of(step, handle, now)
     release = None
-    if (decided is not None or step.recorded) and step.action is not Action.END_ATTEMPT:
-        release = ttl.to_release(observation.main)
+    if (decided is not None or step.recorded) and step.action is not Action.END_ATTEMPT and step.facts is not None:
+        release = step.facts.ttl_to_release
     avoid, why = _avoided(step)
     then = decided.action if decided is not None else step.action  # an ended attempt: what its decision calls for
     over = then in (Action.FAILED, Action.SUCCEEDED)  # a retry goes on, in this run or the engine's
-    return Effects(decided, over, release, _annotations(step, handle, observation), avoid, why, _new_causes(step, observation))
-
-
-def _new_causes(step: Step, observation: Observation) -> tuple[dict[str, Any], ...]:
-    """The in-cluster restarts of a JobSet whose cause this step's diagnosis found and the attempt does not keep
-    yet: kept so that a look after the events expired tells the same story."""
-    main = observation.main
-    if step.recorded or step.diagnosis is None or main is None or main.get("kind") != c.JOBSET_KIND:
-        return ()
-    kept = {entry.get("restart") for entry in observation.restart_causes}
-    return tuple(h.to_dict() for h in step.diagnosis.history
-                 if h.restart is not None and h.restart not in kept and h.kind is not FailureKind.UNKNOWN)
+    return Effects(decided, over, release, _annotations(step, handle), avoid, why, _new_causes(step, observation))
 
 
 def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
@@ -86,12 +73,24 @@ def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
     return tuple(decision.avoid_nodes), why
 
 
-def _annotations(step: Step, handle: Handle, observation: Observation) -> dict[str, str]:
+def _annotations(step: Step, handle: Handle) -> dict[str, str]:
     """A gang Job's free replacements (they leave no trace in its status and outlive its pods only here), written
     on the live Job when they changed."""
-    main = observation.main
-    if main is None or ev.meta(main).get("deletionTimestamp") or handle.kind != c.JOB_KIND or not step.progress.free_in_place:
+    facts = step.facts
+    sub = facts.submission if facts is not None else None
+    if facts is None or sub is None or facts.deleting_since is not None or handle.kind != c.JOB_KIND:
         return {}
-    value = str(step.progress.free_in_place)
-    kept = ev.meta(main).get("annotations") or {}
-    return {} if kept.get(c.FREE_INTERRUPTIONS_ANNOTATION) == value else {c.FREE_INTERRUPTIONS_ANNOTATION: value}
+    changed = sub.free_in_place and sub.free_in_place != facts.free_in_place_noted
+    return {c.FREE_INTERRUPTIONS_ANNOTATION: str(sub.free_in_place)} if changed else {}
+
+
+def _new_causes(step: Step, observation: Observation) -> tuple[dict[str, Any], ...]:
+    """The in-cluster restarts of a JobSet whose cause this step's diagnosis found and the attempt does not keep
+    yet: kept so that a look after the events expired tells the same story."""
+    if step.recorded or step.diagnosis is None or step.facts is None or step.facts.kind != c.JOBSET_KIND or step.facts.gone:
+        return ()
+    kept = {entry.get("restart") for entry in observation.restart_causes}
+    return tuple(h.to_dict() for h in step.diagnosis.history
+                 if h.restart is not None and h.restart not in kept and h.kind is not FailureKind.UNKNOWN)
+
+

@@ -16,6 +16,7 @@ from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.assemble import diagnose_observation
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.lifecycle.decided import Decided
+from jobset_core.lifecycle.facts import Facts
 from jobset_core.lifecycle.standing import Progress
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.kinds import FailureKind
@@ -44,27 +45,25 @@ def over_cap(diagnosis: Diagnosis, ledger: Ledger, policy: RetryPolicy) -> Diagn
     )
 
 
-def as_decided(decided: Decided, handle: Handle, observation: Observation, progress: Progress, ledger: Ledger) -> Step:
+def as_decided(decided: Decided, handle: Handle, facts: Facts, progress: Progress, ledger: Ledger) -> Step:
     """An attempt decided before, by this process or another: the same decision, read from its record, with what
     became of the workload since (the decision is not judged again from what the cluster left of it)."""
     return Step(decided.action, progress, decided.diagnosis, decided.decision, ledger=ledger, ending=decided.ending,
-                recorded=True, aftermath=aftermath(decided, handle, observation))
+                recorded=True, aftermath=aftermath(decided, handle, facts))
 
 
-def aftermath(decided: Decided, handle: Handle, observation: Observation) -> str | None:
+def aftermath(decided: Decided, handle: Handle, facts: Facts) -> str | None:
     """What became of a decided attempt's workload, when it is gone or going, and what the run can tell of why:
     its TTL after finished (the cluster's to apply once the decision was kept), or nothing of the run's doing."""
     if decided.ending is not None:  # the run ended and deleted it itself: the summary says so already
         return None
     what = f"{handle.kind} {handle.name}"
-    main = observation.main
     by = (f" (its ttlSecondsAfterFinished is {decided.ttl_seconds}s, held until this decision was kept)"
           if decided.ttl_seconds is not None else " (not by this run)")
-    if main is None:
+    if facts.gone:
         return f"{what} was since deleted{by}"
-    deleting = ev.parse_time(ev.meta(main).get("deletionTimestamp"))
-    if deleting is not None:
-        return f"{what} is being deleted since {ev.format_time(deleting)}{by}"
+    if facts.deleting_since is not None:
+        return f"{what} is being deleted since {ev.format_time(facts.deleting_since)}{by}"
     return None
 
 

@@ -14,26 +14,26 @@ itself. Nothing is remembered between two calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core import evidence as ev
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.diagnosis.deadlines import next_deadline
 from jobset_core.diagnosis.excerpt import quote_in_log_excerpt
 from jobset_core.lifecycle import endings
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.assemble import diagnose_observation
-from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled
+from jobset_core.lifecycle.contract import Handle, Observation, State
 from jobset_core.lifecycle.decided import Decided
+from jobset_core.lifecycle.facts import Facts, facts_of
 from jobset_core.lifecycle.standing import PodCounts, Progress, cause_deadline, progress_of
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.kinds import FailureKind
-from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
+from jobset_core.policy.ledger import Ledger, Submission
 
 # The step's vocabulary, importable from here as before the rooms were split.
 __all__ = ["STUCK_REASONS", "Action", "AppReport", "PodCounts", "Progress", "Step", "assess", "diagnose_observation",
@@ -101,42 +101,40 @@ def assess(
     a decision stays decided, whatever the cluster did to the workload since. `reports` are what the
     application reported of its failure (see `refine`): an input of the decision, never a second decision after it.
     """
-    current = _current_submission(handle, observation, policy)
-    main = observation.main
+    facts = facts_of(handle, observation, policy)
+    current = facts.submission
     progress_for = partial(progress_of, observation, now=now, current=current)
-    pods = tuple(observation.pods)
-    if cancelled or marked_cancelled(main):
-        return replace(endings.cancelled(handle, progress_for(None), ledger, policy), pods=pods)
+    seen = {"pods": tuple(observation.pods), "facts": facts}
+    if cancelled or facts.cancelled:
+        return replace(endings.cancelled(handle, progress_for(None), ledger, policy), **seen)
     if decided is not None:
-        return replace(endings.as_decided(decided, handle, observation, progress_for(decided.diagnosis), ledger), pods=pods)
+        return replace(endings.as_decided(decided, handle, facts, progress_for(decided.diagnosis), ledger), **seen)
     if current is not None:
         ledger = ledger.with_submission(current)
-    step = _assess(handle, observation, ledger, policy, now, current, reports)
+    step = _assess(handle, observation, facts, ledger, policy, now, reports)
     spent = current or next((s for s in ledger.submissions if s.name == handle.name), Submission(handle.name, handle.attempt))
-    return replace(step, ledger=ledger, spent=spent if step.decides else None, pods=pods)
+    return replace(step, ledger=ledger, spent=spent if step.decides else None, **seen)
 
 
 def _assess(
     handle: Handle,
     observation: Observation,
+    facts: Facts,
     ledger: Ledger,
     policy: RetryPolicy,
     now: datetime,
-    current: Submission | None,
     reports: Sequence[AppReport] = (),
 ) -> Step:
-    main = observation.main
-    diagnosis, policy = refine(diagnose_observation(observation, policy, now) if main is not None else None, reports, policy)
-    progress = progress_of(observation, diagnosis, now, current)
-    state = observation.state
-    if state is State.GONE:
+    diagnosis, policy = refine(diagnose_observation(observation, policy, now) if not facts.gone else None, reports, policy)
+    progress = progress_of(observation, diagnosis, now, facts.submission)
+    if facts.state is State.GONE:
         return endings.deleted_outside(handle, observation, progress, ledger, policy, now)
-    if state is State.SUCCEEDED:
+    if facts.state is State.SUCCEEDED:
         return Step(Action.SUCCEEDED, progress, diagnosis if diagnosis is not None and diagnosis.history else None)
-    assert diagnosis is not None and main is not None
-    if state is State.FAILED:
+    assert diagnosis is not None
+    if facts.state is State.FAILED:
         return endings.decided(diagnosis, ledger, policy, progress)
-    if _stuck(diagnosis, observation):
+    if _stuck(diagnosis, facts):
         return _ending(Ending.STUCK, diagnosis, policy.decide(diagnosis, ledger), progress)
     if policy.over_interruption_cap(ledger):
         over = endings.over_cap(diagnosis, ledger, policy)
@@ -159,45 +157,6 @@ def _ending(why: Ending, diagnosis: Diagnosis, decision: Any, progress: Progress
     return Step(Action.END_ATTEMPT, progress, diagnosis, decision, ending=why)
 
 
-def _stuck(diagnosis: Diagnosis, observation: Observation) -> bool:
+def _stuck(diagnosis: Diagnosis, facts: Facts) -> bool:
     """A waiting state the cluster never ends, and no controller has decided a failure meanwhile."""
-    if not diagnosis.failed or diagnosis.reason not in STUCK_REASONS:
-        return False
-    objects = [o for o in (observation.main, *observation.jobs) if o is not None]
-    return not any(ev.condition(o, c.CONDITION_FAILURE_TARGET) or ev.condition(o, c.CONDITION_FAILED) for o in objects)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Accounting of the live attempt
-
-
-def free_pod_disruptions(observation: Observation, policy: RetryPolicy) -> int:
-    """A per-index Job's disrupted pods that its podFailurePolicy `Ignore`d: each was replaced for free. A gang
-    Job fails on a disruption instead (FailJob), and the run decides whether running it again is free."""
-    main = observation.main
-    if main is None or main.get("kind") != c.JOB_KIND or not policy.interruptions_free():
-        return 0
-    if FailureKind.PREEMPTED not in policy.retry_on or not _ignores_disruptions(main):
-        return 0
-    return len({ev.name_of(p) for p in observation.pods if ev.condition(p, c.CONDITION_DISRUPTION_TARGET)})
-
-
-def _ignores_disruptions(job: Mapping[str, Any]) -> bool:
-    """Whether the Job's podFailurePolicy `Ignore`s a DisruptionTarget pod (it is then replaced in place)."""
-    rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
-    for rule in rules:
-        types = {p.get("type") for p in rule.get("onPodConditions") or []}
-        if c.CONDITION_DISRUPTION_TARGET in types:
-            return rule.get("action") == c.IGNORE
-    return False
-
-
-def _current_submission(handle: Handle, observation: Observation, policy: RetryPolicy) -> Submission | None:
-    main = observation.main
-    if main is None:
-        return None
-    sub = submission_from_object(main)
-    if sub is None:
-        return None
-    observed = free_pod_disruptions(observation, policy)
-    return replace(sub, name=handle.name, free_in_place=max(sub.free_in_place, observed))
+    return diagnosis.failed and diagnosis.reason in STUCK_REASONS and not facts.controller_decided

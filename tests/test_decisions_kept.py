@@ -9,7 +9,7 @@ nothing is shared between them but the cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -244,3 +244,32 @@ def test_jobset_explain_tells_the_decision_of_a_workload_the_cluster_deleted(
     assert out.startswith(first.diagnosis.summary) and CAUSE in out
     assert "decision: not retrying: ApplicationError is not retryable" in out
     assert "since: JobSet " + handle.name + " was since deleted" in out
+
+
+def test_the_records_of_runs_long_over_are_swept_and_no_other(fake: FakeCluster, clock: VirtualClock) -> None:
+    """A process that writes the record of a run that is over deletes, once an hour, the records whose day of
+    keep has passed: not a run's that goes on, not one still in its keep, not one rewritten since it was listed."""
+    runtime = fake.runtime(NS)
+    now = datetime.fromtimestamp(clock.time(), UTC)
+    day_ago = records.over({"policy": {}}, now - records_keep() - timedelta(seconds=1))
+    runtime.write_run_record("old", NS, day_ago)
+    runtime.write_run_record("going-on", NS, {"policy": {}})
+    runtime.write_run_record("fresh", NS, records.over({"policy": {}}, now))
+    runtime.write_run_record("old-rewritten", NS, day_ago)
+    listed_before = next(m for m in runtime.records.objects.config_maps(NS, c.RUN_RECORD_EXPIRES_LABEL)
+                         if m["metadata"]["name"].endswith("old-rewritten"))
+    runtime.write_run_record("old-rewritten", NS, {"policy": {}})  # an engine's new try reopened it since
+    assert runtime.records._delete_unchanged(NS, listed_before) == 0, "deleted only if still the record listed"
+
+    fresh_process = fake.runtime(NS)
+    fresh_process.write_run_record("ends-now", NS, records.over({"policy": {}}, now))
+    left = {name for name in ("old", "going-on", "fresh", "old-rewritten", "ends-now")
+            if fresh_process.read_run_record(name, NS) is not None}
+    assert left == {"going-on", "fresh", "old-rewritten", "ends-now"}
+    fresh_process.write_run_record("old", NS, day_ago)
+    fresh_process.write_run_record("ends-later", NS, records.over({"policy": {}}, now))
+    assert fresh_process.read_run_record("old", NS) is not None, "one sweep an hour per namespace and process"
+
+
+def records_keep() -> timedelta:
+    return timedelta(seconds=records.RECORD_KEEP_SECONDS)

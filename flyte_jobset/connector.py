@@ -228,8 +228,9 @@ class JobSetConnector(AsyncConnectorBase):
 
     # --- delete -------------------------------------------------------------------------------------------------
 
-    def delete(self, resource_meta: JobSetMeta, **kwargs: Any) -> None:
+    def delete(self, resource_meta: JobSetMeta, **kwargs: Any) -> list[str]:
         """Cancel every attempt of the run this Flyte attempt made; nothing left to delete is success (idempotent).
+        Returns the names deleted (Flyte ignores them; a local run's Ctrl-C says when there were none).
 
         Synchronous on purpose: flytekit's local Ctrl-C handler calls it from inside the running local event
         loop, where a coroutine could not be run (the connector service runs it in an executor).
@@ -239,6 +240,7 @@ class JobSetConnector(AsyncConnectorBase):
         deleted = delete_attempts_of(runtime, Handle.from_dict(meta.handle), meta.engine_attempt)
         if deleted:
             report.echo()(RunEvent(EventType.CANCELLED, f"cancelled: deleted {', '.join(deleted)}"))
+        return deleted
 
 
 def delete_attempts_of(runtime: Runtime, handle: Handle, engine_attempt: int | None) -> list[str]:

@@ -33,6 +33,7 @@ class LocalRun:
     timeline_path: str | None = None
     runtime: str = RUNTIME_LOCAL
     trace: str = ""  # the culprit's traceback from flytekit's error file, printed after the cause
+    interrupted: bool = False  # Ctrl-C: the cancel said what it deleted; an attempt ending now says nothing more
 
     @property
     def retryable(self) -> bool:
@@ -49,7 +50,7 @@ class LocalRun:
 
     def lines(self) -> list[str]:
         """What a local run prints when an attempt ends: phase, cause, decision, restarts and budget."""
-        if self.phase is None:
+        if self.phase is None or self.interrupted:
             return []
         phase = TaskExecution.Phase.Name(self.phase)
         out = [f"[jobset] Flyte attempt {self.attempt}: {phase}: {self.message}"]

@@ -7,6 +7,7 @@ against the offline cluster served as `jobset fake-cluster` serves it.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,32 +140,42 @@ def test_an_application_error_fails_at_once_naming_the_pod_and_exit_code(capsys:
     assert "0 in-cluster restarts + 0 resubmissions used" in out
 
 
-def test_ctrl_c_ends_a_local_run_and_its_replicas(tmp_path: Path) -> None:
-    """Flyte 2's local controller does not cancel a running task on Ctrl-C: the run must still let the process
-    exit, and no replica may outlive it."""
+def test_ctrl_c_ends_a_local_run_saying_what_it_deleted_with_130_and_no_replica_left(tmp_path: Path) -> None:
+    """Flyte 2's local controller does not cancel a running task on Ctrl-C, and flytekit's SIGINT handler would end
+    the process with exit 1 and nothing said: the run deletes what it submitted, names it as a local `pyflyte run`
+    does, exits 130 as a shell reports Ctrl-C, and no replica outlives it. Real SIGINT, waited for on conditions
+    (the submitted line, the replicas), never on a fixed delay."""
+    import re
     import signal
     import subprocess
     import sys
-    import time
 
     import psutil
+
+    from tests.waiting import wait_until
 
     script = "import flyte; from tests import flyte2_tasks as t; flyte.init(); flyte.with_runcontext(mode='local').run(t.sleeps, seconds=120)"
     log = tmp_path / "run.log"
     with log.open("w") as out:
         run = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 60
     replicas: list[psutil.Process] = []
+
+    def started() -> str | None:
+        assert run.poll() is None, log.read_text()[-3000:]
+        submitted = re.search(r"\[jobset\] submitted JobSet (\S+) ", log.read_text())
+        replicas[:] = [p for p in psutil.Process(run.pid).children(recursive=True) if "--outputs-path" in " ".join(p.cmdline())]
+        return submitted.group(1) if submitted and len(replicas) >= 3 else None  # the leader and 2 workers
+
     try:
-        while len(replicas) < 3:  # the leader and 2 workers, each its own process
-            assert run.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            replicas = [p for p in psutil.Process(run.pid).children(recursive=True) if "--outputs-path" in " ".join(p.cmdline())]
-            time.sleep(0.3)
-
+        name = wait_until(started, lambda: f"the JobSet submitted and its 3 replicas running:\n{log.read_text()[-3000:]}", timeout=90)
         run.send_signal(signal.SIGINT)
-
-        assert run.wait(timeout=60) != 0  # long before the 120 s the function sleeps
+        assert run.wait(timeout=60) == 130, log.read_text()[-3000:]  # long before the 120 s the function sleeps
+        said = log.read_text()
+        assert f"[jobset] cancelled: deleted {name}\n" in said, said[-3000:]
+        assert "Traceback" not in said and "traceback" not in said, said[-3000:]
+        assert "Flyte attempt" not in said, "an attempt's end was reported after the cancel"
         gone, alive = psutil.wait_procs(replicas, timeout=20)
         assert alive == [], [p.cmdline() for p in alive]
     finally:  # a failed check leaves nothing running

@@ -46,6 +46,7 @@ from jobset_core import (
     resubmit_free,
     shared_kubernetes_runtime,
     shared_local_runtime,
+    shown_attempt,
     start_attempt,
 )
 
@@ -206,7 +207,8 @@ class JobSetConnector(AsyncConnectorBase):
             spec = self._spec(unpack_template(meta.template), meta, handle.namespace)
             result = resubmit_free(result, spec, runtime, engine_attempt=meta.engine_attempt, on_event=report.echo())
             assert result.handle is not None
-            message = f"{message}; resubmitted as {result.handle.name} within Flyte attempt {meta.engine_attempt or 0}"
+            message = (f"{message}; resubmitted as {result.handle.name} (attempt {shown_attempt(result.handle.attempt)}) "
+                       f"within {local_run.flyte_retry(meta.engine_attempt or 0)}")
         return self._answer(meta, run, runtime, result, message)
 
     @staticmethod

@@ -44,8 +44,7 @@ from flyte_jobset.connector import JobSetConnector
 from flyte_jobset.constants import INPUTS_FILE, TASK_TYPE
 from flyte_jobset.task import JobSet, custom_of, task_policy
 from flyte_jobset.v2 import wire
-from jobset_core import SpecError
-from jobset_core.terminal import EXIT_INTERRUPTED
+from jobset_core import EXIT_INTERRUPTED, SpecError
 
 _TERMINAL = {TaskExecution.SUCCEEDED, TaskExecution.FAILED, TaskExecution.RETRYABLE_FAILED, TaskExecution.ABORTED}
 _POLL_SECONDS = 0.5

@@ -209,7 +209,4 @@ def refusal_message(refusals: Sequence[Refusal]) -> str:
 def failed_scheduling_message(reasons: Sequence[str], preemption: str = c.SCHEDULER_PREEMPTION_NOT_HELPFUL) -> str:
     """The same message with one reason per node and one preemption verdict for all of them (a scripted
     `unschedulable` fate: "4 Insufficient nvidia.com/gpu", no victim)."""
-    if not reasons:
-        return c.SCHEDULER_NO_NODES
-    head = c.SCHEDULER_NO_NODES_FORMAT.format(total=len(reasons))
-    return f"{head}: {_histogram(reasons)}. preemption: {head}: {len(reasons)} {preemption}."
+    return refusal_message([Refusal((reason,), preemption == c.SCHEDULER_NO_VICTIMS) for reason in reasons])

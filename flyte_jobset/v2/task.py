@@ -164,7 +164,6 @@ class _LocalAttempts:
             raise AttemptFailed(resource.message)
         return str(prefix)
 
-
     def cancel(self) -> None:
         """Ctrl-C: the run says nothing more about its attempts, and what it submitted is deleted and named, as
         the connector's `delete` does for a local `pyflyte run` (a JobSet created at this moment is deleted by

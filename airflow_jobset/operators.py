@@ -56,6 +56,7 @@ from jobset_core import (
     leader_container,
     leader_selector,
     reattach,
+    shown_attempt,
 )
 from jobset_core.constants import JOB_KIND
 from jobset_core.runtimes.local import parse_faults
@@ -219,7 +220,7 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         """Submit this try's attempt, or adopt the run's live one: never two at once."""
         self._run = self._new_run(context)
         handle = self._handle = self._run.start()
-        self.log.info("%s %s/%s is attempt %d of run %s", handle.kind, handle.namespace, handle.name, handle.attempt, handle.run_key)
+        self.log.info("%s %s/%s is attempt %d of run %s", handle.kind, handle.namespace, handle.name, shown_attempt(handle.attempt), handle.run_key)
         return handle.to_dict()
 
     def get_job_status(self, external_id: Any, context: Any) -> str:

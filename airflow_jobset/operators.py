@@ -57,6 +57,7 @@ from jobset_core import (
     leader_selector,
     reattach,
     resubmit_free,
+    shown_attempt,
 )
 from jobset_core.constants import JOB_KIND
 from jobset_core.runtimes.local import parse_faults
@@ -141,13 +142,8 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
 
     def _get_runtime(self) -> Any:
         if self._runtime_obj is None:
-            self._runtime_obj = make_runtime(
-                self.runtime,
-                conn_id=self.kubernetes_conn_id,
-                namespace=self.namespace,
-                local_faults=self.local_faults,
-                stream_output=self.get_logs,
-            )
+            self._runtime_obj = make_runtime(self.runtime, conn_id=self.kubernetes_conn_id, namespace=self.namespace,
+                                             local_faults=self.local_faults, stream_output=self.get_logs)
         return self._runtime_obj
 
     def _on_event(self, event: RunEvent) -> None:
@@ -220,7 +216,7 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         """Submit this try's attempt, or adopt the run's live one: never two at once."""
         self._run = self._new_run(context)
         handle = self._handle = self._run.start()
-        self.log.info("%s %s/%s is attempt %d of run %s", handle.kind, handle.namespace, handle.name, handle.attempt, handle.run_key)
+        self.log.info("%s %s/%s is attempt %d of run %s", handle.kind, handle.namespace, handle.name, shown_attempt(handle.attempt), handle.run_key)
         return handle.to_dict()
 
     def get_job_status(self, external_id: Any, context: Any) -> str:

@@ -47,6 +47,7 @@ from jobset_core import (
     resubmit_free,
     shared_kubernetes_runtime,
     shared_local_runtime,
+    shown_attempt,
     start_attempt,
 )
 
@@ -205,7 +206,8 @@ class JobSetConnector(AsyncConnectorBase):
             spec = self._spec(unpack_template(meta.template), meta, handle.namespace)
             new = resubmit_free(handle, spec, runtime, engine_attempt=meta.engine_attempt, on_event=report.echo())
             result = dataclasses.replace(result, done=False, handle=new, attempts=[*result.attempts, new], pods=())
-            message = f"{message}; resubmitted as {new.name} within Flyte attempt {meta.engine_attempt or 0}"
+            message = (f"{message}; resubmitted as {new.name} (attempt {shown_attempt(new.attempt)}) "
+                       f"within {local_run.flyte_retry(meta.engine_attempt or 0)}")
         return self._answer(meta, run, runtime, result, message)
 
     @staticmethod
@@ -226,8 +228,9 @@ class JobSetConnector(AsyncConnectorBase):
 
     # --- delete -------------------------------------------------------------------------------------------------
 
-    def delete(self, resource_meta: JobSetMeta, **kwargs: Any) -> None:
+    def delete(self, resource_meta: JobSetMeta, **kwargs: Any) -> list[str]:
         """Cancel every attempt of the run this Flyte attempt made; nothing left to delete is success (idempotent).
+        Returns the names deleted (Flyte ignores them; a local run's Ctrl-C says when there were none).
 
         Synchronous on purpose: flytekit's local Ctrl-C handler calls it from inside the running local event
         loop, where a coroutine could not be run (the connector service runs it in an executor).
@@ -237,6 +240,7 @@ class JobSetConnector(AsyncConnectorBase):
         deleted = delete_attempts_of(runtime, Handle.from_dict(meta.handle), meta.engine_attempt)
         if deleted:
             report.echo()(RunEvent(EventType.CANCELLED, f"cancelled: deleted {', '.join(deleted)}"))
+        return deleted
 
 
 def delete_attempts_of(runtime: Runtime, handle: Handle, engine_attempt: int | None) -> list[str]:

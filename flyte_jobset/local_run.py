@@ -19,6 +19,7 @@ from typing import Any, TextIO, TypeVar
 from flyteidl.core.execution_pb2 import TaskExecution
 
 from flyte_jobset.constants import RUNTIME_LOCAL
+from jobset_core import shown_attempt
 
 
 @dataclass
@@ -33,6 +34,7 @@ class LocalRun:
     timeline_path: str | None = None
     runtime: str = RUNTIME_LOCAL
     trace: str = ""  # the culprit's traceback from flytekit's error file, printed after the cause
+    interrupted: bool = False  # Ctrl-C: the cancel said what it deleted; an attempt ending now says nothing more
 
     @property
     def retryable(self) -> bool:
@@ -49,10 +51,10 @@ class LocalRun:
 
     def lines(self) -> list[str]:
         """What a local run prints when an attempt ends: phase, cause, decision, restarts and budget."""
-        if self.phase is None:
+        if self.phase is None or self.interrupted:
             return []
         phase = TaskExecution.Phase.Name(self.phase)
-        out = [f"[jobset] Flyte attempt {self.attempt}: {phase}: {self.message}"]
+        out = [f"[jobset] {self.which()}: {phase}: {self.message}"]
         for line in self.custom_info.get("history") or []:
             out.append(f"[jobset]   {line}")
         if self.custom_info.get("budget"):
@@ -63,8 +65,16 @@ class LocalRun:
             out.append("[jobset]   the culprit's traceback (flytekit's error file):")
             out.extend(f"[jobset]     {line}" for line in self.trace.splitlines() if line.strip())
         if self.retryable:
-            out.append(f"[jobset] retrying as Flyte attempt {self.attempt + 1} of the same run (one retry count)")
+            out.append(f"[jobset] retrying as {flyte_retry(self.attempt + 1)} of the same run (one retry count)")
         return out
+
+    def which(self) -> str:
+        """The attempt that ended, as every line numbers the run's attempts (its newest submission, from 1), with
+        Flyte's own counter named as Flyte's: "attempt 2 (Flyte retry 1)"."""
+        handle = self.custom_info.get("handle") or {}
+        if not isinstance(handle.get("attempt"), int):
+            return flyte_retry(self.attempt)
+        return f"attempt {shown_attempt(handle['attempt'])} ({flyte_retry(self.attempt)})"
 
     def report(self, stream: TextIO) -> None:
         for line in self.lines():
@@ -77,6 +87,12 @@ class LocalRun:
         from flytekit import Deck
 
         Deck("JobSet timeline", self.timeline_html)
+
+
+def flyte_retry(retry_attempt: int) -> str:
+    """Flyte's 0-based `retry_attempt` (its TaskExecutionIdentifier's), named as Flyte's: "Flyte retry 1" is the
+    first retry, "Flyte retry 0" the first try."""
+    return f"Flyte retry {retry_attempt}"
 
 
 T = TypeVar("T")

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from jobset_core.lifecycle.drive import JobSetRun
     from jobset_core.lifecycle.naming import make_run_key
     from jobset_core.lifecycle.record import cleared_record
-    from jobset_core.lifecycle.reporting import RUN_LOG
+    from jobset_core.lifecycle.reporting import RUN_LOG, shown_attempt
     from jobset_core.lifecycle.result import EventType, RunEvent, RunResult
     from jobset_core.lifecycle.standing import Progress
     from jobset_core.lifecycle.step import assess
@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from jobset_core.runtimes.kube.runtime import KEEP_STREAMS_SECONDS, KubernetesRuntime
     from jobset_core.runtimes.local import LocalRuntime
     from jobset_core.sim.faults import Crash, Evict, Hardware, NodeShutdown, OOMKill, Preempt
+    from jobset_core.terminal import EXIT_INTERRUPTED
     from jobset_core.timeline import AttemptTimeline, render_timeline
 
 # module -> the public names it provides
@@ -103,7 +104,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.lifecycle.drive": ("JobSetRun",),
     "jobset_core.lifecycle.naming": ("make_run_key",),
     "jobset_core.lifecycle.record": ("cleared_record",),
-    "jobset_core.lifecycle.reporting": ("RUN_LOG",),
+    "jobset_core.lifecycle.reporting": ("RUN_LOG", "shown_attempt"),
     "jobset_core.lifecycle.result": ("EventType", "RunEvent", "RunResult"),
     "jobset_core.lifecycle.standing": ("Progress",),
     "jobset_core.lifecycle.step": ("assess",),
@@ -124,6 +125,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.runtimes.kube.runtime": ("KEEP_STREAMS_SECONDS", "KubernetesRuntime"),
     "jobset_core.runtimes.local": ("LocalRuntime",),
     "jobset_core.sim.faults": ("Crash", "Evict", "Hardware", "NodeShutdown", "OOMKill", "Preempt"),
+    "jobset_core.terminal": ("EXIT_INTERRUPTED",),
     "jobset_core.timeline": ("AttemptTimeline", "render_timeline"),
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
@@ -154,6 +156,8 @@ __all__ = [
     "TcpKeepalive",
     "api_client_for",
     "RUN_LOG",
+    "shown_attempt",
+    "EXIT_INTERRUPTED",
     "cleared_record",
     "submission_from_object",
     "check_bool",

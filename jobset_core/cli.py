@@ -286,9 +286,12 @@ def explain(args: argparse.Namespace) -> int:
     # a dump is judged as of when it was taken (the latest moment its objects record), a live look as of now
     now = ev.latest_recorded_time(seen.main, seen.jobs, seen.pods, seen.events, seen.workloads, seen.nodes) if args.from_file else None
     result = diagnose_observation(seen, submitted_policy(_main_of(seen)), now or datetime.now(UTC))
-    print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
+    # The file first: a reader of the output that went away (`| head -3`) must not cost the page the user asked for.
     if args.html:
         write_timeline(args.html, seen, result, now)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
+    if args.html:
+        print(f"timeline written to {args.html}")
     return outcome(seen, result)
 
 
@@ -321,7 +324,8 @@ def explain_decided(args: argparse.Namespace, seen: Observation, decided: Decide
 
 
 def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, now: datetime | None = None) -> None:
-    """The Flyte Deck's timeline page, for people who are not in Flyte: every pod as a bar, the culprit marked."""
+    """The Flyte Deck's timeline page, for people who are not in Flyte: every pod as a bar, the culprit marked.
+    Written before anything is printed, so that a closed pipe on standard output cannot lose it."""
     from jobset_core.timeline import AttemptTimeline, render_timeline
 
     name = name_of(_main_of(observation) or {}) or "workload"
@@ -332,7 +336,6 @@ def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, no
         Path(path).write_text(page)
     except OSError as exc:
         raise DumpError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    print(f"timeline written to {path}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,12 +12,42 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from jobset_core import constants as c
 
 # kube-scheduler preemption event: "Preempted by pod <uid> on node <node>" or "Preempted by <ns>/<pod> on node <node>".
 PREEMPTED_BY = re.compile(r"Preempted by (?:pod )?(?P<by>\S+) on node (?P<node>\S+)")
+
+
+# Quantity grammar from k8s.io/apimachinery/pkg/api/resource: a signed decimal number with an optional
+# binary (Ki..Ei), decimal (n, u, m, k, M..E) or exponent suffix.
+QUANTITY = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+QUANTITY_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)")
+QUANTITY_SUFFIXES = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+
+
+def quantity(value: Any) -> Decimal | None:
+    """A resource quantity's value ("500m" is 0.5, "16Gi" 17179869184, 8 is 8), or None when it is not one: the
+    one reader of quantities, for the model's checks and the emulated scheduler's sums alike."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    text = str(value).strip()
+    number = QUANTITY_NUMBER.match(text)
+    if not QUANTITY.match(text) or number is None:
+        return None
+    suffix = text[number.end():]
+    if suffix[:1] in ("e", "E"):
+        return Decimal(text)
+    return Decimal(number.group(0)) * QUANTITY_SUFFIXES[suffix]
 
 
 def as_map(value: Any) -> Mapping[str, Any]:

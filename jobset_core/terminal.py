@@ -27,9 +27,11 @@ import sys
 
 TYPE_CHECKING = False  # typing is not imported for this: every module loaded before `main` runs is a moment unguarded
 if TYPE_CHECKING:
+    from argparse import ArgumentParser
     from collections.abc import Callable
-    from typing import IO
+    from typing import IO, NoReturn
 
+EXIT_USAGE = 2  # a mistake on the command line, as argparse exits on one
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command whose reader went away
 
@@ -54,6 +56,17 @@ def run_as_command(main: Callable[[], int | None], name: str, interrupted: str =
     if silenced(sys.stdout):  # met and silenced on the way (a progress printer, a local pod's output)
         return EXIT_BROKEN_PIPE
     return int(code or 0)
+
+
+def one_line_usage_errors(parser: ArgumentParser) -> ArgumentParser:
+    """A mistake on the command line (an unknown flag, a missing value) is one line on stderr naming the program
+    and where the usage is, and exit 2; argparse itself prints the whole usage before it. `--help` is untouched."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(EXIT_USAGE, f"{parser.prog}: {message} (see {parser.prog} --help)\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
 
 
 def closed_pipe() -> int:

@@ -266,7 +266,7 @@ def test_a_deferral_past_its_execution_timeout_deletes_the_jobset_and_fails(
 
     assert ti["state"] == "failed" and ti["try_number"] == 1  # retries=0
     log = airflow.task_log(DAG_ID, run, "timed_out", 1)
-    submitted = re.search(r"JobSet default/(timedout-[0-9a-f]+-0) is attempt 0", log)
+    submitted = re.search(r"JobSet default/(timedout-[0-9a-f]+-0) is attempt 1", log)
     assert submitted is not None, log[-3000:]
     assert "the deferral timed out: deleting the attempts of run" in log and "TaskDeferralTimeout" in log
     assert f"deleted {submitted.group(1)}" in log

@@ -201,7 +201,7 @@ def test_in_cluster_restarts_spend_the_same_budget_so_airflow_does_not_retry(
     assert outcome.state == "failed" and outcome.tries == 1
     [error] = outcome.errors
     assert isinstance(error, AirflowFailException)
-    assert "Preempted is retryable but the budget is spent: 2 of 2 attempts used" in str(error)
+    assert "Preempted is retryable but the budget is spent: 1 of 1 retry used" in str(error)
     [js] = jobsets(server)
     assert js["status"]["restarts"] == 1 and js["spec"]["failurePolicy"]["maxRestarts"] == 1
     assert ti.xcoms["diagnosis"]["kind"] == "Preempted"
@@ -975,7 +975,7 @@ def test_a_gpu_fault_runs_the_jobset_again_within_the_try_away_from_its_node(
     assert outcome.value["handle"]["name"].endswith("-1") and store[HANDLE_KEY]["name"] == outcome.value["handle"]["name"]
     said = "\n".join(r.getMessage() for r in caplog.records)
     assert "HardwareFailure: GPU on node node-" in said and "fallen off the bus" in said
-    assert "attempts left, free)" in said and " is kept off node node-" in said
+    assert "(attempt 2, free; 0 of 0 retries left)" in said and " is kept off node node-" in said
     first = next(js for js in jobsets(server) if js["metadata"]["name"].endswith("-0"))
     bad = {p["spec"]["nodeName"] for p in server.list("v1", "Pod", NS)
            if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == first["metadata"]["name"]}

@@ -55,19 +55,19 @@ def test_every_kind_against_every_budget_state(kind, spent):
     elif spent < 4:
         assert decision.retry
         assert decision.attempt == spent + 1
-        assert f"attempt {spent + 1} of 4" in decision.reason
+        assert f"retry {spent} of 3 (" in decision.reason
         assert decision.remaining == 3 - spent
         assert decision.final_attempt == (spent == 3)
     else:
         assert not decision.retry
-        assert "budget is spent: 4 of 4 attempts used" in decision.reason
+        assert "budget is spent: 3 of 3 retries used" in decision.reason
 
 
 def test_reason_names_what_was_spent():
     ledger = Ledger((Submission("a-0", 0, restarts=2, counted_restarts=2), Submission("a-1", 1)))
     decision = RetryPolicy(retries=5, backoff=NO_WAIT).decide(D(K.PREEMPTED), ledger)
     assert decision.reason == (
-        "retrying: Preempted is retryable, attempt 5 of 6 (2 in-cluster restarts + 1 resubmission used)"
+        "retrying: Preempted is retryable, retry 4 of 5 (2 in-cluster restarts + 1 resubmission used)"
     )
 
 

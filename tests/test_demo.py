@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.without_extras import ENGINES, python_without
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,3 +64,30 @@ def test_ctrl_c_stops_the_demo_with_one_line_exit_130_and_no_files_left() -> Non
     assert "Traceback" not in err
     assert err.strip() == "demo: interrupted; every pod process it started was stopped and its temporary files removed"
     assert not workdir.parent.exists(), "the demo's temporary directory is removed"
+
+
+# The examples a user runs with `python examples/NAME.py [flags]`, and what each prints first for `--help`.
+EXAMPLES_WITH_FLAGS = {"demo.py": "usage: demo.py [-h]", "flyte2_train.py": "usage: flyte2_train.py [-h] [--preempt]"}
+
+
+def test_every_example_run_with_flags_has_a_parser_here() -> None:
+    """An example that reads its command line must be in the checks below (a new one is not forgotten)."""
+    reading = {p.name for p in (ROOT / "examples").glob("*.py") if "sys.argv" in p.read_text() or "parse_args" in p.read_text()}
+    assert reading <= set(EXAMPLES_WITH_FLAGS), reading - set(EXAMPLES_WITH_FLAGS)
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES_WITH_FLAGS))
+def test_an_examples_help_prints_its_usage_and_runs_nothing(example: str) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / example), "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr[-2000:]
+    assert done.stdout.startswith(EXAMPLES_WITH_FLAGS[example] + "\n"), done.stdout[:500]
+    assert "[jobset" not in done.stdout and "===" not in done.stdout, "the example ran instead of saying its usage"
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES_WITH_FLAGS))
+def test_an_unknown_flag_is_one_line_and_exit_2_before_anything_runs(example: str) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / example), "--preemt"], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"{example}: unrecognized arguments: --preemt (see {example} --help)\n"

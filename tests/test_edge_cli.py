@@ -199,6 +199,20 @@ def test_importing_a_plugin_without_its_extra_names_the_install_line(
                     f"pip install 'jobset-plugins[{extra}]' (from a clone of the repository: pip install -e '.[{extra}]')")
 
 
+@pytest.mark.parametrize("statement", ["from flyte_jobset.v2 import JobSet", "import flyte_jobset.v2.connector"])
+def test_the_flyte2_plugin_without_flyte_names_the_install_line(tmp_path: Path, statement: str) -> None:
+    """flytekit installed (the `flyte` extra) and Flyte 2 not: the Flyte 2 plugin says which extra brings it, as the
+    plugins say it when their engine is missing, instead of a traceback from inside its import."""
+    python, env = python_without(tmp_path, "flyte_2", "flyteidl2", names=("flyte",))
+    assert subprocess.run([*python, "-c", "import flytekit"], capture_output=True, env=env, timeout=120).returncode == 0
+    done = subprocess.run([*python, "-c", statement], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1
+    # flytekit, imported first, prints tracebacks with rich, which wraps the last line at the terminal's width
+    last = " ".join(done.stderr.rsplit("ModuleNotFoundError: ", 1)[-1].split())
+    assert last == ("flyte_jobset.v2 needs flyte (Flyte 2), which is not installed: pip install "
+                    "'jobset-plugins[flyte2]' (from a clone of the repository: pip install -e '.[flyte2]')"), done.stderr
+
+
 def test_a_list_item_without_kind_is_refused_naming_it_not_dropped() -> None:
     dump = json.loads(FIXTURE.read_text())
     items = [{"kind": "JobSet", **dump["jobset"]}, *({"kind": "Job", **j} for j in dump["jobs"]), *dump["pods"]]

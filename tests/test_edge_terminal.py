@@ -407,6 +407,37 @@ def test_explain_into_a_pipe_nobody_reads_exits_141_in_silence(small_dump: Path,
     assert (done.returncode, done.stderr) == (EXIT_BROKEN_PIPE, "")
 
 
+def after_head_left(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`argv | head -3` when head has its three lines before the program writes: the program's standard output is
+    a pipe a real `head -3` read its lines from and left."""
+    head_path = shutil.which("head")
+    assert head_path is not None, "coreutils' head is on every machine these tests run on"
+    read_end, write_end = os.pipe()
+    try:
+        head = subprocess.Popen([head_path, "-3"], stdin=read_end, stdout=subprocess.PIPE, text=True)
+        os.close(read_end)
+        os.write(write_end, b"1\n2\n3\n")
+        head_out, _ = head.communicate(timeout=30)
+        assert (head.returncode, head_out) == (0, "1\n2\n3\n")  # gone: nothing reads the pipe any more
+        return subprocess.run(argv, stdout=write_end, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                              env=env, timeout=120)
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("output", [[], ["--json"]], ids=["text", "json"])
+def test_explain_piped_into_head_still_writes_the_timeline_it_was_asked_for(tmp_path: Path, output: list[str]) -> None:
+    """`jobset explain X --html t.html | head -3`: the page is written whatever became of the pipe, then the
+    closed pipe is exit 141 and nothing on stderr, as the README's exit codes say. Unbuffered (PYTHONUNBUFFERED,
+    as many containers and CI set it), the first print meets the closed pipe: what comes after it never runs."""
+    page = tmp_path / "t.html"
+    env = environment(PYTHONUNBUFFERED="1")
+    done = after_head_left([str(JOBSET), "explain", "--from-file", str(FIXTURE), *output, "--html", str(page)], env)
+    assert (done.returncode, done.stderr) == (EXIT_BROKEN_PIPE, "")
+    assert page.exists(), "the closed pipe lost the timeline page"
+    assert "<html" in page.read_text().lower() and "timeline" in page.read_text()
+
+
 def test_the_fake_cluster_with_nobody_reading_serves_silently_and_exits_141(tmp_path: Path) -> None:
     """Its log lines are silenced, not fatal: it keeps serving, and says at its end that the reader was gone."""
     config = tmp_path / "kubeconfig"

@@ -7,6 +7,7 @@ against the offline cluster served as `jobset fake-cluster` serves it.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,16 +116,24 @@ def run_locally(task: Any, **inputs: Any) -> Any:
 def test_a_local_run_succeeds_with_the_leaders_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_locally(tasks.ranks, base=10) == 10  # the leader is rank 0
     out = capsys.readouterr().out
-    assert "Flyte attempt 0: SUCCEEDED" in out and "0 in-cluster restarts + 0 resubmissions used" in out
+    assert "[jobset] attempt 1 (Flyte retry 0): SUCCEEDED" in out and "0 in-cluster restarts + 0 resubmissions used" in out
+    assert "submitted JobSet ranks-" in out and "(attempt 1; 2 of 2 retries left)" in out
 
 
 def test_an_injected_preemption_is_retried_from_the_one_count(capsys: pytest.CaptureFixture[str]) -> None:
+    """One numbering in every line: attempts from 1, Flyte's own 0-based `retry_attempt` named as Flyte's, and
+    what is left lowered by the counted retry only."""
     assert run_locally(tasks.slow, base=7) == 7
-    out = capsys.readouterr().out
-    first = next(line for line in out.splitlines() if "Flyte attempt 0:" in line)
-    assert "RETRYABLE_FAILED: Preempted" in first and "workers-1-0" in first
-    assert "Flyte attempt 1: SUCCEEDED" in out and "0 in-cluster restarts + 1 resubmission used" in out
-    assert "Flyte attempt 2" not in out
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[jobset] ")]
+    first = next(line for line in said if "(Flyte retry 0):" in line)
+    assert first.startswith("[jobset] attempt 1 (Flyte retry 0): RETRYABLE_FAILED: Preempted") and "workers-1-0" in first
+    assert first.endswith("retrying: Preempted is retryable, retry 1 of 2 (0 in-cluster restarts + 0 resubmissions used)")
+    submitted = [line.split(" (", 1)[1] for line in said if line.startswith("[jobset] submitted JobSet ")]
+    assert submitted == ["attempt 1; 2 of 2 retries left)", "attempt 2; 1 of 2 retries left)"]
+    assert "[jobset] retrying as Flyte retry 1 of the same run (one retry count)" in said
+    done = next(line for line in said if "SUCCEEDED" in line)
+    assert done.startswith("[jobset] attempt 2 (Flyte retry 1): SUCCEEDED") and "0 in-cluster restarts + 1 resubmission used" in done
+    assert not any("Flyte retry 2" in line for line in said)
 
 
 def test_an_application_error_fails_at_once_naming_the_pod_and_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
@@ -135,36 +144,46 @@ def test_an_application_error_fails_at_once_naming_the_pod_and_exit_code(capsys:
     assert "Uploaded error" not in message  # a0's framing of the failure is not the cause
     assert message.endswith("(0 in-cluster restarts + 0 resubmissions used)")  # the budget spent
     out = capsys.readouterr().out
-    assert "Flyte attempt 0: FAILED" in out and "Flyte attempt 1" not in out  # retries=2, none spent on a bug
+    assert "attempt 1 (Flyte retry 0): FAILED" in out and "Flyte retry 1" not in out  # retries=2, none spent on a bug
     assert "0 in-cluster restarts + 0 resubmissions used" in out
 
 
-def test_ctrl_c_ends_a_local_run_and_its_replicas(tmp_path: Path) -> None:
-    """Flyte 2's local controller does not cancel a running task on Ctrl-C: the run must still let the process
-    exit, and no replica may outlive it."""
+def test_ctrl_c_ends_a_local_run_saying_what_it_deleted_with_130_and_no_replica_left(tmp_path: Path) -> None:
+    """Flyte 2's local controller does not cancel a running task on Ctrl-C, and flytekit's SIGINT handler would end
+    the process with exit 1 and nothing said: the run deletes what it submitted, names it as a local `pyflyte run`
+    does, exits 130 as a shell reports Ctrl-C, and no replica outlives it. Real SIGINT, waited for on conditions
+    (the submitted line, the replicas), never on a fixed delay."""
+    import re
     import signal
     import subprocess
     import sys
-    import time
 
     import psutil
+
+    from tests.waiting import wait_until
 
     script = "import flyte; from tests import flyte2_tasks as t; flyte.init(); flyte.with_runcontext(mode='local').run(t.sleeps, seconds=120)"
     log = tmp_path / "run.log"
     with log.open("w") as out:
         run = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 60
     replicas: list[psutil.Process] = []
+
+    def started() -> str | None:
+        assert run.poll() is None, log.read_text()[-3000:]
+        submitted = re.search(r"\[jobset\] submitted JobSet (\S+) ", log.read_text())
+        replicas[:] = [p for p in psutil.Process(run.pid).children(recursive=True) if "--outputs-path" in " ".join(p.cmdline())]
+        return submitted.group(1) if submitted and len(replicas) >= 3 else None  # the leader and 2 workers
+
     try:
-        while len(replicas) < 3:  # the leader and 2 workers, each its own process
-            assert run.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            replicas = [p for p in psutil.Process(run.pid).children(recursive=True) if "--outputs-path" in " ".join(p.cmdline())]
-            time.sleep(0.3)
-
+        name = wait_until(started, lambda: f"the JobSet submitted and its 3 replicas running:\n{log.read_text()[-3000:]}", timeout=90)
         run.send_signal(signal.SIGINT)
-
-        assert run.wait(timeout=60) != 0  # long before the 120 s the function sleeps
+        assert run.wait(timeout=60) == 130, log.read_text()[-3000:]  # long before the 120 s the function sleeps
+        said = log.read_text()
+        assert f"[jobset] cancelled: deleted {name}\n" in said, said[-3000:]
+        assert "Traceback" not in said and "traceback" not in said, said[-3000:]
+        assert "(Flyte retry 0):" not in said, "an attempt's end was reported after the cancel"
         gone, alive = psutil.wait_procs(replicas, timeout=20)
         assert alive == [], [p.cmdline() for p in alive]
     finally:  # a failed check leaves nothing running

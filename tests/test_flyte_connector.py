@@ -56,6 +56,11 @@ def train_queued(steps: int) -> int:
     return steps
 
 
+@jobset_task(workers=1, retries=2, retry=RetryPolicy(in_cluster_restarts=False, count_interruptions=False, retryable_exit_codes=[3]))
+def train_free_then_counted(steps: int) -> int:
+    return steps
+
+
 @pytest.fixture(autouse=True)
 def no_runtime_override(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JOBSET_RUNTIME", raising=False)
@@ -367,6 +372,43 @@ def test_the_connector_survives_api_faults_with_a_new_process_per_call(
     assert [r for r in server.requests if r.status in (500, 502, 503, 429)], "the storm did not happen"
 
 
+def test_a_free_then_a_counted_retry_number_every_message_alike(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Flyte retry 0 is preempted (free: resubmitted within it) and then exits with a retryable code (counted:
+    RETRYABLE_FAILED); Flyte retry 1 succeeds. The phase messages and the connector's lines number attempts from
+    1, name Flyte's 0-based counter as Flyte's, and lower what is left for the counted retry only."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="flyte_jobset.report")
+    driver.preempt("workers-0-0", jobset="train-*-0", after=0.3)
+    driver.exit("workers-0-0", 3, jobset="train-*-1", after=0.3)
+    driver.succeed("*", times=None, after=0.3, jobset="train-*-2")
+    first = flyte.create(train_free_then_counted, 0)
+    seen: list[Resource] = []
+
+    def resubmitted() -> bool:
+        seen.append(flyte.get(first))
+        return "resubmitted as" in seen[-1].message
+
+    driver.run_until(resubmitted, PHASE_TIMEOUT, "the free resubmission")
+    free = seen[-1].message
+    assert seen[-1].phase == TaskExecution.RUNNING and free.startswith("Preempted: ")
+    assert "; retrying: Preempted is retryable and free, interruption 1 of 10 free; 2 of 2 retries left (" in free
+    assert free.endswith("-1 (attempt 2) within Flyte retry 0"), free
+    counted = flyte.until_terminal(first)
+    assert counted.phase == TaskExecution.RETRYABLE_FAILED, counted.message
+    assert counted.message.startswith("ApplicationError: ") and "; retrying: ApplicationError is retryable, retry 1 of 2 (" in counted.message
+    done = flyte.until_terminal(flyte.create(train_free_then_counted, 1))
+    assert done.phase == TaskExecution.SUCCEEDED, done.message
+    submitted = [r.getMessage().split(" (", 1)[1] for r in caplog.records if r.getMessage().startswith("[jobset] submitted JobSet ")]
+    assert submitted == ["attempt 1; 2 of 2 retries left)", "attempt 2, free; 2 of 2 retries left)",
+                         "attempt 3; 1 of 2 retries left)"], submitted
+
+
 def test_a_hardware_fault_is_resubmitted_within_the_flyte_attempt_away_from_its_node(
     flyte: Flyte,
     server: LocalApiServer,  # noqa: F811
@@ -389,7 +431,7 @@ def test_a_hardware_fault_is_resubmitted_within_the_flyte_attempt_away_from_its_
     assert seen[-1].phase == TaskExecution.RUNNING
     assert message.startswith("HardwareFailure: GPU on node node-") and "reported an uncorrectable ECC error (rank " in message
     bad = message.split("GPU on node ", 1)[1].split(" ", 1)[0]
-    assert f"the next attempt avoids node {bad}; resubmitted as " in message and message.endswith("within Flyte attempt 0")
+    assert f"the next attempt avoids node {bad}; resubmitted as " in message and message.endswith("(attempt 2) within Flyte retry 0")
     assert seen[-1].custom_info["decision"]["avoid_nodes"] == [bad]
     resource = flyte.until_terminal(meta)
     assert resource.phase == TaskExecution.SUCCEEDED, resource.message

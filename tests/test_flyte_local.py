@@ -56,14 +56,20 @@ def run_both(commands: dict[str, list[str]], tmp_path: Path) -> dict[str, str]:
 def check_clean_and_preempted(clean: str, preempted: str) -> None:
     """The clean run trains in one attempt; the preempted one names the worker, spends one retry of the same
     count at Flyte's level and still returns the weights; each ended attempt's timeline is an HTML file."""
-    assert "Flyte attempt 0: SUCCEEDED" in clean and "0 in-cluster restarts + 0 resubmissions used" in clean
+    assert "[jobset] attempt 1 (Flyte retry 0): SUCCEEDED" in clean and "0 in-cluster restarts + 0 resubmissions used" in clean
     assert "RETRYABLE_FAILED" not in clean
     assert weights(clean) == pytest.approx([3.0, -2.0, 0.5], abs=0.01)
 
-    assert "Flyte attempt 0: RETRYABLE_FAILED: Preempted:" in preempted
-    assert "workers-1-0" in preempted.split("RETRYABLE_FAILED", 1)[1].splitlines()[0]
-    assert "retrying as Flyte attempt 1" in preempted
-    assert "Flyte attempt 1: SUCCEEDED" in preempted and "0 in-cluster restarts + 1 resubmission used" in preempted
+    # one numbering: attempts from 1 in every line, Flyte's own counter named as Flyte's, "left" lowered only by
+    # the counted retry
+    assert "[jobset] attempt 1 (Flyte retry 0): RETRYABLE_FAILED: Preempted:" in preempted
+    first = preempted.split("RETRYABLE_FAILED", 1)[1].splitlines()[0]
+    assert "workers-1-0" in first and "retrying: Preempted is retryable, retry 1 of 2 (" in first
+    assert "[jobset] retrying as Flyte retry 1 of the same run" in preempted
+    submitted = [line.split(" (", 1)[1] for line in preempted.splitlines() if line.startswith("[jobset] submitted JobSet ")]
+    assert submitted == ["attempt 1; 2 of 2 retries left)", "attempt 2; 1 of 2 retries left)"], submitted
+    assert "[jobset] attempt 2 (Flyte retry 1): SUCCEEDED" in preempted
+    assert "0 in-cluster restarts + 1 resubmission used" in preempted
     assert weights(preempted) == pytest.approx([3.0, -2.0, 0.5], abs=0.01)
     timelines = [line.split("timeline: ", 1)[1].strip() for line in preempted.splitlines() if "[jobset]   timeline: " in line]
     assert len(timelines) == 2, preempted[-3000:]
@@ -80,7 +86,7 @@ def test_a_failed_task_says_its_cause_in_one_line_before_any_traceback(tmp_path:
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
     lines = out.splitlines()
-    cause = next(i for i, line in enumerate(lines) if line.startswith("[jobset] Flyte attempt 0: FAILED: "))
+    cause = next(i for i, line in enumerate(lines) if line.startswith("[jobset] attempt 1 (Flyte retry 0): FAILED: "))
     assert "ApplicationError: container main in pod buggy-" in lines[cause] and "ValueError: bad learning rate" in lines[cause]
     assert not any("Traceback" in line for line in lines[:cause]), "no traceback before the cause"
     # then the culprit's own traceback, from flytekit's error file, ending in the user's line

@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 import tenacity
 from kubernetes import client
 
-from jobset_core import JobSetSpec, ReplicatedJob, RetryPolicy
+from jobset_core import JobSetRun, JobSetSpec, ReplicatedJob, RetryPolicy
 from jobset_core import constants as c
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle, Observation, state_of
@@ -34,7 +35,15 @@ from jobset_core.sim.fault_parsing import from_mapping, parse_faults, to_mapping
 from jobset_core.sim.faults import Crash, Hardware
 from jobset_core.sim.gpu import cuda_error_of, torch_cuda_message, torch_traceback, xid_reason
 from jobset_core.sim.node import EMULATED_VERSION, fault_output, log_tail
-from jobset_core.sim.scheduling import failed_scheduling_message, tolerates, why_not
+from jobset_core.sim.scheduling import (
+    Refusal,
+    failed_scheduling_message,
+    insufficient,
+    pod_requests,
+    refusal_message,
+    tolerates,
+    why_not,
+)
 from jobset_core.testing import FakeCluster, LocalApiServer, rules_from_yaml
 from tests.kube_driver import ClusterDriver
 from tests.waiting import wait_until
@@ -197,6 +206,34 @@ def test_the_filters_read_affinity_selectors_and_taints_as_kube_scheduler() -> N
           "taint {nvidia.com/gpu-error: fatal}. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
 
 
+def test_a_pods_requests_are_summed_as_kube_scheduler_sums_them() -> None:
+    """PodRequests: containers summed, a limit alone stands for its request (the API server's defaulting), an init
+    container is a floor, a sidecar adds to the sum, the overhead is added last."""
+    gpu = {"resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"cpu": "500m", "memory": "1Gi"}}}
+    wanted = pod_requests(pod(
+        containers=[gpu, {"resources": {"requests": {"cpu": "1.5"}}}],
+        initContainers=[{"resources": {"requests": {"cpu": "4"}}},
+                        {"restartPolicy": "Always", "resources": {"requests": {"memory": "512Mi"}}}],
+        overhead={"cpu": "250m"}))
+    assert wanted == {"nvidia.com/gpu": 8, "cpu": Decimal("4.25"), "memory": Decimal(2**30 + 2**29)}
+    assert pod_requests(pod(containers=[{"resources": {"requests": {"cpu": "0"}}}])) == {}, "nothing asked: fits anywhere"
+
+
+def test_node_resources_fit_is_short_of_allocatable_minus_what_is_bound_there() -> None:
+    node8 = {"metadata": {"name": "a"}, "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "96"}}}
+    asks = {"nvidia.com/gpu": Decimal(4)}
+    assert insufficient(asks, node8, {"nvidia.com/gpu": Decimal(4)}) is None
+    assert insufficient(asks, node8, {"nvidia.com/gpu": Decimal(6)}) == Refusal(("Insufficient nvidia.com/gpu",), True)
+    assert insufficient({"nvidia.com/gpu": Decimal(16)}, node8, {}) == Refusal(("Insufficient nvidia.com/gpu",), False)
+    assert insufficient({"example.com/fpga": Decimal(1)}, node8, {}) == Refusal(("Insufficient example.com/fpga",), False)
+    tainted = Refusal(("node(s) had untolerated taint {nvidia.com/gpu-error: fatal}",))
+    full = Refusal(("Insufficient cpu", "Insufficient nvidia.com/gpu"), True)
+    assert refusal_message([tainted, full, full, Refusal(("Insufficient nvidia.com/gpu",), False)]) == (
+        "0/4 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu-error: fatal}, 2 Insufficient cpu, "
+        "3 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 2 No preemption victims found for "
+        "incoming pod, 2 Preemption is not helpful for scheduling.")
+
+
 # ----------------------------------------------------------------------------------------------------
 # the offline cluster
 
@@ -276,7 +313,7 @@ def test_a_long_output_keeps_only_its_tail_as_the_termination_message(cluster: F
 
 def test_a_pod_kept_off_a_node_lands_on_the_others(cluster: FakeCluster) -> None:
     core = client.CoreV1Api(cluster.api_client())
-    submit(cluster.api_client(), gpu_spec("away", affinity=avoiding("node-0")))
+    submit(cluster.api_client(), gpu_spec("away", gpus=4, affinity=avoiding("node-0")))  # 4 pods on 3 nodes of 8 GPUs
     placed = wait_until(lambda: [p.spec.node_name for p in pods_of(core, "away") if p.spec.node_name] if len(
         [p for p in pods_of(core, "away") if p.spec.node_name]) == 4 else [], "four pods bound")
     assert "node-0" not in placed and set(placed) == {"node-1", "node-2", "node-3"}
@@ -287,7 +324,7 @@ def test_a_pod_every_node_refuses_stays_pending_as_the_scheduler_says(cluster: F
     taint = {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"}
     for name in ("node-1", "node-2", "node-3"):
         core.patch_node(name, {"spec": {"taints": [taint]}})
-    submit(cluster.api_client(), gpu_spec("nowhere", affinity=avoiding("node-0")))
+    submit(cluster.api_client(), gpu_spec("nowhere", gpus=2, affinity=avoiding("node-0")))  # all 4 fit on one node
 
     def pending() -> list[Any]:
         found = [p for p in pods_of(core, "nowhere")
@@ -307,6 +344,80 @@ def test_a_pod_every_node_refuses_stays_pending_as_the_scheduler_says(cluster: F
 
     core.patch_node("node-2", {"spec": {"taints": []}})  # the node is repaired: the pods bind there
     wait_until(lambda: {p.spec.node_name for p in pods_of(core, "nowhere")} == {"node-2"}, "the pods on node-2")
+
+
+INSUFFICIENT_GPU_NO_HELP = ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: "
+                            "4 Preemption is not helpful for scheduling.")
+
+
+def scheduled_false(pods: list[Any]) -> list[Any]:
+    """The pods the scheduler refused, as `kubectl describe pod` shows them: PodScheduled False."""
+    return [p for p in pods if any(x.type == "PodScheduled" and x.status == "False" for x in p.status.conditions or [])]
+
+
+def refusal_of(pod: Any) -> tuple[str, str, str, str | None]:
+    scheduled = next(x for x in pod.status.conditions if x.type == "PodScheduled")
+    return pod.status.phase, scheduled.reason, scheduled.message, pod.spec.node_name
+
+
+def test_a_pod_asking_for_more_gpus_than_a_node_has_is_refused_as_kube_scheduler_refuses_it(cluster: FakeCluster) -> None:
+    """16 GPUs per pod on nodes of 8 allocatable: no node can ever fit it, whatever is evicted (fit.go marks it
+    Unresolvable), so the message says preemption cannot help."""
+    core = client.CoreV1Api(cluster.api_client())
+    submit(cluster.api_client(), gpu_spec("huge", gpus=16))
+    stuck = wait_until(lambda: (lambda found: found if len(found) == 4 else [])(scheduled_false(pods_of(core, "huge"))),
+                       "four unschedulable pods")
+    assert {refusal_of(p) for p in stuck} == {("Pending", "Unschedulable", INSUFFICIENT_GPU_NO_HELP, None)}
+    events = core.list_namespaced_event(NS, field_selector=f"reason={c.EVENT_FAILED_SCHEDULING}").items
+    assert len(events) == 4 and {(e.type, e.message) for e in events} == {("Warning", INSUFFICIENT_GPU_NO_HELP)}
+
+
+def test_pods_that_fill_the_nodes_keep_the_next_ones_pending_until_their_room_is_free(cluster: FakeCluster) -> None:
+    """Four pods of 8 GPUs fill the four nodes; four more wait, told that no victim could be evicted (their
+    request fits an empty node), and are bound once the first JobSet is gone and its pods with it."""
+    api = cluster.api_client()
+    core = client.CoreV1Api(api)
+    submit(api, gpu_spec("first"))
+    placed = wait_until(lambda: (lambda n: n if len(n) == 4 else [])([p.spec.node_name for p in pods_of(core, "first") if p.spec.node_name]),
+                        "the first JobSet's four pods bound")
+    assert sorted(placed) == [f"node-{i}" for i in range(4)], "one pod of 8 GPUs per node of 8"
+    submit(api, gpu_spec("second"))
+    waiting = wait_until(lambda: (lambda found: found if len(found) == 4 else [])(scheduled_false(pods_of(core, "second"))),
+                         "the second JobSet's four pods refused")
+    no_victim = ("0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 No "
+                 "preemption victims found for incoming pod.")
+    assert {refusal_of(p) for p in waiting} == {("Pending", "Unschedulable", no_victim, None)}
+
+    group, version = c.JOBSET_API_VERSION.split("/")
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(group, version, NS, c.JOBSET_PLURAL, "first",
+                                                                 propagation_policy="Foreground")
+    bound = wait_until(lambda: (lambda n: n if len(n) == 4 else [])([p.spec.node_name for p in pods_of(core, "second") if p.spec.node_name]),
+                       "the second JobSet's pods bound once the first's ended")
+    assert sorted(bound) == [f"node-{i}" for i in range(4)]
+
+
+def test_cpu_and_memory_beyond_a_nodes_allocatable_are_refused_too(cluster: FakeCluster) -> None:
+    """A node of 96 CPUs and about 1 TB: a pod asking 200 CPUs and 2 Ti is short of both on every node."""
+    core = client.CoreV1Api(cluster.api_client())
+    spec = JobSetSpec(name="fat", namespace=NS, replicated_jobs=[ReplicatedJob(
+        "workers", image="ghcr.io/acme/train:1", command=["python", "train.py"], resources={"cpu": "200", "memory": "2Ti"})])
+    submit(cluster.api_client(), spec)
+    stuck = wait_until(lambda: scheduled_false(pods_of(core, "fat")), "the pod refused")
+    assert refusal_of(stuck[0])[2] == ("0/4 nodes are available: 4 Insufficient cpu, 4 Insufficient memory. preemption: "
+                                      "0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
+
+
+def test_a_run_asking_for_more_gpus_than_any_node_has_ends_unschedulable_not_succeeded(cluster: FakeCluster) -> None:
+    """What a user tests Unschedulable with: the run ends after the policy's timeout, diagnosed from the
+    scheduler's own words, and deletes what it submitted."""
+    spec = gpu_spec("nofit", gpus=16)
+    spec = JobSetSpec(name=spec.name, namespace=NS, replicated_jobs=spec.replicated_jobs,
+                      retry=RetryPolicy(retries=0, unschedulable_timeout_seconds=0.5, backoff=tenacity.wait_none()))
+    result = JobSetRun(spec, cluster.runtime(NS), run_key="nofit-run").run()
+    assert not result.succeeded and result.diagnosis is not None
+    assert result.diagnosis.kind == "Unschedulable", result.diagnosis.summary
+    said = [result.diagnosis.summary, *result.diagnosis.evidence]
+    assert any(INSUFFICIENT_GPU_NO_HELP in line for line in said), said
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")

@@ -75,7 +75,7 @@ def test_a_gpu_fault_is_retried_free_away_from_its_node(cluster: Any) -> None:
     assert f"GPU on node {bad_node} reported an uncorrectable ECC error (rank 1, pod " in broken.message
     assert "container trainer exited 1 at" in broken.message
     assert "Z): torch.AcceleratorError: CUDA error: uncorrectable ECC error encountered;" in broken.message
-    assert broken.message.endswith(f"is retryable and free, hardware failure 1 of 10 free; 0 of 1 attempts left "
+    assert broken.message.endswith(f"is retryable and free, hardware failure 1 of 10 free; 0 of 0 retries left "
                                    f"(0 in-cluster restarts + 0 resubmissions used); the next attempt avoids node {bad_node}")
     kept_off = [e.message for e in events if e.type is EventType.POLICY and "is kept off" in e.message]
     assert kept_off and kept_off[0].startswith(f"{second.name} is kept off node {bad_node} (HardwareFailure: GPU on node {bad_node}")
@@ -128,7 +128,7 @@ def test_counting_hardware_failures_spends_the_count_and_a_spent_budget_ends_the
     assert not result.succeeded and result.diagnosis is not None and result.decision is not None
     assert result.diagnosis.kind is FailureKind.HARDWARE_FAILURE
     assert "NVLink on node" in result.diagnosis.summary
-    assert result.decision.reason.startswith("not retrying: HardwareFailure is retryable but the budget is spent: 2 of 2")
+    assert result.decision.reason.startswith("not retrying: HardwareFailure is retryable but the budget is spent: 1 of 1 retry used")
     assert len(result.attempts) == 2 and result.ledger.counted_attempts == 2
     # each attempt was kept off every node a hardware fault implicated before it
     first_bad = result.attempts[0]

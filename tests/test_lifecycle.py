@@ -119,7 +119,7 @@ def test_one_counted_preemption_of_a_gang_job_leaves_the_budget_for_a_resubmissi
         Diagnosis(FailureKind.PREEMPTED, True, "Preempted"), ledger
     )
     assert ledger.counted_attempts == 1
-    assert decision.retry and decision.attempt == 2 and "attempt 2 of 3" in decision.reason
+    assert decision.retry and decision.attempt == 2 and "retry 1 of 2 (" in decision.reason
 
 
 def test_a_gang_jobs_free_replacements_are_read_back_from_its_annotation() -> None:
@@ -217,7 +217,7 @@ def test_an_exhausted_jobset_is_decided_with_the_ledger_it_shows() -> None:
     assert step.action is Action.FAILED
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.INTERRUPTED
     assert step.ledger.counted_attempts == 2 and step.ledger.free_interruptions == 3
-    assert step.decision is not None and "budget is spent: 2 of 2 attempts used" in step.decision.reason
+    assert step.decision is not None and "budget is spent: 1 of 1 retry used" in step.decision.reason
 
 
 def test_free_interruptions_over_the_cap_end_the_attempt_with_a_clear_reason() -> None:

@@ -329,7 +329,7 @@ def test_interruptions_spend_the_budget_exactly(
         and result.diagnosis.exit_code == 143
     )
     assert result.decision is not None and not result.decision.retry
-    assert "the budget is spent: 3 of 3 attempts used" in result.decision.reason
+    assert "the budget is spent: 2 of 2 retries used" in result.decision.reason
     assert (result.ledger.attempts, result.ledger.in_cluster_restarts, len(result.attempts)) == (3, 2, 1)
     assert sorted(line.split()[1] for line in lines(tmp_path / "starts")) == ["0", "0", "1", "1", "2", "2"]
     main = runtime.observe(result.handle).main
@@ -358,7 +358,7 @@ def test_without_in_cluster_restarts_the_engine_resubmits(
         result.ledger.in_cluster_restarts,
         result.ledger.counted_attempts,
     ) == (1, 0, 2)
-    assert "budget is spent: 2 of 2 attempts used" in result.decision.reason
+    assert "budget is spent: 1 of 1 retry used" in result.decision.reason
     objects = runtime.find(f"test-{spec.name}", "default")
     assert sorted(o["metadata"]["annotations"]["jobset-plugins.io/attempt"] for o in objects) == ["0", "1"]
     assert len(lines(tmp_path / "starts")) == 2

@@ -4,6 +4,7 @@ before any I/O with a SpecError naming the field."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -210,8 +211,8 @@ BAD_INPUT = [
     (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", image=IMAGE)]), "replicated_jobs[0].command: is missing"),
     (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", image=IMAGE, command="python train.py")]), "replicated_jobs[0].command: must be a list of strings"),
     (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="w", image=IMAGE, command=CMD), ReplicatedJob(name="w", image=IMAGE, command=CMD)]), "replicated_jobs[1].name: 'w' is used twice"),
-    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="a", image=IMAGE, command=CMD), ReplicatedJob(name="b", image=IMAGE, command=CMD, depends_on=["c"])]), "replicated_jobs[1].depends_on: 'c' is not a replicated job listed before 'b'"),
-    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="a", image=IMAGE, command=CMD, depends_on=["a"])]), "replicated_jobs[0].depends_on: the first replicated job cannot depend on another"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="a", image=IMAGE, command=CMD), ReplicatedJob(name="b", image=IMAGE, command=CMD, depends_on=["c"])]), "replicated_jobs[1].depends_on: there is no replicated job named 'c' (the replicated jobs are 'a', 'b'); name one listed before 'b': 'a'"),
+    (lambda: JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name="a", image=IMAGE, command=CMD, depends_on=["a"])]), "replicated_jobs[0].depends_on: 'a' cannot depend on itself"),
     (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(resources={"memory": "16 GB"})), "replicated_jobs[1].resources.requests['memory']: '16 GB' is not a resource quantity"),
     (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(resources={"cpu": -1})), "replicated_jobs[1].resources.requests['cpu']: -1 is negative"),
     (lambda: JobSetSpec(name="t", replicated_jobs=leader_workers(), gang=Kueue("q"), suspend=False), "suspend: is False, but Kueue only admits workloads that are created suspended"),
@@ -228,6 +229,31 @@ BAD_INPUT = [
     (lambda: GangJobSpec(name="g", image=IMAGE, command=CMD, pods=4, gang=Volcano(min_available=5)), "gang.min_available: 5 is more than the 4 pods"),
     (lambda: GangJobSpec(name="g", image=IMAGE, command=CMD, pods=2, gang=WorkloadAPI(api_version="scheduling.k8s.io/v1")), "gang.api_version: 'scheduling.k8s.io/v1' is not a Workload API version"),
 ]
+
+
+@pytest.mark.parametrize("jobs,message", [
+    ([("workers", ["leader"])],
+     "replicated_jobs[0].depends_on: there is no replicated job named 'leader' (the only replicated job is 'workers'); "
+     "drop depends_on: nothing is listed before 'workers'"),
+    ([("driver", None), ("workers", ["leader"])],
+     "replicated_jobs[1].depends_on: there is no replicated job named 'leader' (the replicated jobs are 'driver', "
+     "'workers'); name one listed before 'workers': 'driver'"),
+    ([("workers", ["leader"]), ("leader", None)],
+     "replicated_jobs[0].depends_on: 'leader' is listed after 'workers', and a replicated job can depend only on one "
+     "listed before it; reorder the replicated jobs: put 'leader' before 'workers'"),
+    ([("leader", None), ("workers", ["eval"]), ("eval", None)],
+     "replicated_jobs[1].depends_on: 'eval' is listed after 'workers', and a replicated job can depend only on one "
+     "listed before it; reorder the replicated jobs: put 'eval' before 'workers'"),
+], ids=["missing-first", "missing-later", "exists-later-first", "exists-later"])
+def test_depends_on_says_whether_the_job_is_missing_or_out_of_order(jobs: list[tuple[str, Any]], message: str) -> None:
+    """A name no replicated job has is said as such, with the names there are; reordering is advised only when
+    the named job exists but is listed after the one that depends on it."""
+    spec = JobSetSpec(name="t", replicated_jobs=[ReplicatedJob(name, image=IMAGE, command=CMD, depends_on=deps)
+                                                 for name, deps in jobs])
+    with pytest.raises(SpecError) as info:
+        spec.validate()
+    assert str(info.value) == message
+    assert ("reorder" in message) == ("is listed after" in message)
 
 
 @pytest.mark.parametrize("build,message", BAD_INPUT, ids=[m[:40] for _, m in BAD_INPUT])

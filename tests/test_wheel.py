@@ -152,7 +152,7 @@ def test_a_flyte_task_runs_with_pyflyte(users_venv: Path, tmp_path: Path) -> Non
     folder = copy_examples(tmp_path / "flyte", "flyte_train.py", "sharded_regression.py")
     done = run(["pyflyte", "run", "flyte_train.py", "train_wf"], cwd=folder, env=users_env(users_venv))
     output = done.stdout + done.stderr
-    assert "Flyte attempt 0: SUCCEEDED" in output, output[-3000:]
+    assert "attempt 1 (Flyte retry 0): SUCCEEDED" in output, output[-3000:]
 
 
 def test_the_airflow_operators_run_under_airflow_dags_test(users_venv: Path, tmp_path: Path) -> None:

@@ -7,8 +7,18 @@ the same gang tasks, one count and explained failures from the `flyte` SDK.
 plugin's config, serialization and connector: one lifecycle.
 """
 
+import importlib.util
+
 from flyte_jobset.task import JobSet
-from flyte_jobset.v2.connector import JobSetConnectorV2, JobSetMetaV2
-from flyte_jobset.v2.task import JobSetTaskTemplate
+
+if importlib.util.find_spec("flyte") is None:  # one line that says what to install, not `flyte`'s traceback
+    raise ModuleNotFoundError(
+        "flyte_jobset.v2 needs flyte (Flyte 2), which is not installed: pip install 'jobset-plugins[flyte2]' "
+        "(from a clone of the repository: pip install -e '.[flyte2]')",
+        name="flyte",
+    )
+
+from flyte_jobset.v2.connector import JobSetConnectorV2, JobSetMetaV2  # noqa: E402 - after the check above
+from flyte_jobset.v2.task import JobSetTaskTemplate  # noqa: E402
 
 __all__ = ["JobSet", "JobSetConnectorV2", "JobSetMetaV2", "JobSetTaskTemplate"]

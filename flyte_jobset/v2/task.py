@@ -10,7 +10,8 @@ RETRYABLE_FAILED), `interruptible` in the template's metadata. Every replica run
 A local run (`flyte.with_runcontext(mode="local")`, `flyte run --local`) runs the JobSet on the local runtime
 through the shared connector, plays the backend's retries from the same count and shows the timeline as the
 task's report; on a cluster the connector (`flyte_jobset.v2.connector`) does the same for the backend, and in a
-replica's pod the function runs.
+replica's pod the function runs. Ctrl-C in a local run deletes what it submitted, says so as a local `pyflyte run`
+does (`[jobset] cancelled: deleted ...`), and exits 130.
 """
 
 from __future__ import annotations
@@ -36,13 +37,14 @@ from flyte._internal.runtime.task_serde import get_proto_task
 from flyte.extend import AsyncFunctionTaskTemplate, TaskPluginRegistry
 from flyte.models import SerializationContext, TaskContext
 from flyteidl.core.execution_pb2 import TaskExecution
+from flytekit.core.context_manager import FlyteContextManager
 
 from flyte_jobset import local_run
 from flyte_jobset.connector import JobSetConnector
 from flyte_jobset.constants import INPUTS_FILE, TASK_TYPE
 from flyte_jobset.task import JobSet, custom_of, task_policy
 from flyte_jobset.v2 import wire
-from jobset_core import SpecError
+from jobset_core import EXIT_INTERRUPTED, SpecError
 
 _TERMINAL = {TaskExecution.SUCCEEDED, TaskExecution.FAILED, TaskExecution.RETRYABLE_FAILED, TaskExecution.ABORTED}
 _POLL_SECONDS = 0.5
@@ -94,29 +96,33 @@ class JobSetTaskTemplate(AsyncFunctionTaskTemplate):
         state = local_run.LocalRun(task=self.name)
         attempts = _LocalAttempts(template, base, env, inputs.proto_inputs.SerializeToString(), state)
         token = local_run.CURRENT.set(state)
+        forget = _cancel_on_ctrl_c(attempts, contextvars.copy_context())
         try:
-            prefix = await _in_daemon_thread(local_run.play, state, attempts.one, AttemptFailed, lambda: None)
+            prefix = await _in_daemon_thread(local_run.play, state, attempts.one, AttemptFailed, lambda: None,
+                                             held=attempts.interrupted.is_set)
         except AttemptFailed as exc:
             # The core decided (retries included): Flyte 2's local controller must not retry it again.
             raise flyte.errors.NonRecoverableError(_with_budget(str(exc), state), code=_kind_of(state)) from None
         finally:
+            forget()
             local_run.CURRENT.reset(token)
             await _report(state, tctx)
         outputs = await io.load_outputs(io.outputs_path(prefix))
         return await convert.convert_outputs_to_native(self.interface, outputs)
 
 
-async def _in_daemon_thread(func: Callable[..., T], *args: Any) -> T:
+async def _in_daemon_thread(func: Callable[..., T], *args: Any, held: Callable[[], bool] = lambda: False) -> T:
     """`func(*args)` in a daemon thread, awaited. Flyte 2's local controller runs the task on a loop of its own
     and does not cancel it on Ctrl-C, and the interpreter waits for an executor thread (`asyncio.to_thread`)
     at exit, so Ctrl-C would wait for the JobSet to end; from a daemon thread the process exits, and the local
-    runtime's exit hook kills the replicas."""
+    runtime's exit hook kills the replicas. Once `held()` (the run was interrupted and the process is exiting),
+    what `func` ends with is never handed on: the cancel it meets is not a failure for Flyte to log."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()  # the local run's state (`local_run.CURRENT`) goes along
 
     def settle(result: Any, error: BaseException | None) -> None:
-        if done.done():
+        if done.done() or held():
             return
         if error is not None:
             done.set_exception(error)
@@ -141,13 +147,15 @@ class _LocalAttempts:
     def __init__(self, template: Any, base: pathlib.Path, env: dict[str, str], inputs: bytes, state: local_run.LocalRun) -> None:
         self.template, self.base, self.env, self.inputs, self.state = template, base, env, inputs, state
         self.connector = JobSetConnector()
+        self.meta: Any = None  # the current attempt's, once created: what a Ctrl-C deletes
+        self.interrupted = threading.Event()
 
     def one(self) -> str:
         """One attempt to its end: its output prefix when it succeeded, else AttemptFailed with the cause."""
         prefix = self.base / str(self.state.attempt)
         prefix.mkdir(parents=True, exist_ok=True)
         (prefix / INPUTS_FILE).write_bytes(self.inputs)  # where every replica's `a0 --inputs` reads them
-        meta = self.connector.create_sync(self.template, str(prefix), None, None, self.env)
+        meta = self.meta = self.connector.create_sync(self.template, str(prefix), None, None, self.env)
         resource = self.connector.get_sync(meta)
         while resource.phase not in _TERMINAL:
             time.sleep(_POLL_SECONDS)
@@ -155,6 +163,38 @@ class _LocalAttempts:
         if resource.phase != TaskExecution.SUCCEEDED:
             raise AttemptFailed(resource.message)
         return str(prefix)
+
+    def cancel(self) -> None:
+        """Ctrl-C: the run says nothing more about its attempts, and what it submitted is deleted and named, as
+        the connector's `delete` does for a local `pyflyte run` (a JobSet created at this moment is deleted by
+        the local runtime's exit hook)."""
+        self.interrupted.set()
+        self.state.interrupted = True
+        deleted = self.connector.delete(self.meta) if self.meta is not None else []
+        if not deleted:
+            print("[jobset] interrupted: nothing of this run was running", flush=True)
+
+
+def _cancel_on_ctrl_c(attempts: _LocalAttempts, context: contextvars.Context) -> Callable[[], None]:
+    """Have Ctrl-C cancel the local run and exit 130; returns what takes that back when the run ends.
+
+    flytekit (imported with this plugin) answers SIGINT in the main thread by calling the handlers registered with
+    `FlyteContextManager.add_signal_handler`, as its local connector loop registers `delete`, then `exit(1)`; the
+    task runs on Flyte 2's loop thread, where no signal handler can be set. So the cancel is registered there, and
+    exits 130 itself, as a shell reports a command ended by Ctrl-C. `context` holds the local run (its lines are
+    printed)."""
+
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        context.run(attempts.cancel)
+        raise SystemExit(EXIT_INTERRUPTED)
+
+    FlyteContextManager.add_signal_handler(on_ctrl_c)
+
+    def forget() -> None:
+        if on_ctrl_c in FlyteContextManager.signal_handlers:
+            FlyteContextManager.signal_handlers.remove(on_ctrl_c)
+
+    return forget
 
 
 def _local_context(tctx: TaskContext) -> SerializationContext:

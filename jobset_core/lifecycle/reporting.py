@@ -2,6 +2,11 @@
 
 Progress lines on change only, a restart once its cause is on record, who gangs the pods, which nodes an attempt
 is kept off. Nothing here decides: the lines are read off the step and the objects the run submitted.
+
+One numbering for people, in every line and both engines: attempts are the run's submissions, counted from 1
+(`shown_attempt`; the attempt annotation, `Handle.attempt` and the objects' names count from 0), free or not; what
+is left is the retries the count still allows after the attempt said (`retries_left`), which a free attempt does
+not lower. An engine's own counter is named as the engine's (Flyte's 0-based `retry_attempt` is "Flyte retry N").
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from jobset_core.lifecycle.contract import Handle, Observation, State
 from jobset_core.lifecycle.manifests import Attempt
 from jobset_core.lifecycle.result import EventType, RunEvent
 from jobset_core.lifecycle.standing import Progress
-from jobset_core.policy.budget import RetryDecision, RetryPolicy
+from jobset_core.policy.budget import RetryDecision, RetryPolicy, retries_left
 from jobset_core.policy.kinds import FailureKind
 
 # The logger every run's events go to (engines that show them elsewhere check that it is heard); its name is
@@ -80,21 +85,25 @@ class Reporter:
                 seen.gang = line
 
     def submitted(self, handle: Handle, attempt: Attempt, policy: RetryPolicy, *, gang: bool) -> None:
-        """A new attempt: its number, what is left of the budget, free or not, on demand capacity or not."""
+        """A new attempt: its number, free or not, the retries left after it, on demand capacity or not."""
         verb = EventType.ADOPTED if handle.adopted else EventType.SUBMITTED
         on_demand = attempt.final and attempt.number > 0 and policy.final_attempt_on_demand
         note = " on on-demand capacity (final attempt)" if on_demand else ""
         if gang and attempt.after is not None and attempt.after.failed:
             note += f"; the whole gang runs again after {attempt.after.kind}"
+        # `attempt.remaining` is what the count allowed before this submission, which spends one unless it is free
+        left = attempt.remaining if attempt.free else attempt.remaining - 1
         self.emit(
             verb,
-            f"{verb} {handle.kind} {handle.name} (attempt {attempt.number}, {attempt.remaining} of "
-            f"{policy.total_attempts} attempts left{', free' if attempt.free else ''}){note}",
+            f"{verb} {handle.kind} {handle.name} (attempt {shown_attempt(attempt.number)}"
+            f"{', free' if attempt.free else ''}; {retries_left(left, policy.total_attempts - 1)}){note}",
             handle,
         )
 
     def backoff(self, handle: Handle, decision: RetryDecision) -> None:
-        self.emit(EventType.RETRY, f"waiting {decision.delay_seconds:.0f}s before attempt {decision.attempt}", handle)
+        """The wait before the run submits its next attempt: the one after `handle`'s."""
+        self.emit(EventType.RETRY, f"waiting {decision.delay_seconds:.0f}s before attempt {shown_attempt(handle.attempt + 1)}",
+                  handle)
 
     def placement(self, handle: Handle, manifests: Sequence[Mapping[str, Any]], avoid: Mapping[str, str]) -> None:
         """Who gangs the pods (a Workload API gang), and which nodes the attempt is kept off and why."""
@@ -104,6 +113,12 @@ class Reporter:
         if avoid:
             self.emit(EventType.POLICY, f"{handle.name} is kept off node{'s' if len(avoid) > 1 else ''} "
                       + "; ".join(f"{node} ({why})" for node, why in avoid.items()), handle)
+
+
+def shown_attempt(number: int) -> int:
+    """An attempt's number as every line says it, from 1: the attempt annotation, `Handle.attempt` and the suffix
+    of the objects' names count from 0 (`train-1a2b3-0` is attempt 1)."""
+    return number + 1
 
 
 def restart_line(handle: Handle, progress: Progress, number: int, cause: FailureKind | None) -> str:

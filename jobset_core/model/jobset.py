@@ -39,20 +39,32 @@ DOWNWARD_ENV = {
 COORDINATOR_ENV = ("COORDINATOR_ADDRESS", f"metadata.annotations['{c.COORDINATOR_KEY}']")
 
 
-def _check_dependencies(path: str, index: int, rj: ReplicatedJob, deps: Sequence[DependsOn], earlier: list[str]) -> None:
-    """JobSet's dependsOn rules: not on the first replicated job, one entry, naming a job listed before."""
-    if deps and index == 0:
-        raise SpecError(f"{path}.depends_on", "the first replicated job cannot depend on another", "reorder the replicated jobs")
+def _check_dependencies(path: str, rj: ReplicatedJob, deps: Sequence[DependsOn], earlier: list[str], every: list[str]) -> None:
+    """JobSet's dependsOn rules: one entry, naming a replicated job listed before this one (so never on the first).
+    A name that is no replicated job at all is said as such, with the names there are; only one that exists but
+    comes later (or is this job itself) is a matter of order."""
     if len(deps) > 1:
         raise SpecError(f"{path}.depends_on", "JobSet supports a single dependency", "keep one entry")
     for dep in deps:
-        if dep.name not in earlier:
-            known = earlier or ["(none)"]
-            raise SpecError(
-                f"{path}.depends_on",
-                f"{dep.name!r} is not a replicated job listed before {rj.name!r}",
-                f"use one of {', '.join(known)}",
-            )
+        if dep.name in earlier:
+            continue
+        if dep.name not in every:
+            there = f"the replicated jobs are {_quoted(every)}" if len(every) > 1 else f"the only replicated job is {_quoted(every)}"
+            fix = f"name one listed before {rj.name!r}: {_quoted(earlier)}" if earlier else (
+                f"drop depends_on: nothing is listed before {rj.name!r}")
+            raise SpecError(f"{path}.depends_on", f"there is no replicated job named {dep.name!r} ({there})", fix)
+        if dep.name == rj.name:
+            raise SpecError(f"{path}.depends_on", f"{rj.name!r} cannot depend on itself",
+                            "name a replicated job listed before it, or drop depends_on")
+        raise SpecError(
+            f"{path}.depends_on",
+            f"{dep.name!r} is listed after {rj.name!r}, and a replicated job can depend only on one listed before it",
+            f"reorder the replicated jobs: put {dep.name!r} before {rj.name!r}",
+        )
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(repr(name) for name in names)
 
 
 def _materialize(value: Any) -> Any:
@@ -249,6 +261,7 @@ class JobSetSpec(Submittable):
         jobs listed before it. Returns the names and the checked pod specs."""
         names: list[str] = []
         pod_specs: list[dict[str, Any]] = []
+        every = [rj.name for rj in self.replicated_jobs if isinstance(rj, ReplicatedJob)]  # what depends_on may name
         for i, rj in enumerate(self.replicated_jobs):
             path = f"replicated_jobs[{i}]"
             if not isinstance(rj, ReplicatedJob):
@@ -257,7 +270,7 @@ class JobSetSpec(Submittable):
             if rj.name in names:
                 raise SpecError(f"{path}.name", f"{rj.name!r} is used twice", "give each replicated job a unique name")
             self._check_hostname_length(path, rj)
-            _check_dependencies(path, i, rj, rj.dependencies(path), names)
+            _check_dependencies(path, rj, rj.dependencies(path), names, every)
             names.append(rj.name)
         return names, pod_specs
 

@@ -18,7 +18,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import evidence as ev
 from jobset_core.errors import SpecError
+from jobset_core.evidence import QUANTITY, QUANTITY_NUMBER
 
 DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -27,18 +29,6 @@ MAX_LABEL_LENGTH = 63
 MAX_SUBDOMAIN_LENGTH = 253
 # apimachinery's TotalAnnotationSizeLimitB: the sum of every key and value of one object's annotations.
 MAX_ANNOTATIONS_BYTES = 256 * 1024
-# Quantity grammar from k8s.io/apimachinery/pkg/api/resource: a signed decimal number with an optional
-# binary (Ki..Ei), decimal (n, u, m, k, M..E) or exponent suffix.
-QUANTITY = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
-QUANTITY_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)")
-QUANTITY_SUFFIXES = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-    "P": Decimal("1e15"), "E": Decimal("1e18"),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 # pkg/apis/core/helper: the container resources that need no domain prefix.
@@ -133,13 +123,9 @@ def check_seconds(field: str, value: object, *, optional: bool = False) -> float
 
 def parse_quantity(field: str, value: object) -> Decimal:
     """The numeric value of a quantity, to compare requests with limits and to tell whole numbers apart."""
-    text = check_quantity(field, value)
-    number = QUANTITY_NUMBER.match(text)
-    assert number is not None
-    suffix = text[number.end():]
-    if suffix[:1] in ("e", "E"):
-        return Decimal(text)
-    return Decimal(number.group(0)) * QUANTITY_SUFFIXES[suffix]
+    amount = ev.quantity(check_quantity(field, value))
+    assert amount is not None  # check_quantity let only the grammar through
+    return amount
 
 
 def check_quantity(field: str, value: object) -> str:

@@ -190,13 +190,14 @@ class RetryPolicy:
             return RetryDecision(
                 retry=False,
                 reason=f"not retrying: {kind} is retryable but the budget is spent: "
-                f"{used} of {self.total_attempts} attempts used ({ledger.describe()})",
+                f"{self.total_attempts - 1} of {_retries(self.total_attempts - 1)} used ({ledger.describe()})",
                 attempt=used,
                 remaining=0,
             )
+        # The first attempt spends one of `retries + 1`: the retry that follows `used` spent ones is retry `used`.
         return RetryDecision(
             retry=True,
-            reason=f"retrying: {kind} is retryable, attempt {used + 1} of {self.total_attempts} "
+            reason=f"retrying: {kind} is retryable, retry {used} of {self.total_attempts - 1} "
             f"({ledger.describe()}){_avoid_text(avoid)}",
             delay_seconds=self.delay_for(used),
             attempt=used + 1,
@@ -224,7 +225,7 @@ class RetryPolicy:
             retry=True,
             reason=(
                 f"retrying: {kind} is retryable and free, {what} {ledger.free_interruptions + 1} "
-                f"of {cap} free; {remaining} of {self.total_attempts} attempts left ({spent}){_avoid_text(avoid)}"
+                f"of {cap} free; {retries_left(remaining, self.total_attempts - 1)} ({spent}){_avoid_text(avoid)}"
             ),
             delay_seconds=self.delay_for(ledger.free_interruptions + used),
             attempt=used + 1,
@@ -297,6 +298,16 @@ class RetryPolicy:
             raise SpecError(
                 "retry-policy annotation", f"cannot be read back ({exc})", "the object was edited by hand; fix it"
             ) from exc
+
+
+def retries_left(left: int, retries: int) -> str:
+    """What the count still allows, in the words of the task's `retries` ("2 of 3 retries left"): what every line
+    of a run says is left, so that a free attempt, which spends nothing, never lowers it."""
+    return f"{max(0, left)} of {_retries(retries)} left"
+
+
+def _retries(count: int) -> str:
+    return f"{count} retr{'y' if count == 1 else 'ies'}"
 
 
 def _stop(why: str, ledger: Ledger) -> RetryDecision:

@@ -5,7 +5,9 @@ Binding (`pkg/scheduler/schedule_one.go` bind, the API server's `pods/binding` i
 `pkg/registry/core/pod/storage/storage.go` assignPod): `spec.nodeName`, PodScheduled True, then a Normal
 `Scheduled` event "Successfully assigned <ns>/<pod> to <node>" (events.k8s.io, action Binding). No node fits
 (`handleSchedulingFailure`): PodScheduled False reason Unschedulable with the FitError message, and a Warning
-`FailedScheduling` event with the same message (action Scheduling). Which nodes fit is `sim/scheduling.py`.
+`FailedScheduling` event with the same message (action Scheduling). Which nodes fit is `sim/scheduling.py`; what
+the pods bound to each node request is summed once per pass, as the scheduler's cache keeps it, and a pod bound
+in the pass is added at once (the scheduler's "assume"), so two pods never take the same room.
 """
 
 from __future__ import annotations
@@ -16,8 +18,15 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core.sim import pod_status
 from jobset_core.sim.events import record_event
-from jobset_core.sim.records import condition
-from jobset_core.sim.scheduling import failed_scheduling_message, why_not
+from jobset_core.sim.records import condition, terminal
+from jobset_core.sim.scheduling import (
+    Requests,
+    add_requests,
+    pod_requests,
+    refusal,
+    refusal_message,
+    requested_on,
+)
 from jobset_core.sim.store import ClusterStore, patch_object, write_status
 
 Obj = dict[str, Any]
@@ -33,10 +42,13 @@ class Scheduler:
         self._order = {name: n for n, name in enumerate(node_order)}
         self._next = 0
         self._nodes: list[Obj] | None = None
+        self._requested: dict[str, Requests] | None = None
 
     def new_pass(self) -> None:
-        """Forget the Nodes listed in the last pass (a test may have tainted or added one since)."""
+        """Forget the Nodes listed in the last pass (a test may have tainted or added one since), and what their
+        pods requested (pods have ended and been bound since)."""
         self._nodes = None
+        self._requested = None
 
     def nodes(self) -> list[Obj]:
         """Every Node, ours first in their order (node-0, node-1, ... node-10), listed once per pass."""
@@ -46,17 +58,36 @@ class Scheduler:
             self._nodes = sorted(found, key=lambda n: (self._order.get(n["metadata"]["name"], last), n["metadata"]["name"]))
         return self._nodes
 
+    def requested(self, node: str) -> Requests:
+        """What the live pods bound to `node` request, from one list of the pods per pass (only when a pod that
+        asks for resources is placed: most passes never need it)."""
+        if self._requested is None:
+            bound: dict[str, list[Obj]] = {}
+            for pod in self.store.list(c.CORE_API_VERSION, c.POD_KIND, None, shared=True):
+                name = (pod.get("spec") or {}).get("nodeName")
+                if name and not terminal(pod):  # an ended pod's room is free again; one being deleted still holds it
+                    bound.setdefault(name, []).append(pod)
+            self._requested = {name: requested_on(pods) for name, pods in bound.items()}
+        return self._requested.get(node, {})
+
     def place(self, pod: Mapping[str, Any]) -> Obj | None:
         """Bind the pod to the next Node it fits and return it as bound; None when none fits (it is refused
-        with the message the scheduler gives, one reason per node)."""
+        with the message the scheduler gives, every node's reasons counted)."""
         nodes = self.nodes()
         start = self._next
+        wanted = pod_requests(pod)
+        refusals = []
         for step in range(len(nodes)):
             node = nodes[(start + step) % len(nodes)]
-            if why_not(pod, node) is None:
+            name = node["metadata"]["name"]
+            refused = refusal(pod, node, self.requested(name) if wanted else {})
+            if refused is None:
                 self._next = start + step + 1
-                return self.bind(pod, node["metadata"]["name"])
-        self.refuse(pod, failed_scheduling_message([why_not(pod, node) or "" for node in nodes]))
+                if self._requested is not None:  # assumed at once: the next pod of this pass sees the room taken
+                    self._requested[name] = add_requests(self._requested.get(name, {}), wanted)
+                return self.bind(pod, name)
+            refusals.append(refused)
+        self.refuse(pod, refusal_message(refusals))
         return None
 
     def bind(self, pod: Mapping[str, Any], node: str) -> Obj:

@@ -4,18 +4,27 @@ The default profile's filters, in its order, for what a JobSet's pods ask: NodeU
 unless tolerated), TaintToleration (a NoSchedule or NoExecute taint the pod does not tolerate,
 `k8s.io/api/core/v1` `Toleration.ToleratesTaint`), NodeAffinity (`spec.nodeSelector`, then the required node
 affinity: its `nodeSelectorTerms` ORed; inside a term `matchExpressions` on the node's labels and `matchFields`
-on `metadata.name` ANDed, `k8s.io/component-helpers/scheduling/corev1/nodeaffinity`). The first filter a node
-fails is its reason; the FailedScheduling message counts the reasons as `FitError.Error` does. Resources are not
-counted: every emulated node has room.
+on `metadata.name` ANDed, `k8s.io/component-helpers/scheduling/corev1/nodeaffinity`), NodeResourcesFit
+(`pkg/scheduler/framework/plugins/noderesources/fit.go` `fitsRequest`: cpu, memory, ephemeral-storage and every
+extended resource the pod requests, against the node's `status.allocatable` minus what the pods bound to it
+request; one reason per resource short, "Insufficient <name>"). The first filter a node fails gives its reasons;
+the FailedScheduling message counts them over the nodes as `FitError.Error` does (`pkg/scheduler/framework/
+types.go`), then says what the preemption PostFilter found on each node: no eviction can help where another filter
+failed or the pod asks for more than the node has at all (fit.go's `Unresolvable`), and no victim where only
+other pods' requests are in the way (the emulation runs no pod of a lower priority to evict). The node's pod
+count ("Too many pods") is not played: the offline cluster packs thousands of pods on a few nodes for scale.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import evidence as ev
 
 Obj = Mapping[str, Any]
 FILTERED_EFFECTS = (c.TAINT_NO_SCHEDULE, c.TAINT_NO_EXECUTE)
@@ -99,13 +108,105 @@ def why_not(pod: Obj, node: Obj) -> str | None:
     return None
 
 
-def failed_scheduling_message(reasons: Sequence[str], preemption: str = c.SCHEDULER_PREEMPTION_NOT_HELPFUL) -> str:
-    """kube-scheduler's message when no node fits, one reason per node: the histogram sorted as strings, then
-    what the preemption PostFilter says of every node: no eviction can help (every filter here is
-    unresolvable), or `c.SCHEDULER_NO_VICTIMS` when resources are short but no pod may be preempted."""
-    total = len(reasons)
-    if not total:
+# ----- NodeResourcesFit ---------------------------------------------------------------------------------------
+
+Requests = dict[str, Decimal]
+
+
+def _container_requests(container: Mapping[str, Any]) -> Requests:
+    """A container's requests as the API server stores them: a resource with a limit and no request is requested
+    at its limit (`pkg/apis/core/v1/defaults.go` SetDefaults_Pod), which is how GPUs are usually asked for."""
+    resources = ev.as_map(container.get("resources"))
+    wanted = {**ev.as_map(resources.get("limits")), **ev.as_map(resources.get("requests"))}
+    amounts = {name: ev.quantity(value) for name, value in wanted.items()}
+    return {name: amount for name, amount in amounts.items() if amount}
+
+
+def add_requests(total: Requests, more: Mapping[str, Decimal]) -> Requests:
+    return {name: total.get(name, Decimal(0)) + more.get(name, Decimal(0)) for name in {*total, *more}}
+
+
+def _at_least(total: Requests, more: Mapping[str, Decimal]) -> Requests:
+    return {name: max(total.get(name, Decimal(0)), more.get(name, Decimal(0))) for name in {*total, *more}}
+
+
+def pod_requests(pod: Obj) -> Requests:
+    """What the pod asks of a node (`k8s.io/component-helpers/resource` PodRequests): its containers' requests
+    summed; each init container's (with the restartable ones started before it) a floor, as they run one by
+    one; restartable init containers (sidecars) run beside the containers and add to the sum; then the
+    overhead of its runtime class."""
+    spec = _spec(pod)
+    total: Requests = {}
+    for container in ev.as_list(spec.get("containers")):
+        total = add_requests(total, _container_requests(ev.as_map(container)))
+    sidecars: Requests = {}
+    floor: Requests = {}
+    for init in ev.as_list(spec.get("initContainers")):
+        wanted = _container_requests(ev.as_map(init))
+        if ev.as_map(init).get("restartPolicy") == c.SIDECAR_RESTART_POLICY:
+            total, sidecars = add_requests(total, wanted), add_requests(sidecars, wanted)
+            floor = _at_least(floor, sidecars)
+        else:
+            floor = _at_least(floor, add_requests(wanted, sidecars))
+    total = _at_least(total, floor)
+    overhead = {name: ev.quantity(value) for name, value in ev.as_map(spec.get("overhead")).items()}
+    return add_requests(total, {name: amount for name, amount in overhead.items() if amount})
+
+
+def requested_on(pods: Iterable[Obj]) -> Requests:
+    """What the pods bound to a node request, together: the node's `Requested` in the scheduler's cache."""
+    total: Requests = {}
+    for pod in pods:
+        total = add_requests(total, pod_requests(pod))
+    return total
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a node does not fit a pod: the failing filter's reasons, and whether evicting pods could make room
+    (only when resources are short and the pod asks for no more than the node has at all)."""
+
+    reasons: tuple[str, ...]
+    resolvable: bool = False
+
+
+def insufficient(wanted: Mapping[str, Decimal], node: Obj, requested: Mapping[str, Decimal]) -> Refusal | None:
+    """NodeResourcesFit for one node: a reason for every resource the pod asks more of than the node's
+    allocatable minus what its pods request; None when the pod fits."""
+    allocatable = {name: ev.quantity(value) or Decimal(0)
+                   for name, value in ev.as_map(ev.as_map(node.get("status")).get("allocatable")).items()}
+    short = [name for name, amount in wanted.items() if amount > allocatable.get(name, Decimal(0)) - requested.get(name, Decimal(0))]
+    if not short:
+        return None
+    unresolvable = any(wanted[name] > allocatable.get(name, Decimal(0)) for name in short)
+    return Refusal(tuple(c.SCHEDULER_INSUFFICIENT_FORMAT.format(resource=name) for name in short), not unresolvable)
+
+
+def refusal(pod: Obj, node: Obj, requested: Mapping[str, Decimal]) -> Refusal | None:
+    """The filters in the default profile's order, for one node: the first that fails says why, or None."""
+    reason = why_not(pod, node)
+    if reason is not None:
+        return Refusal((reason,))
+    wanted = pod_requests(pod)
+    return insufficient(wanted, node, requested) if wanted else None
+
+
+def _histogram(reasons: Iterable[str]) -> str:
+    return ", ".join(sorted(f"{count} {reason}" for reason, count in Counter(reasons).items()))
+
+
+def refusal_message(refusals: Sequence[Refusal]) -> str:
+    """kube-scheduler's message when no node fits: every node's reasons counted and sorted as strings, then what
+    the preemption PostFilter said of each node (no eviction helps, or no victim was found)."""
+    if not refusals:
         return c.SCHEDULER_NO_NODES
-    histogram = sorted(f"{count} {reason}" for reason, count in Counter(reasons).items())
-    head = c.SCHEDULER_NO_NODES_FORMAT.format(total=total)
-    return f"{head}: {', '.join(histogram)}. preemption: {head}: {total} {preemption}."
+    head = c.SCHEDULER_NO_NODES_FORMAT.format(total=len(refusals))
+    found = _histogram(reason for r in refusals for reason in r.reasons)
+    preemption = _histogram(c.SCHEDULER_NO_VICTIMS if r.resolvable else c.SCHEDULER_PREEMPTION_NOT_HELPFUL for r in refusals)
+    return f"{head}: {found}. preemption: {head}: {preemption}."
+
+
+def failed_scheduling_message(reasons: Sequence[str], preemption: str = c.SCHEDULER_PREEMPTION_NOT_HELPFUL) -> str:
+    """The same message with one reason per node and one preemption verdict for all of them (a scripted
+    `unschedulable` fate: "4 Insufficient nvidia.com/gpu", no victim)."""
+    return refusal_message([Refusal((reason,), preemption == c.SCHEDULER_NO_VICTIMS) for reason in reasons])

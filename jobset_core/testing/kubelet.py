@@ -1,6 +1,6 @@
 """The fake cluster's kubelets: they register Node objects, have the emulated scheduler (`sim/scheduler.py`:
-node selector, required node affinity, taints; round-robin) bind pods to them, start them, and play the fate
-the test scripted (exit with a code, OOM, preemption, eviction, node pressure, node shutdown, image pull
+node selector, required node affinity, taints, the room a node has left; round-robin) bind pods to them, start
+them, and play the fate the test scripted (exit with a code, OOM, preemption, eviction, node pressure, node shutdown, image pull
 back-off, unschedulable, a GPU hardware fault); a pod being deleted gets SIGTERM and exits 143.
 
 What a fault writes first and how it ends the container is `sim/node.py`, shared with the local runtime's
@@ -66,7 +66,7 @@ class ScriptedKubelet:
         self._running_since: dict[str, float] = {}
         self._registered = False
         self.scheduler = Scheduler(store, instance="emulated", node_order=self.nodes)
-        self._unbound: set[Key] = set()  # pods the scheduler could not place: tried again when a Node changes
+        self._unbound: set[Key] = set()  # pods the scheduler could not place: tried again when a Node or a pod changes
         self._rules_seen: tuple[int, ...] = ()
         self._matching: dict[str, tuple[int, list[PodRule]]] = {}  # pod uid -> (rules tried, those that matched)
         self.queues = WorkQueues((c.POD_KIND, c.NODE_KIND), namespace)
@@ -104,7 +104,9 @@ class ScriptedKubelet:
         if first or rules != self._rules_seen:
             keys.update(self._concerned(first or not set(self._rules_seen) <= set(rules), len(self._rules_seen)))
             self._rules_seen = rules
-        if self.queues.take(c.NODE_KIND, now):  # a Node tainted, cordoned or added: unbound pods may fit now
+        # Unbound pods may fit now when a Node was tainted, cordoned or added, or another pod ended, went away or was
+        # bound (the room it held is free, or the round-robin moved on).
+        if self.queues.take(c.NODE_KIND, now) or keys - self._unbound:
             keys.update(self._unbound)
         return keys
 

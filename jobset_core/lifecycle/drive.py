@@ -39,7 +39,7 @@ from jobset_core.lifecycle.effects import decision_of
 from jobset_core.lifecycle.manifests import attempt_manifests, next_attempt
 from jobset_core.lifecycle.memory import Resumed, RunMemory
 from jobset_core.lifecycle.naming import attempt_name, make_run_key
-from jobset_core.lifecycle.reporting import RUN_LOG, Reporter
+from jobset_core.lifecycle.reporting import RUN_LOG, Reporter, shown_attempt
 from jobset_core.lifecycle.result import EventType, RunEvent, RunResult
 from jobset_core.lifecycle.step import assess, diagnose_observation
 from jobset_core.lifecycle.upkeep import Upkeep
@@ -417,7 +417,7 @@ class JobSetRun:
         self.attempts = [handle_of(o, self.run_key, self.namespace) for o in objects]
         self._memory.started_here = True
         if is_live(obj):
-            self._emit(EventType.ADOPTED, f"adopted {self.handle.kind} {self.handle.name} (attempt {self.handle.attempt}) instead of submitting again")
+            self._emit(EventType.ADOPTED, f"adopted {self.handle.kind} {self.handle.name} (attempt {shown_attempt(self.handle.attempt)}) instead of submitting again")
         return self.handle
 
     def _gang_for_cluster(self) -> Any:

@@ -62,8 +62,10 @@ def test_cascade_summary_quotes_the_error_and_tells_victims_from_the_torn_down()
     d = run(load(FIXTURES / "diagnosis" / "51-cascade-apperror-then-peers-lose-connection.json"))
     assert d.summary == (
         "ApplicationError: container trainer in pod demo-workers-0-3-s2ktj exited 1 at 12:00:03Z: "
-        "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'; "
-        "5 peers were then terminated; 3 peers then failed on the lost connection"
+        "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'"
+    )
+    assert d.evidence[1] == (
+        "after it, 5 peers were then terminated and 3 peers then failed on the lost connection (of the pods still on record)"
     )
     assert d.peers_terminated == 8
 

@@ -29,6 +29,8 @@ from jobset_core.diagnosis.model import Diagnosis, Finding, HistoryEntry, K, ret
 from jobset_core.diagnosis.pods import classify_pod
 from jobset_core.diagnosis.root import Peers, pick_root
 from jobset_core.diagnosis.scope import Scope, build_scope
+from jobset_core.diagnosis.teardown import NONE as NO_TEARDOWN
+from jobset_core.diagnosis.teardown import Teardowns, teardowns
 from jobset_core.policy import contract
 from jobset_core.policy.grace import Grace
 from jobset_core.policy.kinds import FailureKind
@@ -105,8 +107,7 @@ class Evidence:
     findings: list[Finding]
     history: list[HistoryEntry]
     codes: frozenset[int] | None  # the workload's retryable exit codes; None when it has no policy of ours
-    deletions: frozenset[str] = frozenset()  # pods the Job controller deleted itself (SuccessfulDelete)
-    deleting_jobs: frozenset[str] = frozenset()  # Jobs whose controller's deletions are on record
+    teardowns: Teardowns = NO_TEARDOWN  # what the controllers tore down, and from when
 
 
 def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int], kills: dict[str, sig.ProbeKill],
@@ -219,8 +220,9 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
     findings += guarded(notes, "the gang's PodGroups", lambda: _gang_preemptions(scope), [])
     faults = guarded(notes, "the nodes' hardware reports", lambda: hw.node_faults(scope.events, scope.nodes, signatures), {})
     findings = hw.attribute(findings, faults)
-    deleted, deleting = guarded(notes, "the Job controller's deletions", lambda: sig.job_deletions(scope.events), (frozenset(), frozenset()))
-    return Evidence(findings, history, codes, deleted, deleting)
+    torn = guarded(notes, "the controllers' teardowns",
+                   lambda: teardowns(scope.jobset, scope.current_jobs, scope.events), NO_TEARDOWN)
+    return Evidence(findings, history, codes, torn)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -381,7 +383,7 @@ def _evidence_lines(scope: Scope, v: Verdict, chosen: list[str]) -> list[str]:
 
 
 def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
-    root, peers, chosen = pick_root(v.candidates, v.first_failed_job, v.js_failed, (found.deletions, found.deleting_jobs))
+    root, peers, chosen = pick_root(v.candidates, v.first_failed_job, v.js_failed, found.teardowns)
     lines = _evidence_lines(scope, v, chosen)
     if root is None:
         root = _fallback_root(v)
@@ -389,7 +391,10 @@ def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
     root = _capacity(root, v.candidates)
     job = root.job or v.first_failed_job
     rank = _rank(scope, root)
-    summary = text.failure_summary(root, peers, job, rank)
+    summary = text.failure_summary(root, job, rank)
+    cascade = text.peers_line(peers)
+    if cascade:
+        lines.insert(1, cascade)
     held = _held_gang(scope, root)
     if held is not None:
         summary = f"{root.kind}: {held.describe()}"

@@ -219,7 +219,7 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
                         lambda: not_admitted(scope.jobset, scope.current_jobs, scope.workloads, scope.events, now), [])
     findings += guarded(notes, "the gang's PodGroups", lambda: _gang_preemptions(scope), [])
     faults = guarded(notes, "the nodes' hardware reports", lambda: hw.node_faults(scope.events, scope.nodes, signatures), {})
-    findings = hw.attribute(findings, faults)
+    findings = hw.attribute(findings, faults, scope.current_pods)
     torn = guarded(notes, "the controllers' teardowns",
                    lambda: teardowns(scope.jobset, scope.current_jobs, scope.events), NO_TEARDOWN)
     return Evidence(findings, history, codes, torn)
@@ -325,8 +325,8 @@ def _what(scope: Scope) -> str:
 def _succeeded(scope: Scope) -> bool:
     if scope.jobset is not None:
         return ev.condition(scope.jobset, c.CONDITION_COMPLETED) is not None
-    jobs = scope.current_jobs
-    return bool(jobs) and all(ev.condition(j, c.CONDITION_COMPLETE) for j in jobs)
+    jobs = scope.current_jobs  # SuccessCriteriaMet: decided (since 1.31), Complete once its torn-down pods are gone
+    return bool(jobs) and all(ev.condition(j, c.CONDITION_COMPLETE) or ev.condition(j, c.CONDITION_SUCCESS_CRITERIA_MET) for j in jobs)
 
 
 def quiet(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:

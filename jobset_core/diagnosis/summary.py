@@ -157,7 +157,7 @@ _LINES: dict[FailureKind, Callable[[Finding, str, str, str | None], str]] = {
     K.IMAGE_PULL_ERROR: lambda r, who, when, job: f"{who} cannot pull its image ({r.reason})"
     + (f": {r.message}" if r.message else ""),
     K.CONFIG_ERROR: _config,
-    K.DEADLINE_EXCEEDED: lambda r, who, when, job: f"{job or who} ran past its deadline at {when}",
+    K.DEADLINE_EXCEEDED: lambda r, who, when, job: f"{f'job {job}' if job else who} ran past its deadline at {when}",
     K.SYSTEM_ERROR: lambda r, who, when, job: f"{who} failed for an infrastructure reason ({r.reason}) at {when}",
 }
 

@@ -60,11 +60,12 @@ class Teardown:
 
 @dataclass(frozen=True)
 class Decision:
-    """The decision of a Job whose reason needs failed pods (backoffLimit, failed indexes), and when."""
+    """The decision of a Job whose reason needs failed pods (backoffLimit, failed indexes), when it came, and how many
+    failures it needed at most (backoffLimit + 1 pods; maxFailedIndexes + 1 indexes)."""
 
     reason: str
     at: datetime
-    backoff_limit: int
+    needed: int
 
 
 @dataclass(frozen=True)
@@ -97,15 +98,15 @@ class Teardowns:
             if any(not f.teardown for f in mine):
                 continue  # the failure the Job counted is on record
             candidates = [f.pod for f in mine if f.pod and self._deleted_by_nobody_else(f, decision)]
-            if 0 < len(candidates) <= decision.backoff_limit + 1:
+            if 0 < len(candidates) <= decision.needed:
                 found.update(p for p in candidates if p)
         return found
 
     def _deleted_by_nobody_else(self, f: Finding, decision: Decision) -> bool:
         """Deleted before the decision, and not by a teardown that began before it (the JobSet's, which follows
         its Jobs' failures, or the garbage collector's)."""
-        if f.deleted_at is None or f.deleted_at > decision.at or f.pod in self.named:
-            return False
+        if f.deleted_at is None or f.deleted_at > decision.at or f.pod in self.named or f.exit_code is None:
+            return False  # (a pod known only by the kubelet's stop has no end of its own to compare)
         others = (*self.workload, *(t for t in self.by_job.get(job_of(f) or "", ()) if t.who != JOB_CONTROLLER))
         return not any(t.covers(f.deleted_at) and (t.since is None or t.since < decision.at) for t in others)
 
@@ -157,8 +158,9 @@ def _counted_decision(job: Obj) -> Decision | None:
     at = ev.parse_time(cond.get("lastTransitionTime")) if cond else None
     if reason not in COUNTED_REASONS or at is None:
         return None
-    limit = ev.as_int(ev.spec_of(job).get("backoffLimit"))
-    return Decision(reason, at, limit if limit is not None and limit >= 0 else 0)
+    spec = ev.spec_of(job)
+    limit = ev.as_int(spec.get("maxFailedIndexes" if reason != c.JOB_REASON_BACKOFF_LIMIT else "backoffLimit"))
+    return Decision(reason, at, 1 + (limit if limit is not None and limit >= 0 else 0))
 
 
 def jobset_teardowns(jobset: Obj | None) -> tuple[Teardown, ...]:

@@ -105,6 +105,8 @@ def test_corpus(path):
             assert d.container == expect["container"], d.summary
         if expect.get("exit_code") is not None:
             assert d.exit_code == expect["exit_code"], d.summary
+    if "faulty_nodes" in expect:
+        assert d.faulty_nodes == expect["faulty_nodes"], d.summary
     if "history" in expect:
         assert [h.kind.value for h in d.history] == expect["history"], d.history_line()
     assert d.summary and "\n" not in d.summary

@@ -8,7 +8,10 @@ before a hardware fault, the same CUDA error or timeout with no node report) sta
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from jobset_core.diagnosis import hardware
 from tests import gpu_scenarios as g
 
 K = FailureKind
+FIXTURES = Path(__file__).parent / "fixtures" / "diagnosis"
 
 
 def run(scenario: g.Scenario, view: str, **kwargs):
@@ -117,6 +121,31 @@ def test_a_node_fault_long_before_the_failure_or_after_it_explains_nothing():
     old = g.fallen_off_the_bus_on_rank_5()
     old.node_events = [g.gke_xid_event(5, 79, g.at(-30))]  # more than an hour before
     assert run(old, "full").kind is K.APPLICATION_ERROR
+
+
+def test_a_report_explains_a_failure_only_within_the_collective_timeout_and_the_grace_period_after_it():
+    """`NODE_FAULT_WINDOW`: a rank on a broken GPU fails at its next CUDA call or when its collective times out (10
+    minutes by default), its pod within its grace period (30 s); a pod that ran on longer was not the report's victim."""
+    assert hardware.NODE_FAULT_WINDOW.total_seconds() == 630
+    failed_at = g.at(41, 18)
+    for before, kind in ((629, K.HARDWARE_FAILURE), (631, K.APPLICATION_ERROR)):
+        case = g.fallen_off_the_bus_on_rank_5()
+        case.node_events = [g.gke_xid_event(5, 79, failed_at - timedelta(seconds=before))]
+        assert run(case, "full").kind is kind, before
+
+
+def test_a_direct_cause_before_a_teardown_wins_over_a_fresh_report_on_the_torn_down_pods_node():
+    """The user's case (fixture 90) with the Xid three minutes before the preemption instead of thirteen: the pod on the
+    reporting node was torn down after the preemption, so it is the preemption's victim, and its node is not blamed."""
+    case = json.loads((FIXTURES / "90-hardware-stale-xid-then-preemption.json").read_text())
+    fresh = "2026-11-22T11:57:02Z"
+    (event,) = [e for e in case["events"] if e["reason"] == c.GKE_XID_EVENT_REASON]
+    event["firstTimestamp"] = event["lastTimestamp"] = fresh
+    case["nodes"][0]["status"]["conditions"][-1]["lastTransitionTime"] = fresh
+    now = datetime.fromisoformat(case["now"].replace("Z", "+00:00"))
+    d = diagnose(jobset=case["jobset"], jobs=case["jobs"], pods=case["pods"], events=case["events"], nodes=case["nodes"], now=now)
+    assert (d.kind, d.pod, d.faulty_nodes) == (K.PREEMPTED, "demo-workers-1-2-n52vw", []), d.summary
+    # (with no direct cause before it, a torn-down pod on a reporting node is the report's: scenarios nvsentinel, watchdog)
 
 
 def test_application_xids_and_informational_ones_are_not_hardware():

@@ -173,6 +173,8 @@ TOLERATION_EXISTS, TOLERATION_EQUAL = "Exists", "Equal"
 OPERATOR_IN, OPERATOR_EXISTS, OPERATOR_DOES_NOT_EXIST, OPERATOR_GT, OPERATOR_LT = "In", "Exists", "DoesNotExist", "Gt", "Lt"
 # Deletion propagation (apimachinery metav1.DeletionPropagation)
 PROPAGATION_BACKGROUND, PROPAGATION_FOREGROUND, PROPAGATION_ORPHAN = "Background", "Foreground", "Orphan"
+# A pod's default terminationGracePeriodSeconds (core/v1 DefaultTerminationGracePeriodSeconds): SIGTERM, then SIGKILL
+DEFAULT_TERMINATION_GRACE_SECONDS = 30
 # Event types (core EventTypeNormal, EventTypeWarning)
 EVENT_TYPE_NORMAL, EVENT_TYPE_WARNING = "Normal", "Warning"
 # client-go's event correlator (tools/record/events_cache.go): more than 10 events of one source, object, type and

@@ -345,6 +345,21 @@ def pod_starts(pods: Iterable[Obj]) -> dict[str, datetime]:
     return starts
 
 
+def _first_direct(findings: Sequence[Finding]) -> datetime | None:
+    """When the earliest direct cause came. A Job's message names a pod's exit code, not what its log said: the pod's
+    own finding decides whether it is direct."""
+    shaped = {f.pod for f in findings if f.pod and f.device_shaped}
+    return min((f.time for f in findings if _direct(f) and f.pod not in shaped and f.time is not None), default=None)
+
+
+def _as_hardware(f: Finding, fault: HardwareFault) -> Finding:
+    times = [t for t in (fault.time, f.time) if t is not None]
+    return replace(
+        f, kind=K.HARDWARE_FAILURE, hardware=replace(fault, exited=f.time), time=min(times) if times else None,
+        teardown=False, peer_loss=False, reason=fault.reason, evidence=f"{fault.source} on node {f.node}: {fault.quote}; {f.evidence}",
+    )
+
+
 def attribute(findings: list[Finding], faults: Mapping[str, Sequence[HardwareFault]],
               pods: Iterable[Obj] = ()) -> list[Finding]:
     """Findings on nodes that reported a hardware fault while they ran, shortly before they failed, made the
@@ -356,23 +371,12 @@ def attribute(findings: list[Finding], faults: Mapping[str, Sequence[HardwareFau
     """
     if not faults:
         return findings
-    starts = pod_starts(pods)
-    # a Job's message names a pod's exit code, not what its log said: the pod's own finding decides whether it is direct
-    shaped = {f.pod for f in findings if f.pod and f.device_shaped}
-    first_direct = min((f.time for f in findings if _direct(f) and f.pod not in shaped and f.time is not None), default=None)
+    starts, first_direct = pod_starts(pods), _first_direct(findings)
     out = []
     for f in findings:
         node_said = faults.get(f.node or "") if f.pod else None
         fault = _explaining(node_said, f.time, starts.get(f.pod or "")) if node_said and _victim(f, first_direct) else None
-        if fault is None:
-            out.append(f)
-            continue
-        times = [t for t in (fault.time, f.time) if t is not None]
-        record = replace(fault, exited=f.time)
-        out.append(replace(
-            f, kind=K.HARDWARE_FAILURE, hardware=record, time=min(times) if times else None, teardown=False,
-            peer_loss=False, reason=fault.reason, evidence=f"{fault.source} on node {f.node}: {fault.quote}; {f.evidence}",
-        ))
+        out.append(f if fault is None else _as_hardware(f, fault))
     return out
 
 

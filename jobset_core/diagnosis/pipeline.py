@@ -195,7 +195,10 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
             recorded: Sequence[HistoryEntry] = ()) -> Evidence:
     notes = scope.notes
     pods_by_name = {ev.name_of(p): p for p in scope.pods}
-    job_events = guarded(notes, "the Job events", lambda: jobs_.job_event_findings(scope.events, codes, pods_by_name), [])
+    # A backoff limit says which exit codes reached it only under our podFailurePolicy, whatever codes were given.
+    ours = guarded(notes, "the podFailurePolicy", lambda: contract.policy_exit_codes(scope.jobset, scope.jobs), None)
+    job_codes = codes if ours is not None else None
+    job_events = guarded(notes, "the Job events", lambda: jobs_.job_event_findings(scope.events, job_codes, pods_by_name), [])
     history, consumed = guarded(notes, "the restart history", lambda: hist.history(scope, job_events, recorded), ([], set()))
     old_end = guarded(notes, "the restart events", lambda: hist.earlier_attempts_end(scope), None)
     kills = guarded(notes, "the probe events", lambda: sig.probe_kills(scope.events), {})
@@ -205,7 +208,7 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
         history, pod_findings = _gang_replacements(scope, pod_findings)
     findings += pod_findings
     for job in scope.current_jobs:
-        findings += guarded(notes, f"Job {ev.name_of(job) or '?'}", lambda job=job: jobs_.job_findings(job, scope.events, codes, pods_by_name), [])
+        findings += guarded(notes, f"Job {ev.name_of(job) or '?'}", lambda job=job: jobs_.job_findings(job, scope.events, job_codes, pods_by_name), [])
 
     def current(f: Finding) -> bool:
         return old_end is None or (f.time is not None and f.time > old_end)
@@ -454,7 +457,8 @@ def diagnose(
     `nodes` are the Nodes the pods ran on (their GPU health conditions and taints; their events go with the
     others); `signatures` a site's own (regular expression, failure kind) pairs, read before the built-in ones;
     `restart_causes` the causes of in-cluster restarts a watcher kept when it saw them (`HistoryEntry.to_dict()`
-    each: the evidence ConfigMap's), which tell a restart's story once its events have expired.
+    each: the evidence ConfigMap's), which tell a restart's story once its events have expired. `now` (default: the
+    wall clock) is when grace periods are measured to: judge a dump at the time it was taken, `dump_time(dump)`.
     """
     js, job_list, pod_list, event_list, workload_list, node_list = read_input(jobset, jobs, pods, events, workloads, nodes)
     site = read_signatures(signatures)

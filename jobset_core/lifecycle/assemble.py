@@ -9,10 +9,10 @@ The event rule: an event belongs to the attempt when it is about one of the atte
 (`members`): the object itself, its Jobs (listed, named by the JobSet controller's scheme, or named by the
 labels of its pods: a Job a restart deleted still has its PodFailurePolicy event), its pods (live, kept
 in the evidence ConfigMap, or named by its Jobs' SuccessfulCreate and SuccessfulDelete events: a pod a restart
-deleted still has its Preempted event, which is all a JobSet built by hand has to say why), the claims its pod templates mount (a claim that never binds says why only in
-its own events), Kueue's Workloads for it and its gang's Workload API PodGroups (`workloads_of`); plus the
-events of the Nodes its pods ran on, when the reader read them (the kube runtime at a decision on a GPU
-workload, the local runtime always, a dump if it has them).
+deleted still has its Preempted event, which is all a JobSet built by hand has to say why), the claims its pod
+templates mount (a claim that never binds says why only in its own events), Kueue's Workloads for it and its
+gang's Workload API PodGroups (`workloads_of`); plus the events of the Nodes its pods ran on, when the reader
+read them (the kube runtime at a decision on a GPU workload, the local runtime always, a dump if it has them).
 Every pod counts, not a capped few: the diagnosis decides which events explain something (a running pod's
 probe kill, the ninth failed pod's pull error), and a watch and a direct look must not disagree about it.
 A pod that is gone, was not kept and that no event of its Jobs names is no member: no look could know its name.

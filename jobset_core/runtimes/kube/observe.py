@@ -112,7 +112,9 @@ class Observer:
         wanted = sorted(set(names))
         if len(wanted) > EVENT_LISTS_PER_LOOK:
             return self.objects.events(namespace, None)
-        return [event for name in wanted for event in self.objects.events(namespace, f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}")]
+        found = [event for name in wanted for event in self.objects.events(namespace, f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}")]
+        gone = ev.pods_named_by(found, wanted) - set(wanted)  # the event rule: pods its Jobs' events name
+        return found + self.events_named(namespace, gone) if gone else found
 
     def lacks_restart_causes(self, handle: Handle, main: Mapping[str, Any] | None) -> bool:
         """Whether an in-cluster restart of this JobSet has no cause kept yet (and this runtime keeps them)."""
@@ -347,7 +349,9 @@ class Tracker:
         names = sorted(set(names))
         if follow:
             self.follow_events(names)
-        return [event for name in names for event in self.events.informer.items(f"obj:{name}")]
+        found = [event for name in names for event in self.events.informer.items(f"obj:{name}")]
+        gone = ev.pods_named_by(found, names) - set(names)  # the event rule: pods its Jobs' events name
+        return found + self._cached_events(gone, follow=follow) if gone else found
 
 
 def _workload_api_gang(main: Mapping[str, Any]) -> bool:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         pod_named,
     )
     from jobset_core.errors import SpecError
+    from jobset_core.evidence import dump_time
     from jobset_core.lifecycle.actions import Action, AppReport, Step
     from jobset_core.lifecycle.attempts import current_attempt
     from jobset_core.lifecycle.cancel import attempts_in_scope, cancel_attempts
@@ -97,6 +98,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "leader_and_workers", "leader_container", "leader_hostname", "leader_selector", "newest_leader_pod", "pod_named",
     ),
     "jobset_core.errors": ("SpecError",),
+    "jobset_core.evidence": ("dump_time",),
     "jobset_core.lifecycle.attempts": ("current_attempt",),
     "jobset_core.lifecycle.cancel": ("attempts_in_scope", "cancel_attempts"),
     "jobset_core.lifecycle.contract": ("Handle", "Observation", "Runtime", "State", "handle_of", "state_of"),
@@ -210,6 +212,7 @@ __all__ = [
     "Volcano",
     "WorkloadAPI",
     "diagnose",
+    "dump_time",
     "make_run_key",
     "strip_interruptible",
     "without_log_excerpt",

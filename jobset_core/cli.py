@@ -284,7 +284,7 @@ def explain(args: argparse.Namespace) -> int:
     if seen.main is None and not (seen.jobs or seen.pods or seen.events):
         raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
     # a dump is judged as of when it was taken (the latest moment its objects record), a live look as of now
-    now = ev.latest_recorded_time(seen.main, seen.jobs, seen.pods, seen.events, seen.workloads, seen.nodes) if args.from_file else None
+    now = ev.dump_time(seen.main, seen.jobs, seen.pods, seen.events, seen.workloads, seen.nodes) if args.from_file else None
     result = diagnose_observation(seen, submitted_policy(_main_of(seen)), now or datetime.now(UTC))
     # The file first: a reader of the output that went away (`| head -3`) must not cost the page the user asked for.
     if args.html:

@@ -429,6 +429,24 @@ def job_names_of_pods(pods: Iterable[Mapping[str, Any]]) -> list[str]:
     return [labels_of(pod)[label] for pod in pods for label in c.JOB_NAME_LABELS if labels_of(pod).get(label)]
 
 
+def pods_named_by(events: Iterable[Mapping[str, Any]], jobs: Iterable[str]) -> set[str]:
+    """The pods the Job controller says it created or deleted for these Jobs ("Created pod: <name>", "Deleted pod:
+    <name>", pkg/controller/controller_utils.go, also when client-go's correlator folded them): a pod that is gone
+    and that no watcher kept is still named there, and its own events (a preemption, an eviction) say why it ended."""
+    wanted = set(jobs)
+    prefixes = tuple(form.split("{")[0] for form in (c.CREATED_POD_MESSAGE, c.DELETED_POD_MESSAGE))
+    named = set()
+    for event in events:
+        obj = as_map(event.get("involvedObject")) or as_map(event.get("regarding"))
+        if obj.get("kind") != c.JOB_KIND or obj.get("name") not in wanted:
+            continue
+        message = (as_str(event.get("message")) or as_str(event.get("note"))).strip().removeprefix(c.EVENT_COMBINED_PREFIX)
+        for prefix in prefixes:
+            if message.startswith(prefix):
+                named.add(message[len(prefix):].strip())
+    return named
+
+
 def stored_policy(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The retry policy a run wrote on its object (`RetryPolicy.to_annotation()`), decoded; None when absent
     or unreadable."""
@@ -449,8 +467,12 @@ RECORDED_TIME_KEYS = frozenset({
 })
 
 
-def latest_recorded_time(*groups: Any) -> datetime | None:
-    """The latest moment any of the objects records (their conditions, containers, events, creation)."""
+def dump_time(*groups: Any) -> datetime | None:
+    """When a dump was taken, as its objects record it: the latest moment any of them records (their conditions,
+    containers, events, creation), in whatever shape they come (a `kubectl get -o json` List, a dict of lists, the
+    objects one by one). A dump is judged at that moment (`diagnose(..., now=dump_time(dump))`, as `jobset explain
+    --from-file` does): judged at the wall clock, a pod that was Terminating when the dump was taken would read as
+    stuck for as long as the dump has been lying around. None when nothing in it records a time."""
     latest: datetime | None = None
     stack: list[Any] = list(groups)
     while stack:

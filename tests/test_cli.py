@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from jobset_core import constants as c
 from jobset_core.cli import EXIT_FAILED, EXIT_RUNNING, EXIT_SUCCEEDED, EXIT_USAGE, main
-from jobset_core.testing import LocalApiServer
+from jobset_core.testing import FakeCluster, LocalApiServer, VirtualClock
 from tests.test_cluster_edge import kubeconfig_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "diagnosis" / "19-apperror-exit1-leader.json"
@@ -262,3 +264,51 @@ def test_a_workload_that_did_not_fail_has_no_failure_kind(tmp_path, capsys) -> N
     assert main(["explain", "--from-file", str(path)]) == EXIT_SUCCEEDED
     out = capsys.readouterr().out
     assert "kind:" not in out and "not failed" not in out, out
+
+
+# ----------------------------------------------------------------------------------------------------
+# the README's fake-cluster walkthrough: a JobSet written by hand
+
+
+def walkthrough_jobset() -> dict[str, Any]:
+    """hello.yaml as the README's `jobset fake-cluster` walkthrough writes it: no failurePolicy rules, no
+    podFailurePolicy, its Jobs replace a disrupted pod or fail with BackoffLimitExceeded and say nothing of why."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    found = re.search(r"cat > hello\.yaml <<'EOF'\n(.*?)\nEOF\n", readme, re.S)
+    assert found is not None, "the README's walkthrough writes hello.yaml"
+    return yaml.safe_load(found.group(1))
+
+
+def dump_of(fake: FakeCluster) -> dict[str, Any]:
+    """`kubectl get jobsets,jobs,pods,events -o json` of the namespace."""
+    kinds = ((c.JOBSET_API_VERSION, "JobSet"), ("batch/v1", "Job"), ("v1", "Pod"), ("v1", "Event"))
+    items = [{"kind": kind, **obj} for api, kind in kinds for obj in fake.server.list(api, kind, "default")]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+@pytest.mark.parametrize(("fate", "kind"), [("preempt", "Preempted"), ("node_pressure", "Evicted")])
+def test_the_readme_walkthrough_explains_a_hand_written_jobsets_disruption(
+    fate: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walkthrough's objects on the offline cluster: workers-1-0 disrupted 1 s in, the JobSet restarts and completes.
+    Its pod is gone after the restart and its Job's BackoffLimitExceeded names none, but the pod's own event (the
+    scheduler's Preempted, the kubelet's Evicted) is there, under the name the Job's SuccessfulCreate gave it:
+    `jobset explain hello`, live and from a dump, tells the restart's real cause, as it does for our JobSets."""
+    with FakeCluster(["default"], clock=VirtualClock(), succeed_after=5) as fake:
+        if fate == "preempt":
+            fake.preempt("workers-1-0", jobset="hello", after=1)
+        else:
+            fake.evict("workers-1-0", jobset="hello", after=1, node_pressure=True)
+        fake.server.create({**walkthrough_jobset(), "metadata": {"name": "hello", "namespace": "default"}})
+        fake.run_until(lambda: any(x.get("type") == "Completed" for j in fake.jobsets()
+                                   for x in j.get("status", {}).get("conditions", [])), 120, "the JobSet to complete")
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        monkeypatch.setenv("KUBECONFIG", write(tmp_path, "kubeconfig", kubeconfig_text(fake.server.url, "lab", "default")))
+        code, live, err = run(capsys, "explain", "hello")
+        dump = dump_of(fake)
+        assert not fake.errors, fake.errors
+    _, offline, _ = run(capsys, "explain", "--from-file", write(tmp_path, "dump.json", json.dumps(dump)))
+    assert code == EXIT_SUCCEEDED, err
+    for out in (live, offline):
+        assert out.splitlines()[0] == f"succeeded: JobSet hello completed (1 in-cluster restart, last: {kind})", out
+        assert re.search(rf"restart 1: {kind} in pod hello-workers-1-0-\w{{5}}", out), out

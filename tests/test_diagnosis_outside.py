@@ -478,7 +478,7 @@ def test_a_deleted_pod_is_the_culprit_and_its_peers_the_cascade(view):
     assert (d.kind, d.retryable, d.pod) == (K.INTERRUPTED, True, "demo-workers-0-4-tz4fm"), d.summary
     assert "was deleted at 12:00:03Z" in d.summary and "no DisruptionTarget" in d.summary
     if view in ("full", "jobset gone"):
-        assert "8 peers were then terminated" in d.summary
+        assert "after it, 8 peers were then terminated (of the pods still on record)" in d.evidence
 
 
 def test_a_deleted_pod_of_a_jobset_without_our_policy_is_named_from_the_kubelets_stop():

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jobset_core import Diagnosis, FailureKind, diagnose
+from jobset_core import AppReport, Diagnosis, FailureKind, RetryPolicy, diagnose
 from jobset_core.cli import main as cli_main
+from jobset_core.lifecycle.step import refine
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL = FIXTURES / "real"
@@ -62,10 +63,43 @@ def test_cascade_summary_quotes_the_error_and_tells_victims_from_the_torn_down()
     d = run(load(FIXTURES / "diagnosis" / "51-cascade-apperror-then-peers-lose-connection.json"))
     assert d.summary == (
         "ApplicationError: container trainer in pod demo-workers-0-3-s2ktj exited 1 at 12:00:03Z: "
-        "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'; "
-        "5 peers were then terminated; 3 peers then failed on the lost connection"
+        "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'"
+    )
+    assert d.evidence[1] == (
+        "after it, 5 peers were then terminated and 3 peers then failed on the lost connection (of the pods still on record)"
     )
     assert d.peers_terminated == 8
+
+
+def test_the_same_failure_reads_the_same_from_every_look_with_or_without_the_applications_report():
+    """Two looks at fixture 51's failure: every peer still on record, or some torn-down and lost-connection peers already
+    gone (and the culprit's log tail not kept); and each as a run's step refines it, with the application's own report
+    of its exception. How many peers a look still sees is evidence, never part of the line, and the reported exception
+    goes where the log excerpt is or would be: one line per failure, whichever look or engine made it."""
+    full = load(FIXTURES / "diagnosis" / "51-cascade-apperror-then-peers-lose-connection.json")
+    later = load(FIXTURES / "diagnosis" / "51-cascade-apperror-then-peers-lose-connection.json")
+    gone = {"demo-workers-0-1-2h6wj", "demo-workers-0-4-4nnv9", "demo-workers-0-2-l8kwg"}
+    later["pods"] = [p for p in later["pods"] if p["metadata"]["name"] not in gone]
+    for pod in later["pods"]:
+        if pod["metadata"]["name"] == "demo-workers-0-3-s2ktj":
+            del pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+    looks = [run(full), run(later)]
+    assert looks[0].summary == (
+        "ApplicationError: container trainer in pod demo-workers-0-3-s2ktj exited 1 at 12:00:03Z: "
+        "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'"
+    )
+    assert looks[1].summary == "ApplicationError: container trainer in pod demo-workers-0-3-s2ktj exited 1 at 12:00:03Z"
+    assert looks[1].peers_terminated < looks[0].peers_terminated == 8  # what each look saw is evidence
+    report = AppReport("demo-workers-0-3-s2ktj", "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'",
+                       "TypeError", recoverable=False)
+    refined = {refine(d, [report], RetryPolicy(retries=1))[0].summary for d in looks}  # type: ignore[union-attr]
+    assert refined == {
+        "ApplicationError: container trainer in pod demo-workers-0-3-s2ktj exited 1 at 12:00:03Z: "
+        "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType' (non-recoverable user exception)"
+    }
+    # without the report: some peers gone, the culprit's tail kept, the line of the look that saw them all
+    later["pods"] = [p for p in full["pods"] if p["metadata"]["name"] not in gone]
+    assert run(later).summary == looks[0].summary
 
 
 def test_when_only_victims_are_left_the_summary_says_the_culprit_may_be_gone():
@@ -103,6 +137,8 @@ def test_corpus(path):
             assert d.container == expect["container"], d.summary
         if expect.get("exit_code") is not None:
             assert d.exit_code == expect["exit_code"], d.summary
+    if "faulty_nodes" in expect:
+        assert d.faulty_nodes == expect["faulty_nodes"], d.summary
     if "history" in expect:
         assert [h.kind.value for h in d.history] == expect["history"], d.history_line()
     assert d.summary and "\n" not in d.summary

@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 import tenacity
 
-from jobset_core import FailureKind, JobSetRun, JobSetSpec, ReplicatedJob, RetryPolicy, make_run_key
+from jobset_core import (
+    FailureKind,
+    GangJobSpec,
+    JobSetRun,
+    JobSetSpec,
+    ReplicatedJob,
+    RetryPolicy,
+    make_run_key,
+)
 from jobset_core import constants as c
 from jobset_core.lifecycle.drive import RunEvent
 from jobset_core.testing import ApiError, FakeCluster, LocalApiServer, VirtualClock
@@ -91,6 +99,86 @@ def test_a_job_past_its_active_deadline_fails_with_the_upstream_reason(cluster: 
     assert reasons["FailureTarget"] == expected and reasons["Failed"] == expected
     assert job()["status"]["failed"] == 1 and "active" not in job()["status"]
     assert cluster.events([c.JOB_REASON_DEADLINE_EXCEEDED])
+
+
+def _events_in_order(fake: FakeCluster, job: str) -> list[tuple[str, str]]:
+    """(reason, message) of a Job's events in the order the API server stored them."""
+    mine = [e for e in fake.events() if e["involvedObject"]["name"] == job]
+    return [(e["reason"], e["message"]) for e in sorted(mine, key=lambda e: int(e["metadata"]["resourceVersion"]))]
+
+
+def test_a_gang_job_past_its_active_deadline_ends_deadline_exceeded_and_is_not_retried() -> None:
+    """The user's two-hour gang Job: at startTime + activeDeadlineSeconds the Job controller writes FailureTarget
+    DeadlineExceeded and deletes the running pods in that sync (a SuccessfulDelete each), then Failed with its Warning
+    event once they are gone (job_controller.go syncJob, deleteActivePods, recordJobFinished). The run's look sees a
+    deadline, not someone's deletion: DeadlineExceeded, not retried, whatever budget is left."""
+    clock = VirtualClock()
+    with FakeCluster([NS], clock=clock) as fake:
+        gang = GangJobSpec(name="msa", namespace=NS, image="ghcr.io/acme/msa:1", command=["python", "fold.py"],
+                           container_name="msa", pods=4, active_deadline_seconds=7200,
+                           retry=RetryPolicy(retries=3, backoff=tenacity.wait_none()))
+        run = JobSetRun(gang, fake.runtime(), run_key=make_run_key("deadline", "msa"),
+                        now=lambda: datetime.fromtimestamp(clock.time(), UTC))
+        handle = run.start()
+        assert not run.step(handle).done
+
+        fake.run_until(lambda: any(_condition(j, "Failed") for j in fake.jobs()), timeout=3 * 3600, what="the deadline")
+        result = run.step(handle)
+        (job,) = fake.jobs()
+        events = _events_in_order(fake, handle.name)
+        assert not fake.errors, fake.errors
+
+    d = result.diagnosis
+    assert result.done and not result.succeeded and d is not None
+    assert (d.kind, d.retryable, d.pod) == (FailureKind.DEADLINE_EXCEEDED, False, None), d.summary
+    assert d.summary.startswith(f"DeadlineExceeded: job {handle.name} ran past its deadline at 02:00:00Z"), d.summary
+    assert result.decision is not None and not result.decision.retry and len(result.ledger.submissions) == 1
+    expected = (c.JOB_REASON_DEADLINE_EXCEEDED, c.JOB_MESSAGE_DEADLINE_EXCEEDED)
+    target, failed = _condition(job, "FailureTarget"), _condition(job, "Failed")
+    assert target is not None and failed is not None
+    assert (target["reason"], target["message"]) == (failed["reason"], failed["message"]) == expected
+    assert _at(target["lastTransitionTime"]) - _at(job["status"]["startTime"]) == 7200
+    assert job["status"]["failed"] == 4 and "active" not in job["status"]
+    # the order the real controller writes them: the deletions in the deciding sync, the Warning once Failed is written
+    reasons = [reason for reason, _ in events]
+    assert reasons.count(c.EVENT_SUCCESSFUL_DELETE) == 4 and reasons[-1] == c.JOB_REASON_DEADLINE_EXCEEDED
+    assert events[-1] == expected and reasons.index(c.EVENT_SUCCESSFUL_DELETE) > reasons.index(c.EVENT_SUCCESSFUL_CREATE)
+
+
+def test_a_suspended_jobs_deadline_counts_from_its_resume_and_suspending_deletes_its_pods() -> None:
+    """pastActiveDeadline is never true while the Job is suspended, and the resume restarts status.startTime; a
+    suspension deletes the active pods (manageJob, deleteJobPods) with a SuccessfulDelete each and records
+    Suspended (JobSuspended) with its event, as Kueue's preemption of a gang Job does."""
+    clock = VirtualClock()
+    with FakeCluster([NS], clock=clock) as fake:
+        fake.server.create({
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "queued", "namespace": NS},
+            "spec": {"activeDeadlineSeconds": 600, "suspend": True, "completions": 2, "parallelism": 2,
+                     "completionMode": "Indexed",
+                     "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}},
+        })
+
+        def job() -> dict[str, Any]:
+            return fake.server.get("batch/v1", "Job", "queued", NS) or {}
+
+        fake.run_until(lambda: _condition(job(), "Suspended") is not None, timeout=60, what="the Job suspended")
+        clock.advance_to(clock.monotonic() + 3600)  # an hour in the queue, six times the deadline
+        fake.settle()
+        assert "startTime" not in job()["status"] and not _condition(job(), "Failed") and not fake.pods()
+        fake.server.patch("batch/v1", "Job", "queued", NS, {"spec": {"suspend": False}})  # admitted
+        fake.run_until(lambda: len([p for p in fake.pods() if p["status"].get("phase") == "Running"]) == 2, 60, "pods")
+        assert _at(job()["status"]["startTime"]) == int(clock.time())  # the resume, not the creation an hour before
+        fake.server.patch("batch/v1", "Job", "queued", NS, {"spec": {"suspend": True}})  # preempted by Kueue
+        fake.run_until(lambda: not fake.pods(), timeout=60, what="the pods deleted")
+        reasons = [reason for reason, _ in _events_in_order(fake, "queued")]
+        suspended = job()["status"]
+        assert not fake.errors, fake.errors
+    assert reasons.count(c.EVENT_SUCCESSFUL_DELETE) == 2
+    assert reasons == [c.JOB_EVENT_SUSPENDED, c.JOB_EVENT_RESUMED, c.EVENT_SUCCESSFUL_CREATE, c.EVENT_SUCCESSFUL_CREATE,
+                       c.EVENT_SUCCESSFUL_DELETE, c.EVENT_SUCCESSFUL_DELETE, c.JOB_EVENT_SUSPENDED]
+    cond = _condition({"status": suspended}, "Suspended")
+    assert cond is not None and (cond["reason"], cond["message"]) == (c.JOB_REASON_SUSPENDED, c.JOB_MESSAGE_SUSPENDED)
+    assert "failed" not in suspended  # pods deleted for a suspension are not failures
 
 
 def test_a_create_in_a_namespace_that_does_not_exist_is_a_404() -> None:

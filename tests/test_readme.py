@@ -192,3 +192,13 @@ def test_benchmarks_is_the_last_section_and_holds_only_the_summary() -> None:
     assert "docs/BENCHMARKS.md" in benchmarks and len(benchmarks.splitlines()) < 30
     for needed in ("Install", "First run", "Troubleshooting", "Exit codes", "What happens when...", "One retry budget"):
         assert needed in headings
+
+
+def test_the_diagnose_snippet_judges_the_dump_as_of_when_it_was_taken(in_repo_root: None, capsys) -> None:
+    """The README's `diagnose()` example, run as written: a dump is judged at its own time (`dump_time`), as `jobset
+    explain --from-file` judges it, so the pods Terminating in capture A2 are not "stuck" for the months since."""
+    (body,) = [b for _, b in blocks("python") if "from jobset_core import diagnose" in b]
+    exec(compile(body, "README.md diagnose() example", "exec"), {"__name__": "readme"})
+    out = capsys.readouterr().out
+    assert "ApplicationError False ApplicationError: container trainer in pod a-workers-0-0-tfbrv exited 1" in out
+    assert "past its grace period" not in out and "Terminating" not in out

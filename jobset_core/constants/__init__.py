@@ -173,8 +173,15 @@ TOLERATION_EXISTS, TOLERATION_EQUAL = "Exists", "Equal"
 OPERATOR_IN, OPERATOR_EXISTS, OPERATOR_DOES_NOT_EXIST, OPERATOR_GT, OPERATOR_LT = "In", "Exists", "DoesNotExist", "Gt", "Lt"
 # Deletion propagation (apimachinery metav1.DeletionPropagation)
 PROPAGATION_BACKGROUND, PROPAGATION_FOREGROUND, PROPAGATION_ORPHAN = "Background", "Foreground", "Orphan"
+# A pod's default terminationGracePeriodSeconds (core/v1 DefaultTerminationGracePeriodSeconds): SIGTERM, then SIGKILL
+DEFAULT_TERMINATION_GRACE_SECONDS = 30
 # Event types (core EventTypeNormal, EventTypeWarning)
 EVENT_TYPE_NORMAL, EVENT_TYPE_WARNING = "Normal", "Warning"
+# client-go's event correlator (tools/record/events_cache.go): more than 10 events of one source, object, type and
+# reason within 10 minutes (defaultAggregateMaxEvents, defaultAggregateIntervalInSeconds) become one whose message is
+# the latest one's with this prefix (EventAggregatorByReasonMessageFunc); one source may send 25 events about an
+# object, then one every 5 minutes (defaultSpamBurst, defaultSpamQPS): a large gang's Job names only some of its pods
+EVENT_COMBINED_PREFIX = "(combined from similar events): "
 # Who reports an event (`reportingComponent`, `source.component`): kube-scheduler's default profile
 # (pkg/scheduler/apis/config DefaultSchedulerName), the kubelet, the Job controller (job_controller.go), the
 # JobSet controller (jobset main.go's event recorder)
@@ -246,6 +253,12 @@ JOB_MESSAGE_MAX_FAILED_INDEXES = "Job has exceeded the specified maximal number 
 # Per-index backoff (indexed_job_utils.go): each replacement pod carries how often its index failed before
 JOB_INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
 JOB_INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
+# A suspended Job (syncJob: `ensureJobConditionStatus` and the event, then manageJob deletes its active pods; on
+# resume the condition turns False and status.startTime restarts, so activeDeadlineSeconds counts from the resume)
+JOB_REASON_SUSPENDED, JOB_MESSAGE_SUSPENDED = "JobSuspended", "Job suspended"
+JOB_EVENT_SUSPENDED = "Suspended"
+JOB_REASON_RESUMED, JOB_MESSAGE_RESUMED = "JobResumed", "Job resumed"
+JOB_EVENT_RESUMED = "Resumed"
 JOB_REASON_COMPLETIONS_REACHED = "CompletionsReached"
 JOB_MESSAGE_COMPLETIONS_REACHED = "Reached expected number of succeeded pods"
 JOB_FAILURE_REASONS = frozenset(

@@ -58,6 +58,12 @@ NVML_GPU_IS_LOST = "GPU is lost"
 # "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1,
 # NumelOut=1, Timeout(ms)=1800000) ran for 1800017 milliseconds before timing out." (a DistBackendError)
 TORCH_WATCHDOG_TIMEOUT = "Watchdog caught collective operation timeout"
+# How long a rank on a GPU that failed can go on before it fails too. The driver returns the error to the next CUDA call
+# at once (c10_cuda_check_implementation raises it); ProcessGroupNCCL's watchdog polls its collectives' CUDA events every
+# 100 ms (ProcessGroupNCCL.cpp kWatchdogThreadSleepMillis) and aborts on their error; a collective the device never
+# completes times out after 10 minutes (torch/distributed/constants.py default_pg_nccl_timeout), and the heartbeat
+# monitor kills a watchdog stuck in a CUDA call after 8 (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, 60 * 8).
+TORCH_DEFAULT_PG_NCCL_TIMEOUT_SECONDS = 600
 # NCCLUtils.cpp getNcclErrorDetailStr for ncclRemoteError (NCCL >= 2.13): what every peer of a lost rank prints
 NCCL_REMOTE_ERROR_TEXT = "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."
 NCCL_REMOTE_ERROR_STRING = "remote process exited or there was a network error"  # NCCL src/init.cc ncclGetErrorString

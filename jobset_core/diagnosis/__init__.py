@@ -10,6 +10,8 @@ A pure pipeline, one module per step, read top to bottom:
   failures, claims that never bind, pods a Job cannot create);
 - `scope`: only this workload's objects, once each, of its current restart attempt;
 - `damage`: the fields that are there but cannot be read, named in the evidence;
+- `teardown`: who deleted a pod: a controller's teardown (the Job's decision, deadline or suspension, the JobSet's
+  end, the garbage collector) or someone else;
 - `root`: the root-cause choice across a gang (earliest wins, teardown victims set aside);
 - `history`: the cause of each in-cluster restart;
 - `kueue`: preemption by suspension, deactivation;

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import re
 
-# "<who> exited <code>[ (note)] at <time>: <excerpt>" up to the next "; " part of the summary
-LOG_EXCERPT = re.compile(r"(exited \d+[^:;]* at \S+?): [^;]*")
+# "<who> exited <code>[ (note)] at <time>[: <excerpt> | (last log line: <line>)]" up to the next "; " part of the
+# summary: the excerpt is there when the container left a termination message, and missing when it did not
+LOG_EXCERPT = re.compile(r"(exited \d+[^:;]* at \S+?)(?:: [^;]*| \(last log line: [^;]*\))?(?=;|$)")
 
 
 def quote_in_log_excerpt(summary: str, line: str) -> str:
-    """The summary with its first log excerpt replaced by `line` (the exception the application reported)."""
-    return LOG_EXCERPT.sub(lambda m: f"{m.group(1)}: {line}", summary, count=1)
+    """The summary with `line` (the exception the application reported) where its first log excerpt is, or would
+    be: right after the exit, whether or not the look still had the container's termination message; after the
+    summary when it names no exit. One place for the line, so every look at the same failure reads the same."""
+    quoted, found = LOG_EXCERPT.subn(lambda m: f"{m.group(1)}: {line}", summary, count=1)
+    return quoted if found else f"{summary}; {line}"
 
 
 def without_log_excerpt(summary: str) -> str:

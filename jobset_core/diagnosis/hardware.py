@@ -7,9 +7,12 @@ kinds of evidence tell them from a bug:
   gives (an uncorrectable ECC or NVLink error, a GPU that is lost), a driver Xid line, or NCCL's InfiniBand
   completion error of the rank that lost its link. These decide on their own.
 - **the node's words** (its events, conditions and taints, from the driver's Xid through node-problem-detector,
-  GKE's GPU device plugin or NVSentinel): a fatal Xid before the pod failed makes a failure that the device
-  *could* have caused (`unspecified launch failure`, an NCCL error, a collective timeout, a teardown) the
-  hardware's. This is how the rank on the broken node is told apart when every rank times out alike.
+  GKE's GPU device plugin or NVSentinel): a fatal Xid reported while the pod ran, shortly before it failed
+  (`NODE_FAULT_WINDOW`), makes a failure that the device *could* have caused (`unspecified launch failure`, an NCCL
+  error, a collective timeout, a teardown) the hardware's. This is how the rank on the broken node is told apart
+  when every rank times out alike. Evidence is true in time: a pod that started after a report, failed before
+  it, or ran on well past it is not its victim, and a teardown that followed a direct cause (a preemption, an
+  eviction, an earlier application error) is that cause's, whatever its node said before.
 
 What is the program's own stays so whatever the node says: its GPU memory sizing (`CUDA out of memory`), its
 kernel assertions (`device-side assert triggered`), a Python exception. A site adds its own patterns
@@ -29,15 +32,28 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import LOG_SOURCE, NEVER, SITE_SIGNATURE, SKEW, Finding, HardwareFault, K
+from jobset_core.diagnosis.model import (
+    LOG_SOURCE,
+    NEVER,
+    SITE_SIGNATURE,
+    SKEW,
+    WEAK,
+    Finding,
+    HardwareFault,
+    K,
+)
 from jobset_core.policy.kinds import FailureKind
 
 Obj = Mapping[str, Any]
 Signatures = tuple[tuple[re.Pattern[str], FailureKind], ...]
 
-# How long before a pod's failure a node's fault still explains it: a collective hangs until the watchdog's
-# timeout (NCCL's default 10 min, often raised to 30), and events live an hour (the API server's --event-ttl).
-NODE_FAULT_WINDOW = timedelta(hours=1)
+# How long after a node's report a pod on that node can still fail of it: a rank on a broken GPU fails at its next
+# CUDA call, or when its collective times out (10 minutes by default; see `c.TORCH_DEFAULT_PG_NCCL_TIMEOUT_SECONDS`,
+# which also outlasts the 8-minute heartbeat monitor), and its pod ends within its termination grace period. A pod
+# still running past that was not a victim of the report: the collective timeout (sites raise it to 30-60 minutes)
+# bounds how long a rank on a dead GPU hangs, not how long a pod beside a stale report runs before something else
+# ends it. Nor is a pod that started after the report, or whose failure came before it.
+NODE_FAULT_WINDOW = timedelta(seconds=c.TORCH_DEFAULT_PG_NCCL_TIMEOUT_SECONDS + c.DEFAULT_TERMINATION_GRACE_SECONDS)
 
 _XID_LINE = re.compile(c.XID_LINE_PATTERN)
 _GKE_XID = re.compile(c.GKE_XID_EVENT_PATTERN)
@@ -281,38 +297,86 @@ def _could_be_the_device(f: Finding) -> bool:
     return f.kind in (K.INTERRUPTED, K.SYSTEM_ERROR, K.UNKNOWN)
 
 
-def _explaining(faults: Sequence[HardwareFault], at: datetime | None) -> HardwareFault | None:
-    """The node's earliest fault that came before the failure (within the skew) and not long before it."""
+def _explaining(faults: Sequence[HardwareFault], at: datetime | None, started: datetime | None) -> HardwareFault | None:
+    """The node's earliest fault the pod failed of: reported while the pod ran (it started before the report, within
+    the skew) and followed by the pod's failure within `NODE_FAULT_WINDOW`. A failure with no time cannot be placed
+    after a report, and a report with no time cannot be placed before one: neither explains the other."""
     for fault in faults:
         if fault.time is None or at is None:
-            return fault
-        if fault.time <= at + SKEW and at - fault.time <= NODE_FAULT_WINDOW:
+            continue
+        if started is not None and started > fault.time + SKEW:
+            continue  # started (or restarted) after the report: another run's report, or a new one will come
+        if fault.time - SKEW <= at <= fault.time + NODE_FAULT_WINDOW:
             return fault
     return None
 
 
-def attribute(findings: list[Finding], faults: Mapping[str, Sequence[HardwareFault]]) -> list[Finding]:
-    """Findings on nodes that reported a hardware fault before them, made the hardware's.
+def _direct(f: Finding) -> bool:
+    """A cause no node's report explains: the cluster's disruption of a pod, or the program's own failure (not one a
+    broken device could cause, not a teardown, not a SIGTERM)."""
+    if f.teardown or f.kind in WEAK or f.kind in (K.HARDWARE_FAILURE, K.UNSCHEDULABLE) or f.time is None:
+        return False
+    if f.kind is K.APPLICATION_ERROR:
+        return not f.device_shaped
+    return not (f.kind is K.NODE_FAILURE and f.reason == c.DISRUPTION_TAINT_MANAGER)
+
+
+def _victim(f: Finding, first_direct: datetime | None) -> bool:
+    """A failure a node's report may explain: one the device could cause, and, for a SIGTERM, a SIGKILL or a teardown,
+    only when no direct cause came before it (the gang was torn down because of that cause, not of the node)."""
+    if not _could_be_the_device(f):
+        return False
+    weak = f.teardown or f.kind in WEAK
+    return not (weak and first_direct is not None and f.time is not None and first_direct <= f.time)
+
+
+def pod_starts(pods: Iterable[Obj]) -> dict[str, datetime]:
+    """When each pod's containers last started (its current run): a report before that is about an earlier run."""
+    starts: dict[str, datetime] = {}
+    for pod in pods:
+        times = []
+        for cs in ev.as_list(ev.status_of(pod).get("containerStatuses")):
+            state = ev.as_map(ev.as_map(cs).get("state"))
+            run = ev.as_map(state.get("terminated")) or ev.as_map(state.get("running"))
+            times.append(ev.parse_time(run.get("startedAt")))
+        found = [t for t in times if t is not None] or [ev.parse_time(ev.status_of(pod).get("startTime"))]
+        if found[0] is not None:
+            starts[ev.name_of(pod)] = max(t for t in found if t is not None)
+    return starts
+
+
+def _first_direct(findings: Sequence[Finding]) -> datetime | None:
+    """When the earliest direct cause came. A Job's message names a pod's exit code, not what its log said: the pod's
+    own finding decides whether it is direct."""
+    shaped = {f.pod for f in findings if f.pod and f.device_shaped}
+    return min((f.time for f in findings if _direct(f) and f.pod not in shaped and f.time is not None), default=None)
+
+
+def _as_hardware(f: Finding, fault: HardwareFault) -> Finding:
+    times = [t for t in (fault.time, f.time) if t is not None]
+    return replace(
+        f, kind=K.HARDWARE_FAILURE, hardware=replace(fault, exited=f.time), time=min(times) if times else None,
+        teardown=False, peer_loss=False, reason=fault.reason, evidence=f"{fault.source} on node {f.node}: {fault.quote}; {f.evidence}",
+    )
+
+
+def attribute(findings: list[Finding], faults: Mapping[str, Sequence[HardwareFault]],
+              pods: Iterable[Obj] = ()) -> list[Finding]:
+    """Findings on nodes that reported a hardware fault while they ran, shortly before they failed, made the
+    hardware's (`_explaining`); a direct cause that came first keeps its teardown's victims (`_victim`).
 
     The finding is dated by the earlier of the fault and the pod's own end: the fault is when it went wrong,
     and every rank that timed out after it is its victim. An application error of another rank before the
-    fault still comes first.
+    fault still comes first. `pods` are the pods the findings are about (when each started).
     """
     if not faults:
         return findings
+    starts, first_direct = pod_starts(pods), _first_direct(findings)
     out = []
     for f in findings:
         node_said = faults.get(f.node or "") if f.pod else None
-        fault = _explaining(node_said, f.time) if node_said and _could_be_the_device(f) else None
-        if fault is None:
-            out.append(f)
-            continue
-        times = [t for t in (fault.time, f.time) if t is not None]
-        record = replace(fault, exited=f.time)
-        out.append(replace(
-            f, kind=K.HARDWARE_FAILURE, hardware=record, time=min(times) if times else None, teardown=False,
-            peer_loss=False, reason=fault.reason, evidence=f"{fault.source} on node {f.node}: {fault.quote}; {f.evidence}",
-        ))
+        fault = _explaining(node_said, f.time, starts.get(f.pod or "")) if node_said and _victim(f, first_direct) else None
+        out.append(f if fault is None else _as_hardware(f, fault))
     return out
 
 
@@ -335,5 +399,5 @@ def pod_nodes(pods: Iterable[Obj]) -> set[str]:
 
 __all__ = [
     "NODE_FAULT_WINDOW", "LogEvidence", "Signatures", "attribute", "compile_signatures", "implicated_nodes",
-    "log_evidence", "node_faults", "pod_nodes", "site_match",
+    "log_evidence", "node_faults", "pod_nodes", "pod_starts", "site_match",
 ]

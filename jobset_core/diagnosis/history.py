@@ -18,6 +18,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core.diagnosis import jobs as jobs_
 from jobset_core.diagnosis.model import SKEW, Finding, HistoryEntry, K, short
 from jobset_core.diagnosis.scope import Scope
 from jobset_core.policy import contract
@@ -136,9 +137,17 @@ def history(scope: Scope, job_event_findings: list[Finding],
             entries.append(_not_recorded(number, restart, recorded))
             continue
         used.add(best)
-        f = job_event_findings[best]
+        f = _told_by_its_pods(scope, job_event_findings[best], aligned[number - 2] if number > 1 else None, number - 1)
         entries.append(HistoryEntry(number, f.kind, f"restart {number}: {short(f)}", pod=f.pod, node=f.node, time=f.time))
     return entries, used
+
+
+def _told_by_its_pods(scope: Scope, failure: Finding, previous: RestartEvent | None, attempt: int) -> Finding:
+    """A Job failure that names no pod (a JobSet without our podFailurePolicy: BackoffLimitExceeded), told by the
+    disruption of one of that Job's pods in that attempt: its DisruptionTarget (its object, or the record a watcher
+    kept, labelled with the attempt) or its events (Preempted...) since the restart before it."""
+    since = previous.time.replace(microsecond=0) if previous is not None and previous.time else None
+    return jobs_.pod_disruption(failure, scope.events, {ev.name_of(p): p for p in scope.pods}, since, attempt)
 
 
 def gang_restarts(scope: Scope) -> list[HistoryEntry]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis.model import Finding, K
+from jobset_core.diagnosis.model import NEVER, SKEW, WEAK, Finding, K
 from jobset_core.diagnosis.pods import recorded_disruption
 from jobset_core.policy import contract
 from jobset_core.policy.kinds import FailureKind
@@ -158,3 +158,58 @@ def pod_event_findings(events: list[dict[str, Any]], known_pods: set[str]) -> li
             seen.add(name)
             out.append(Finding(refined[0], time=ev.event_time(event), evidence=refined[1], pod=name, node=refined[2]))
     return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# A Job failure that names no pod
+
+
+def _pods_of(job: str) -> re.Pattern[str]:
+    """`<job>-<completion index>-<5 random>`: the names of a Job's pods, also of those that are gone."""
+    return re.compile(rf"^{re.escape(job)}-\d+-[a-z0-9]{{5}}$")
+
+
+def _recorded(job: str, pods: Pods, attempt: int | None) -> list[Finding]:
+    """Disruptions the Job's pods (live, or the records a watcher kept) still show, of restart `attempt`."""
+    out = []
+    for name, pod in pods.items():
+        if ev.pod_job_name(pod) != job or attempt is not None and ev.restart_attempt(pod) not in (None, attempt):
+            continue
+        found = recorded_disruption(pod)
+        cond = ev.condition(pod, c.CONDITION_DISRUPTION_TARGET)
+        if found is not None and cond is not None:
+            out.append(Finding(found[0], time=ev.parse_time(cond.get("lastTransitionTime")), evidence=found[1], pod=name,
+                               node=found[2], job=job))
+    return out
+
+
+def _told_by_events(job: str, events: list[dict[str, Any]]) -> list[Finding]:
+    """Disruptions the events of the Job's pods tell (Preempted, TaintManagerEviction, Evicted, node shutdown)."""
+    mine = _pods_of(job)
+    out = []
+    for event in events:
+        kind, name = ev.involved(event)
+        if kind != c.POD_KIND or not mine.match(name):
+            continue
+        found = _disruption_event(name, ev.as_str(event.get("reason")), ev.event_message(event))
+        if found is not None:
+            out.append(Finding(found[0], time=ev.event_time(event), evidence=found[1], pod=name, node=found[2], job=job))
+    return out
+
+
+def pod_disruption(failure: Finding, events: list[dict[str, Any]], pods: Pods, since: datetime | None,
+                   attempt: int | None = None) -> Finding:
+    """A Job's failure that names no pod and no exit code (BackoffLimitExceeded of a Job without our podFailurePolicy:
+    a JobSet or Job built by hand or by another tool), told by the disruption of one of its pods: the earliest one
+    between `since` (the attempt's start: the restart before it) and the failure. Unchanged when none is on record."""
+    if failure.pod is not None or failure.kind not in WEAK or not failure.job:
+        return failure
+    until = failure.time + SKEW if failure.time is not None else None
+    found = [f for f in (*_recorded(failure.job, pods, attempt), *_told_by_events(failure.job, events))
+             if (since is None or f.time is None or f.time > since) and (until is None or f.time is None or f.time <= until)]
+    if not found:
+        return failure
+    first = min(found, key=lambda f: f.time or NEVER)
+    return Finding(first.kind, time=first.time or failure.time, evidence=f"{first.evidence}; then {failure.evidence}",
+                   pod=first.pod, node=first.node, job=failure.job, reason=failure.reason)
+

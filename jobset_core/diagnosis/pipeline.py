@@ -29,6 +29,8 @@ from jobset_core.diagnosis.model import Diagnosis, Finding, HistoryEntry, K, ret
 from jobset_core.diagnosis.pods import classify_pod
 from jobset_core.diagnosis.root import Peers, pick_root
 from jobset_core.diagnosis.scope import Scope, build_scope
+from jobset_core.diagnosis.teardown import NONE as NO_TEARDOWN
+from jobset_core.diagnosis.teardown import Teardowns, teardowns
 from jobset_core.policy import contract
 from jobset_core.policy.grace import Grace
 from jobset_core.policy.kinds import FailureKind
@@ -105,8 +107,7 @@ class Evidence:
     findings: list[Finding]
     history: list[HistoryEntry]
     codes: frozenset[int] | None  # the workload's retryable exit codes; None when it has no policy of ours
-    deletions: frozenset[str] = frozenset()  # pods the Job controller deleted itself (SuccessfulDelete)
-    deleting_jobs: frozenset[str] = frozenset()  # Jobs whose controller's deletions are on record
+    teardowns: Teardowns = NO_TEARDOWN  # what the controllers tore down, and from when
 
 
 def _classify_pods(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int], kills: dict[str, sig.ProbeKill],
@@ -194,7 +195,10 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
             recorded: Sequence[HistoryEntry] = ()) -> Evidence:
     notes = scope.notes
     pods_by_name = {ev.name_of(p): p for p in scope.pods}
-    job_events = guarded(notes, "the Job events", lambda: jobs_.job_event_findings(scope.events, codes, pods_by_name), [])
+    # A backoff limit says which exit codes reached it only under our podFailurePolicy, whatever codes were given.
+    ours = guarded(notes, "the podFailurePolicy", lambda: contract.policy_exit_codes(scope.jobset, scope.jobs), None)
+    job_codes = codes if ours is not None else None
+    job_events = guarded(notes, "the Job events", lambda: jobs_.job_event_findings(scope.events, job_codes, pods_by_name), [])
     history, consumed = guarded(notes, "the restart history", lambda: hist.history(scope, job_events, recorded), ([], set()))
     old_end = guarded(notes, "the restart events", lambda: hist.earlier_attempts_end(scope), None)
     kills = guarded(notes, "the probe events", lambda: sig.probe_kills(scope.events), {})
@@ -204,7 +208,7 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
         history, pod_findings = _gang_replacements(scope, pod_findings)
     findings += pod_findings
     for job in scope.current_jobs:
-        findings += guarded(notes, f"Job {ev.name_of(job) or '?'}", lambda job=job: jobs_.job_findings(job, scope.events, codes, pods_by_name), [])
+        findings += guarded(notes, f"Job {ev.name_of(job) or '?'}", lambda job=job: jobs_.job_findings(job, scope.events, job_codes, pods_by_name), [])
 
     def current(f: Finding) -> bool:
         return old_end is None or (f.time is not None and f.time > old_end)
@@ -218,9 +222,10 @@ def collect(scope: Scope, now: datetime, grace: Grace, codes: frozenset[int] | N
                         lambda: not_admitted(scope.jobset, scope.current_jobs, scope.workloads, scope.events, now), [])
     findings += guarded(notes, "the gang's PodGroups", lambda: _gang_preemptions(scope), [])
     faults = guarded(notes, "the nodes' hardware reports", lambda: hw.node_faults(scope.events, scope.nodes, signatures), {})
-    findings = hw.attribute(findings, faults)
-    deleted, deleting = guarded(notes, "the Job controller's deletions", lambda: sig.job_deletions(scope.events), (frozenset(), frozenset()))
-    return Evidence(findings, history, codes, deleted, deleting)
+    findings = hw.attribute(findings, faults, scope.current_pods)
+    torn = guarded(notes, "the controllers' teardowns",
+                   lambda: teardowns(scope.jobset, scope.current_jobs, scope.events), NO_TEARDOWN)
+    return Evidence(findings, history, codes, torn)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -323,8 +328,8 @@ def _what(scope: Scope) -> str:
 def _succeeded(scope: Scope) -> bool:
     if scope.jobset is not None:
         return ev.condition(scope.jobset, c.CONDITION_COMPLETED) is not None
-    jobs = scope.current_jobs
-    return bool(jobs) and all(ev.condition(j, c.CONDITION_COMPLETE) for j in jobs)
+    jobs = scope.current_jobs  # SuccessCriteriaMet: decided (since 1.31), Complete once its torn-down pods are gone
+    return bool(jobs) and all(ev.condition(j, c.CONDITION_COMPLETE) or ev.condition(j, c.CONDITION_SUCCESS_CRITERIA_MET) for j in jobs)
 
 
 def quiet(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
@@ -381,7 +386,7 @@ def _evidence_lines(scope: Scope, v: Verdict, chosen: list[str]) -> list[str]:
 
 
 def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
-    root, peers, chosen = pick_root(v.candidates, v.first_failed_job, v.js_failed, (found.deletions, found.deleting_jobs))
+    root, peers, chosen = pick_root(v.candidates, v.first_failed_job, v.js_failed, found.teardowns)
     lines = _evidence_lines(scope, v, chosen)
     if root is None:
         root = _fallback_root(v)
@@ -389,7 +394,10 @@ def answer(scope: Scope, found: Evidence, v: Verdict) -> Diagnosis:
     root = _capacity(root, v.candidates)
     job = root.job or v.first_failed_job
     rank = _rank(scope, root)
-    summary = text.failure_summary(root, peers, job, rank)
+    summary = text.failure_summary(root, job, rank)
+    cascade = text.peers_line(peers)
+    if cascade:
+        lines.insert(1, cascade)
     held = _held_gang(scope, root)
     if held is not None:
         summary = f"{root.kind}: {held.describe()}"
@@ -449,7 +457,8 @@ def diagnose(
     `nodes` are the Nodes the pods ran on (their GPU health conditions and taints; their events go with the
     others); `signatures` a site's own (regular expression, failure kind) pairs, read before the built-in ones;
     `restart_causes` the causes of in-cluster restarts a watcher kept when it saw them (`HistoryEntry.to_dict()`
-    each: the evidence ConfigMap's), which tell a restart's story once its events have expired.
+    each: the evidence ConfigMap's), which tell a restart's story once its events have expired. `now` (default: the
+    wall clock) is when grace periods are measured to: judge a dump at the time it was taken, `dump_time(dump)`.
     """
     js, job_list, pod_list, event_list, workload_list, node_list = read_input(jobset, jobs, pods, events, workloads, nodes)
     site = read_signatures(signatures)

@@ -3,7 +3,7 @@
 Findings are collapsed to one per pod (its richest), what the JobSet's own teardown caused is set aside,
 and the earliest remaining finding wins; ties at the same second go to infrastructure, and a crash on a
 lost connection loses to the peer whose loss caused it. A pod deleted before anything else failed is not a
-teardown victim: its deletion is the cause.
+teardown victim: its deletion is the cause, unless a controller's teardown explains it (`teardown`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any
 
 from jobset_core import evidence as ev
 from jobset_core.diagnosis.model import DISRUPTIONS, NEVER, SITE_SIGNATURE, SKEW, WEAK, Finding, K
+from jobset_core.diagnosis.teardown import NONE as NO_TEARDOWN
+from jobset_core.diagnosis.teardown import Teardowns
 from jobset_core.policy.kinds import INTERRUPTIONS
 
 
@@ -80,34 +82,31 @@ def by_pod(findings: list[Finding]) -> tuple[dict[str, Finding], list[Finding]]:
     return pods, podless
 
 
-Deletions = tuple[frozenset[str], frozenset[str]]  # (pods the Job controller deleted, Jobs it deleted them for)
-
-
-def _deleted_by_someone(f: Finding, first_other: datetime, deletions: Deletions) -> bool:
-    """A deletion that precedes every other failure (by more than the clock skew) did not come from the
-    controllers, which delete after a failure; nor did one of a Job whose controller names the pods it deleted
-    (`SuccessfulDelete`) and not this one, though the Job counted it failed in the same second."""
+def _deleted_by_someone(f: Finding, first_other: datetime, teardowns: Teardowns, triggers: set[str]) -> bool:
+    """A deletion no controller's teardown explains, that came before every other failure (by more than the
+    clock skew); or one that triggered a Job's decision (the failure it counted), which came first by definition."""
     if not f.teardown or f.deleted_at is None:
         return False
-    if f.deleted_at + SKEW < first_other:
-        return True
-    pods, jobs = deletions
-    return f.job in jobs and f.pod not in pods and f.deleted_at <= first_other + SKEW
+    if f.pod in triggers:
+        return f.deleted_at <= first_other + SKEW
+    return teardowns.explains(f) is None and f.deleted_at + SKEW < first_other
 
 
 def promote_deleted(pods: dict[str, Finding], podless: list[Finding], failed_at: datetime | None,
-                    deletions: Deletions = (frozenset(), frozenset())) -> None:
-    """A pod whose deletion someone asked for (not the JobSet or Job controller) was deleted by someone: the cause."""
+                    teardowns: Teardowns = NO_TEARDOWN) -> None:
+    """A pod whose deletion no controller asked for (not the Job or JobSet controller, not the garbage collector)
+    was deleted by someone: the cause."""
     others = (f.time for f in (*pods.values(), *podless) if not f.teardown and f.time)
     first_other = min(others, default=NEVER)
     if failed_at is not None:
         first_other = min(first_other, failed_at)
+    triggers = teardowns.triggers(pods)
     deleted_first = {name: f for name, f in pods.items()
-                     if f.teardown and f.deleted_at is not None and _deleted_by_someone(f, first_other, deletions)}
+                     if f.teardown and f.deleted_at is not None and _deleted_by_someone(f, first_other, teardowns, triggers)}
     for name, f in deleted_first.items():
         text = (
             f"pod {name} was deleted at {ev.format_time(f.deleted_at)} with no DisruptionTarget, eviction or "
-            f"node problem, before anything else failed; {f.evidence}"
+            f"node problem, and no controller's teardown explains it, before anything else failed; {f.evidence}"
         )
         deleted_at = f.deleted_at or NEVER
         pods[name] = replace(f, teardown=False, time=min(deleted_at, f.time or NEVER), evidence=text, reason="Deleted")
@@ -163,14 +162,14 @@ def _podless_root(podless: list[Finding], first_failed_job: str | None) -> Findi
 
 def pick_root(
     findings: list[Finding], first_failed_job: str | None, js_failed: Mapping[str, Any] | None,
-    deletions: Deletions = (frozenset(), frozenset()),
+    teardowns: Teardowns = NO_TEARDOWN,
 ) -> tuple[Finding | None, Peers, list[str]]:
     """Earliest non-teardown finding wins; a pod's richest finding stands for that pod."""
     if not findings:
         return None, Peers(), []
     failed_at = ev.parse_time(js_failed.get("lastTransitionTime")) if js_failed else None
     pods, podless = by_pod(findings)
-    promote_deleted(pods, podless, failed_at, deletions)
+    promote_deleted(pods, podless, failed_at, teardowns)
     root = (
         _choose([f for f in pods.values() if not f.teardown], failed_at)
         or _podless_root(podless, first_failed_job)

@@ -355,25 +355,3 @@ def _failed_create(job: str, message: str, since: datetime | None, now: datetime
         kind, time=since, evidence=text, job=job, reason=c.EVENT_FAILED_CREATE, message=refusal,
         stuck=limit is not None and waited >= limit,
     )
-
-
-# ----------------------------------------------------------------------------------------------------
-# Pods the Job controller deleted itself
-
-
-def job_deletions(events: Iterable[Obj]) -> tuple[frozenset[str], frozenset[str]]:
-    """(pods, Jobs): the pods the Job controller deleted itself and the Jobs it deleted them for, from its
-    `SuccessfulDelete` "Deleted pod: <name>" events (pkg/controller/controller_utils.go). When a Job fails it
-    deletes its active pods, and a pod someone else was already deleting is not active: a deleted pod of such a
-    Job that none of these events names was deleted by someone else."""
-    prefix = c.DELETED_POD_MESSAGE.split("{")[0]
-    pods, jobs = set(), set()
-    for event in events:
-        kind, job = ev.involved(event)
-        if kind != c.JOB_KIND or ev.as_str(event.get("reason")) != c.EVENT_SUCCESSFUL_DELETE:
-            continue
-        message = ev.event_message(event).strip()
-        if message.startswith(prefix):
-            pods.add(message[len(prefix):].strip())
-            jobs.add(job)
-    return frozenset(pods), frozenset(jobs)

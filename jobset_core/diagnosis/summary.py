@@ -1,8 +1,9 @@
 """The summary: the one line a person reads first.
 
 It names the culprit and what it did, quotes the error the container printed when the last line of its
-termination message looks like one (otherwise it is only "the last log line"), counts the peers that went
-down with it, and for the kinds a user can fix says what to change. When nothing failed it says what the
+termination message looks like one (otherwise it is only "the last log line"), and for the kinds a user can fix
+says what to change. The peers that went down with it are evidence, not part of the line: how many a look still
+sees depends on when it looked, and the same failure must read the same from every look and engine. When nothing failed it says what the
 input shows, never more: a dump that shows no failure is not proof that none happened.
 """
 
@@ -109,8 +110,8 @@ def _interrupted(root: Finding, who: str, when: str, job: str | None) -> str:
     code = root.exit_code if root.exit_code is not None else "143"
     if root.reason == "Deleted" and root.deleted_at is not None:
         return (
-            f"{who} was deleted at {ev.format_time(root.deleted_at)} (exit {code}) by a person or a controller, "
-            "with no DisruptionTarget, eviction or node problem, before anything else failed"
+            f"{who} was deleted at {ev.format_time(root.deleted_at)} (exit {code}) by someone, not in a controller's "
+            "teardown, with no DisruptionTarget, eviction or node problem, before anything else failed"
         )
     return f"{who} was terminated (exit {code}) at {when} with no application error before it"
 
@@ -156,7 +157,7 @@ _LINES: dict[FailureKind, Callable[[Finding, str, str, str | None], str]] = {
     K.IMAGE_PULL_ERROR: lambda r, who, when, job: f"{who} cannot pull its image ({r.reason})"
     + (f": {r.message}" if r.message else ""),
     K.CONFIG_ERROR: _config,
-    K.DEADLINE_EXCEEDED: lambda r, who, when, job: f"{job or who} ran past its deadline at {when}",
+    K.DEADLINE_EXCEEDED: lambda r, who, when, job: f"{f'job {job}' if job else who} ran past its deadline at {when}",
     K.SYSTEM_ERROR: lambda r, who, when, job: f"{who} failed for an infrastructure reason ({r.reason}) at {when}",
 }
 
@@ -165,7 +166,9 @@ def _plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
-def failure_summary(root: Finding, peers: Peers, job: str | None, rank: int | None = None) -> str:
+def failure_summary(root: Finding, job: str | None, rank: int | None = None) -> str:
+    """The cause, said the same way whichever look made it: what a look still sees of the peers torn down after it
+    (all of them, some, none yet) is evidence (`peers_line`), not part of the cause."""
     when = ev.format_time(root.time)
     line_for = _LINES.get(root.kind)
     who = _who(root, job)
@@ -173,17 +176,23 @@ def failure_summary(root: Finding, peers: Peers, job: str | None, rank: int | No
         line = _hardware(root, who, when, rank)
     else:
         line = line_for(root, who, when, job) if line_for else f"{who} failed at {when} and nothing explains it"
-    if peers.terminated:
-        line += f"; {peers.terminated} {_plural(peers.terminated, 'peer was', 'peers were')} then terminated"
-    if peers.lost_connection:
-        n = peers.lost_connection
-        line += f"; {n} {_plural(n, 'peer', 'peers')} then failed on the lost connection"
     advice = ADVICE.get(root.reason or "") or ACTIONABLE.get(root.kind)
     if root.kind is K.CONFIG_ERROR and root.message and root.reason not in ADVICE:
         advice = None  # the runtime's or the API server's own words are the advice
     if advice:
         line += f"; {advice}"
     return f"{root.kind}: {line}"
+
+
+def peers_line(peers: Peers) -> str | None:
+    """"5 peers were then terminated and 3 then failed on the lost connection": what this look sees of the cascade."""
+    parts = []
+    if peers.terminated:
+        parts.append(f"{peers.terminated} {_plural(peers.terminated, 'peer was', 'peers were')} then terminated")
+    if peers.lost_connection:
+        n = peers.lost_connection
+        parts.append(f"{n} {_plural(n, 'peer', 'peers')} then failed on the lost connection")
+    return f"after it, {' and '.join(parts)} (of the pods still on record)" if parts else None
 
 
 def quiet_summary(what: str, history: list[HistoryEntry], succeeded: bool) -> str:

@@ -7,14 +7,15 @@ same facts, and so the same diagnosis, whichever way it was read.
 
 The event rule: an event belongs to the attempt when it is about one of the attempt's members, by name
 (`members`): the object itself, its Jobs (listed, named by the JobSet controller's scheme, or named by the
-labels of its pods: a Job a restart deleted still has its PodFailurePolicy event), its pods (live and kept
-in the evidence ConfigMap), the claims its pod templates mount (a claim that never binds says why only in
-its own events), Kueue's Workloads for it and its gang's Workload API PodGroups (`workloads_of`); plus the
-events of the Nodes its pods ran on, when the reader read them (the kube runtime at a decision on a GPU
-workload, the local runtime always, a dump if it has them).
+labels of its pods: a Job a restart deleted still has its PodFailurePolicy event), its pods (live, kept
+in the evidence ConfigMap, or named by its Jobs' SuccessfulCreate and SuccessfulDelete events: a pod a restart
+deleted still has its Preempted event, which is all a JobSet built by hand has to say why), the claims its pod
+templates mount (a claim that never binds says why only in its own events), Kueue's Workloads for it and its
+gang's Workload API PodGroups (`workloads_of`); plus the events of the Nodes its pods ran on, when the reader
+read them (the kube runtime at a decision on a GPU workload, the local runtime always, a dump if it has them).
 Every pod counts, not a capped few: the diagnosis decides which events explain something (a running pod's
 probe kill, the ninth failed pod's pull error), and a watch and a direct look must not disagree about it.
-A pod that is gone and was not kept is no member: no look from another process could know its name.
+A pod that is gone, was not kept and that no event of its Jobs names is no member: no look could know its name.
 
 Gone attempts follow the same rule: the pods still there or kept and the events of the members are the
 facts of an object deleted before it finished (its Jobs and Workloads went with it).
@@ -120,6 +121,8 @@ def assemble(
     own_jobs = list(jobs) if main is not None else []
     own_workloads = workloads_of(main, workloads, own_jobs)
     names = members(name, main, own_jobs, all_pods, own_workloads)
+    events = list(events)
+    names |= ev.pods_named_by(events, names)  # gone, never kept, named by its Jobs' events
     return Observation(
         main=main,  # type: ignore[arg-type]
         jobs=own_jobs,  # type: ignore[arg-type]

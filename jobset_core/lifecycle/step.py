@@ -71,10 +71,9 @@ def refine(diagnosis: Diagnosis | None, reports: Sequence[AppReport], policy: Re
     named = [r for r in reports if diagnosis.pod and (r.worker == diagnosis.pod or r.worker.startswith(f"{diagnosis.pod}-"))]
     report = (named or list(reports))[0]
     kind = "recoverable" if report.recoverable else "non-recoverable"
-    # A log tail ends with the engine's framing lines: quote the exception itself instead.
+    # A log tail ends with the engine's framing lines: quote the exception itself instead, where the excerpt is
+    # or would be, so the line reads the same whether this look still had the container's termination message.
     summary = quote_in_log_excerpt(diagnosis.summary, report.line)
-    if report.line not in summary:
-        summary = f"{summary}; {report.line}"
     evidence = [*diagnosis.evidence, f"{report.source} of {report.worker or 'a replica'}: {report.code} ({kind})"]
     refined = replace(diagnosis, summary=f"{summary} ({kind} user exception)", retryable=report.recoverable, evidence=evidence)
     if report.recoverable and diagnosis.exit_code is not None:

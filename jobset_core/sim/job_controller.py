@@ -53,9 +53,10 @@ def _tracked(pod: Mapping[str, Any]) -> bool:
 
 
 def _past_deadline(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-    """activeDeadlineSeconds counts from status.startTime (job_controller.go pastActiveDeadline)."""
+    """activeDeadlineSeconds counts from status.startTime, never while the Job is suspended (job_controller.go
+    pastActiveDeadline)."""
     deadline, started = spec.get("activeDeadlineSeconds"), status.get("startTime")
-    if deadline is None or not started:
+    if deadline is None or not started or spec.get("suspend"):
         return False
     start = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return (clock.utcnow() - start).total_seconds() >= float(deadline)
@@ -134,8 +135,7 @@ class _Sync:
     def finish_complete(self, live: list[Obj], active: list[Obj]) -> None:
         reached = (c.JOB_REASON_COMPLETIONS_REACHED, c.JOB_MESSAGE_COMPLETIONS_REACHED)
         self.conditions = set_condition(self.conditions, c.CONDITION_SUCCESS_CRITERIA_MET, "True", *reached, probe=True)
-        for pod in active:
-            delete_object(self.store, pod)
+        self.delete_active(active)  # deleteActivePods, as for a failure: a SuccessfulDelete each
         if not live:
             self.conditions = set_condition(self.conditions, c.CONDITION_COMPLETE, "True", *reached, probe=True)
             self.status["completionTime"] = now_seconds()
@@ -164,11 +164,41 @@ class _Sync:
         return counts
 
     def manage(self, live: list[Obj], active: list[Obj], completions: int) -> None:
-        """manageJob: a failed index loses its pods; a missing one gets one, unless the Job is suspended."""
+        """manageJob: a failed index loses its pods; a missing one gets one; a suspended Job loses them all."""
         if self.per_index:
             self.delete_failed_indexes(active)
-        if not self.spec.get("suspend"):
-            self.create_missing(live, active, completions)
+        if self.spec.get("suspend"):
+            self.suspend(active)
+            return
+        self.resume()
+        self.create_missing(live, active, completions)
+
+    def suspend(self, active: list[Obj]) -> None:
+        """manageJob on a suspended Job deletes its active pods, their job-tracking finalizer first (deleteJobPods:
+        not counted as failures), with a SuccessfulDelete each; syncJob then records Suspended True (JobSuspended)
+        with a Suspended event, once."""
+        for pod in list(active):
+            remove_finalizer(self.store, pod, c.JOB_TRACKING_FINALIZER)
+            delete_object(self.store, pod)
+            job_event(self.store, self.job, c.EVENT_TYPE_NORMAL, c.EVENT_SUCCESSFUL_DELETE,
+                      c.DELETED_POD_MESSAGE.format(name=pod["metadata"]["name"]))
+            active.remove(pod)
+        self._suspended("True", c.JOB_REASON_SUSPENDED, c.JOB_MESSAGE_SUSPENDED, c.JOB_EVENT_SUSPENDED)
+
+    def resume(self) -> None:
+        """A suspended Job resumed: Suspended False (JobResumed) with a Resumed event, and status.startTime restarts,
+        so activeDeadlineSeconds counts the time the Job runs, not the time it waited in a queue."""
+        if condition(self.job, c.CONDITION_SUSPENDED):
+            self._suspended("False", c.JOB_REASON_RESUMED, c.JOB_MESSAGE_RESUMED, c.JOB_EVENT_RESUMED)
+            self.status["startTime"] = now_seconds()
+
+    def _suspended(self, status: str, reason: str, message: str, event: str) -> None:
+        """ensureJobConditionStatus: the Suspended condition and its event only when its status flips."""
+        if condition(self.job, c.CONDITION_SUSPENDED, status):
+            return
+        self.conditions = set_condition(self.conditions, c.CONDITION_SUSPENDED, status, reason, message, probe=True)
+        job_event(self.store, self.job, c.EVENT_TYPE_NORMAL, event, message)
+        self.changed = True
 
     def create_missing(self, live: list[Obj], active: list[Obj], completions: int) -> None:
         """manageJob: one pod per missing index; with podReplacementPolicy Failed a terminating pod still
@@ -204,7 +234,8 @@ class _Sync:
         out: Obj = {
             "ready": sum(1 for p in active if condition(p, c.CONDITION_READY)),
             "terminating": sum(1 for p in live if deleting(p)),
-            "startTime": self.status.get("startTime") or now_seconds(),
+            # set on the first sync that finds the Job not suspended (syncJob: "Job first start")
+            "startTime": self.status.get("startTime") or (None if self.spec.get("suspend") else now_seconds()),
             "uncountedTerminatedPods": {},
             "active": len(active) or None,
             "succeeded": len(self.succeeded) or None,

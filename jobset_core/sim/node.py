@@ -9,7 +9,8 @@ how the container ends (`ContainerEnd`), is decided here, once, as upstream writ
 - graceful node shutdown (`pkg/kubelet/nodeshutdown`): DisruptionTarget TerminationByKubelet, pod reason
   `Terminated` with the shutdown message (the pod is not deleted), the container SIGTERMed;
 - node-pressure eviction (`pkg/kubelet/eviction`): DisruptionTarget TerminationByKubelet, pod reason `Evicted`
-  with the "low on resource" message, the container killed and reported ContainerStatusUnknown 137;
+  with the "low on resource" message and a Warning `Evicted` event with it (eviction_manager.go evictPod), the
+  container killed and reported ContainerStatusUnknown 137;
 - a GPU hardware fault (`sim/gpu.py`): the node's event and condition, then the program's own error, exit 1;
 - a crash, the OOM killer, a clean exit: the container's own end.
 
@@ -176,6 +177,9 @@ def disrupt(store: ClusterStore, pod: Obj, fault: Fault, *, instance: str, grace
         record_event(store, record, c.EVENT_TYPE_NORMAL, c.EVENT_PREEMPTED,
                      c.PREEMPTED_MESSAGE_FORMAT.format(preemptor=preemptor, node=(pod.get("spec") or {}).get("nodeName")),
                      component=scheduler, action=c.ACTION_PREEMPTING, instance=f"{scheduler}-{instance}")
+    if isinstance(fault, NodePressure):  # the eviction manager records it on the pod before killing it (evictPod)
+        node = (pod.get("spec") or {}).get("nodeName")
+        record_event(store, record, c.EVENT_TYPE_WARNING, c.EVENT_EVICTED, message, component=c.KUBELET_COMPONENT, host=node)
     if fault.deletes_pod:
         if grace_seconds is None:
             delete_object(store, record)

@@ -104,7 +104,9 @@ class Observer:
         wanted = sorted(set(names))
         if len(wanted) > EVENT_LISTS_PER_LOOK:
             return self.objects.events(namespace, None)
-        return [event for name in wanted for event in self.objects.events(namespace, f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}")]
+        found = [event for name in wanted for event in self.objects.events(namespace, f"{c.INVOLVED_OBJECT_NAME_FIELD}={name}")]
+        gone = ev.pods_named_by(found, wanted) - set(wanted)  # the event rule: pods its Jobs' events name
+        return found + self.events_named(namespace, gone) if gone else found
 
     def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
         """Keep the causes of in-cluster restarts the run's step judged (`HistoryEntry.to_dict()` each) in the
@@ -301,7 +303,9 @@ class Tracker:
         names = sorted(set(names))
         if follow:
             self.follow_events(names)
-        return [event for name in names for event in self.events.informer.items(f"obj:{name}")]
+        found = [event for name in names for event in self.events.informer.items(f"obj:{name}")]
+        gone = ev.pods_named_by(found, names) - set(names)  # the event rule: pods its Jobs' events name
+        return found + self._cached_events(gone, follow=follow) if gone else found
 
 
 def _workload_api_gang(main: Mapping[str, Any]) -> bool:

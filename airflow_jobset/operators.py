@@ -269,8 +269,10 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         runtime = self._get_runtime()
         if outcome is Outcome.SUCCESS:
             report.log_success(self.log, runtime, handle, data)
-            self._delete_if_asked(handle)
-            return self.result_of(context, data)
+            try:
+                return self.result_of(context, data)  # before a deletion takes the leader's log with it
+            finally:
+                self._delete_if_asked(handle)
         report.log_failure(self.log, runtime, handle, data, tail=self.get_logs)
         if outcome is Outcome.AGAIN:
             return self._run_again_free(context, handle, data)

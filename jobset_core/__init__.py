@@ -30,8 +30,6 @@ if TYPE_CHECKING:
         culprit_tail,
         follow_leader,
         leader_output,
-        local_hostname,
-        local_log_file,
     )
     from jobset_core.engine_support.registry import shared_kubernetes_runtime, shared_local_runtime
     from jobset_core.engine_support.shape import (
@@ -89,7 +87,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.engine_support.events": ("echo_unheard",),
     "jobset_core.engine_support.history": ("history_lines", "restart_history", "run_timeline"),
     "jobset_core.engine_support.pod_logs": (
-        "LeaderLog", "culprit_tail", "follow_leader", "leader_output", "local_hostname", "local_log_file",
+        "LeaderLog", "culprit_tail", "follow_leader", "leader_output",
     ),
     "jobset_core.engine_support.registry": ("shared_kubernetes_runtime", "shared_local_runtime"),
     "jobset_core.engine_support.shape": (
@@ -221,8 +219,6 @@ __all__ = [
     "LeaderLog",
     "culprit_tail",
     "leader_output",
-    "local_hostname",
-    "local_log_file",
     "shared_kubernetes_runtime",
     "shared_local_runtime",
     "leader_and_workers",

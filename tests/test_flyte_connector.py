@@ -398,3 +398,29 @@ def test_a_hardware_fault_is_resubmitted_within_the_flyte_attempt_away_from_its_
     assert second in {js["metadata"]["name"] for js in jobsets(server)} and second.endswith("-1"), second
     pods = [p for p in server.list("v1", "Pod", NS) if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == second]
     assert pods and all(p["spec"]["nodeName"] != bad for p in pods)
+
+
+def test_a_local_runs_log_links_are_the_files_its_pods_wrote(tmp_path: Path) -> None:
+    """On the local runtime the leader's and the culprit's links are the files their processes wrote, found
+    through the runtime's `pod_log_file`."""
+    import sys
+
+    from flyte_jobset import report
+    from jobset_core import Diagnosis, FailureKind, JobSetRun, JobSetSpec, LocalRuntime, ReplicatedJob
+
+    code = "import os, sys; print('hello from', os.environ['HOSTNAME']); sys.exit(os.environ['REPLICATED_JOB_NAME'] == 'workers')"
+    spec = JobSetSpec(name="links", replicated_jobs=[ReplicatedJob("leader", image="i:1", command=[sys.executable, "-c", code]),
+                                                     ReplicatedJob("workers", image="i:1", command=[sys.executable, "-c", code])],
+                      retry=RetryPolicy(retries=0))
+    with LocalRuntime(workdir=tmp_path, stream_output=False, faults=()) as runtime:
+        result = JobSetRun(spec, runtime, run_key="links", sleep=lambda s: None).run()
+        assert result.handle is not None and not result.succeeded
+        observation = runtime.observe(result.handle)
+        culprit = next(p["metadata"]["name"] for p in observation.pods if "-workers-" in p["metadata"]["name"])
+        links = report.log_links(runtime, observation, Diagnosis(FailureKind.APPLICATION_ERROR, False, "x", pod=culprit),
+                                 leader="leader", namespace=result.handle.namespace, local=True)
+
+    by_role = {link.name.split()[0]: Path(link.uri.removeprefix("file://")) for link in links}
+    assert set(by_role) == {"leader", "culprit"}
+    assert by_role["leader"].read_text() == f"hello from {result.handle.name}-leader-0-0\n"
+    assert by_role["culprit"].read_text() == f"hello from {result.handle.name}-workers-0-0\n"

@@ -5,7 +5,7 @@ policy (`client.ApiRetry`). The rooms: `objects.py` (the REST mapping), `submit.
 `keeper.py` (the evidence kept of pods and restarts in the `<attempt>-evidence` ConfigMap; `finalizers.py`
 holds pods until their failure is recorded), `observe.py` (a direct look, and the tracker a watch feeds from
 the shared streams of `streams.py`; both assembled by `lifecycle.assemble`), `kept.py` (polled attempts kept on
-those streams), `run_record.py` (the run record). Watches resume from the last resourceVersion and relist on
+those streams), `run_record.py` (the run record), `logs.py` (pod logs). Watches resume from the last resourceVersion and relist on
 410 Gone; `watch` and `awatch` drive the same loop (`observe.watch_steps`) and differ only in how they wait:
 a watch turns only on a message that concerns its attempt or at the moment its run named (the step's next
 time-based judgement), on the runtime's one timer thread (`timers.py`) or the event loop's own timers.
@@ -20,6 +20,7 @@ import queue
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -33,6 +34,7 @@ from jobset_core.runtimes.kube.finalizers import EVIDENCE_FINALIZER, Finalizers
 from jobset_core.runtimes.kube.identity import default_api_client, kubeconfig_namespace
 from jobset_core.runtimes.kube.keeper import EvidenceKeeper
 from jobset_core.runtimes.kube.kept import KeptStreams, observe_with
+from jobset_core.runtimes.kube.logs import FollowedLog, PodLogs
 from jobset_core.runtimes.kube.nodes import NodeReader
 from jobset_core.runtimes.kube.objects import KubeObjects
 from jobset_core.runtimes.kube.observe import Call, Observer, Tracker, Wait, watch_steps
@@ -106,6 +108,7 @@ class KubernetesRuntime:
         self.observer = Observer(self.objects, self.keeper, self.node_reader)
         self.submitter = Submitter(self.objects, self.keeper)
         self.records = RunRecords(self.objects)
+        self.logs = PodLogs(self.objects, self.retry)
         self.informers = InformerHub(self)
         self.timers = Timers()  # the deadlines of every blocking watch and kept subscription of this runtime
         # Set in long-lived processes that poll (`observe`): the attempt stays subscribed to the shared
@@ -173,6 +176,22 @@ class KubernetesRuntime:
 
     def delete_run_record(self, run_key: str, namespace: str) -> None:
         self.records.delete(run_key, namespace)
+
+    # ----- pod logs (through the one retry policy: `logs.py`) -----------------------------------------------
+
+    def pod_log(self, namespace: str, pod: str, container: str | None = None, *,
+                tail_lines: int | None = None) -> str | None:
+        return self.logs.read(namespace, pod, container, tail_lines)
+
+    def newest_pod(self, namespace: str, selector: str, *, started: bool = False) -> str | None:
+        return self.logs.newest(namespace, selector, started=started)
+
+    def follow_pod_log(self, namespace: str, pod: str, container: str | None = None) -> FollowedLog:
+        return self.logs.follow(namespace, pod, container)
+
+    def pod_log_file(self, namespace: str, pod: str) -> Path | None:
+        """A cluster's logs are not files on this machine."""
+        return None
 
     # ----- observe and watch ------------------------------------------------------------------------------
 

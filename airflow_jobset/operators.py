@@ -300,8 +300,8 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         return self.poll_until_complete(new, context)
 
     def _delete_if_asked(self, handle: Handle) -> None:
-        if self.delete_on_finish:
-            JobSetRun.resume(handle, self._get_runtime()).cancel()
+        if self.delete_on_finish:  # this try's attempts, never a later try's
+            cleanup.Target(handle.run_key, handle.namespace, handle).delete(self._get_runtime())
 
     def on_kill(self) -> None:
         """Delete this try's attempts (and those before it) when Airflow says the task is over; the watch then

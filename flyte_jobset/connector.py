@@ -39,7 +39,7 @@ from jobset_core import (
     RunResult,
     Runtime,
     SpecError,
-    cancel_up_to,
+    cancel_attempts,
     current_attempt,
     make_run_key,
     namespace_for,
@@ -245,7 +245,7 @@ def delete_attempts_of(runtime: Runtime, handle: Handle, engine_attempt: int | N
     """What propeller's Delete for one Flyte attempt may delete: the JobSets that attempt submitted (its own and
     its free resubmissions), never one a later Flyte attempt submitted; propeller can finalize an attempt after
     the next one was created."""
-    return cancel_up_to(runtime, handle.run_key, handle.namespace, handle, engine_attempt=engine_attempt)
+    return cancel_attempts(runtime, handle.run_key, handle.namespace, handle, engine_attempt=engine_attempt)
 
 
 ConnectorRegistry.register(JobSetConnector(), override=True)

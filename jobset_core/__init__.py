@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from jobset_core.diagnosis.excerpt import without_log_excerpt
     from jobset_core.engine_support.attempts import (
         Reattach,
-        cancel_up_to,
         clear_attempts,
         reattach,
         resubmit_free,
@@ -82,7 +81,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.diagnosis": ("Diagnosis", "Grace", "HistoryEntry", "diagnose"),
     "jobset_core.diagnosis.excerpt": ("without_log_excerpt",),
     "jobset_core.engine_support.attempts": (
-        "Reattach", "cancel_up_to", "clear_attempts", "reattach", "resubmit_free", "start_attempt",
+        "Reattach", "clear_attempts", "reattach", "resubmit_free", "start_attempt",
     ),
     "jobset_core.engine_support.events": ("echo_unheard",),
     "jobset_core.engine_support.history": ("history_lines", "restart_history", "run_timeline"),
@@ -208,7 +207,6 @@ __all__ = [
     "strip_interruptible",
     "without_log_excerpt",
     "Reattach",
-    "cancel_up_to",
     "clear_attempts",
     "reattach",
     "resubmit_free",

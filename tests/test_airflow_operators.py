@@ -913,7 +913,7 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
     from airflow_jobset import cleanup
     from jobset_core import attempts_in_scope
     from jobset_core.constants import ATTEMPT_ANNOTATION, RUN_KEY_LABEL
-    from jobset_core.engine_support.attempts import taken_over
+    from jobset_core.lifecycle.cancel import taken_over
 
     assert cleanup.verdict(cleanup.TaskAnswer("deferred")) is cleanup.Verdict.KEEP  # a hand-over
     assert all(cleanup.verdict(cleanup.TaskAnswer(state)) is cleanup.Verdict.DELETE

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from jobset_core.lifecycle.result import EventType, RunEvent, RunResult
     from jobset_core.lifecycle.standing import Progress
     from jobset_core.lifecycle.step import assess
-    from jobset_core.model.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
+    from jobset_core.model.codec import spec_from_dict, spec_to_dict
+    from jobset_core.model.gang import Coscheduling, GangBackend, Kueue, Volcano, WorkloadAPI
     from jobset_core.model.placement import strip_interruptible
     from jobset_core.model.spec import (
         Coordinator,
@@ -104,7 +105,8 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.lifecycle.result": ("EventType", "RunEvent", "RunResult"),
     "jobset_core.lifecycle.standing": ("Progress",),
     "jobset_core.lifecycle.step": ("assess",),
-    "jobset_core.model.gang": ("Coscheduling", "Kueue", "Volcano", "WorkloadAPI"),
+    "jobset_core.model.codec": ("spec_from_dict", "spec_to_dict"),
+    "jobset_core.model.gang": ("Coscheduling", "GangBackend", "Kueue", "Volcano", "WorkloadAPI"),
     "jobset_core.model.spec": (
         "Coordinator", "DependsOn", "GangJobSpec", "JobSetSpec", "Network", "ReplicatedJob", "SuccessPolicy",
     ),
@@ -231,4 +233,7 @@ __all__ = [
     "follow_leader",
     "DEFAULT_NAMESPACE",
     "namespace_for",
+    "GangBackend",
+    "spec_from_dict",
+    "spec_to_dict",
 ]

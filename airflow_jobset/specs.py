@@ -9,7 +9,6 @@ anything is submitted. The retry policy is the operator's (`retries=`, `retry=`)
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from jobset_core import GangJobSpec, JobSetSpec, RetryPolicy, SpecError, spec_from_dict
+from jobset_core import GangJobSpec, JobSetSpec, SpecError, spec_from_dict
 
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -38,14 +37,6 @@ def load_spec(value: Any, kind: type[JobSetSpec] | type[GangJobSpec]) -> JobSetS
             value = yaml.safe_load(value)
         except yaml.YAMLError as exc:
             raise SpecError("jobset", f"is not valid YAML: {exc}", None) from exc
-    if isinstance(value, Mapping) and "retry" in value:
+    if isinstance(value, Mapping) and value.get("retry") is not None:  # `spec_to_dict` writes an unset one as None
         raise SpecError("retry", "is not read from the workload file", "pass retry=RetryPolicy(...) to the operator")
     return spec_from_dict(value, kind)
-
-
-def with_overrides(spec: JobSetSpec | GangJobSpec, *, namespace: str | None, retry: RetryPolicy) -> JobSetSpec | GangJobSpec:
-    """The operator's namespace and one-count policy win over what the workload says."""
-    changes: dict[str, Any] = {"retry": retry}
-    if namespace:
-        changes["namespace"] = namespace
-    return dataclasses.replace(spec, **changes)

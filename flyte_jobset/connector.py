@@ -82,8 +82,8 @@ def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
 
 
 def _run_identity(template: TaskTemplate, metadata: TaskExecutionMetadata | None) -> tuple[str, int, str, str | None]:
-    """(run key, Flyte attempt, default runtime, default namespace): propeller's task execution id on a
-    cluster; on this machine, the local loop's run and attempt."""
+    """(run key, Flyte attempt, default runtime, where propeller points: its execution's namespace): propeller's
+    task execution id on a cluster; on this machine, the local loop's run and attempt, and no namespace."""
     if metadata is not None and metadata.task_execution_id is not None:
         tid = metadata.task_execution_id
         execution = tid.node_execution_id.execution_id
@@ -130,7 +130,7 @@ class JobSetConnector(AsyncConnectorBase):
         """`create`'s body, shared with Flyte 2's connector and local runs: submit this Flyte attempt's JobSet.
         `env` and `meta_type` are Flyte 2's (its replicas' env, its ResourceMeta class)."""
         custom = read_custom(template.custom)
-        run_key, attempt, default_runtime, default_namespace = _run_identity(template, metadata)
+        run_key, attempt, default_runtime, execution_namespace = _run_identity(template, metadata)
         runtime_name = custom.runtime or os.environ.get(c.RUNTIME_ENV) or default_runtime
         if runtime_name == c.RUNTIME_KUBERNETES and "://" not in output_prefix:
             raise SpecError(
@@ -140,7 +140,7 @@ class JobSetConnector(AsyncConnectorBase):
             )
         if inputs is not None:
             self._write_inputs(inputs, output_prefix)
-        namespace = namespace_for(custom.namespace, default_namespace)
+        namespace = namespace_for(custom.namespace, pointed=execution_namespace)  # the task's namespace=, else propeller's
         meta = meta_type(
             {},
             attempt,

@@ -424,3 +424,28 @@ def test_a_local_runs_log_links_are_the_files_its_pods_wrote(tmp_path: Path) -> 
     assert set(by_role) == {"leader", "culprit"}
     assert by_role["leader"].read_text() == f"hello from {result.handle.name}-leader-0-0\n"
     assert by_role["culprit"].read_text() == f"hello from {result.handle.name}-workers-0-0\n"
+
+
+def test_a_connector_whose_kubeconfig_points_elsewhere_submits_to_propellers_namespace(
+    server: LocalApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+) -> None:
+    """The connector's own namespace (its kubeconfig context's, or in a pod its service account's) only says where
+    its client points: a task runs in its execution's namespace, as propeller names it."""
+    from jobset_core import KubernetesRuntime
+    from jobset_core.runtimes.kube.client import ApiRetry
+    from tests.test_cluster_edge import kubeconfig_text
+
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(kubeconfig_text(server.url, "connector", "flyte"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    runtime = KubernetesRuntime(retry=ApiRetry(max_seconds=20, initial=0.05, max_wait=0.5))
+    assert runtime.namespace == "flyte"
+    connector = JobSetConnector(runtimes={"kubernetes": runtime})
+    flyte = Flyte(server, tmp_path)
+
+    meta = asyncio.run(connector.create(template_of(train), flyte.prefix(0), None, metadata("exec-ns", 0)))
+
+    assert meta.handle["namespace"] == NS and [js["metadata"]["namespace"] for js in jobsets(server)] == [NS]
+    connector.delete(meta)
+    assert jobsets(server) == []

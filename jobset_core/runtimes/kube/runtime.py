@@ -80,7 +80,12 @@ class KubernetesRuntime:
         keep_streams_seconds: float | None = None,
         read_only: bool = False,
         watch_list: bool = True,
+        namespace_binding: bool = True,
     ) -> None:
+        # A namespace given here binds every submission (a spec naming another is refused) unless
+        # `namespace_binding` is False (a connection's namespace); the one our own config loading reads is only
+        # where the client points, as kubectl's context namespace is.
+        self.namespace_binding = bool(namespace) and namespace_binding
         if api_client is None:
             api_client = default_api_client()
             # With our own config loading, the namespace follows kubectl's rule too (the context's, or the
@@ -143,8 +148,10 @@ class KubernetesRuntime:
     # ----- submit, annotate, cancel -----------------------------------------------------------------------
 
     def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle:
-        """Create gang objects, then the JobSet/Job; adopt on 409 when it belongs to the same run."""
-        return self.submitter.submit(manifests, run_key=run_key, attempt=attempt, namespace=self.namespace)
+        """Create gang objects, then the JobSet/Job; adopt on 409 when it belongs to the same run. A spec naming
+        another namespace than the one this runtime was built for is refused (`submit.submission_namespace`)."""
+        return self.submitter.submit(manifests, run_key=run_key, attempt=attempt, namespace=self.namespace,
+                                     binding=self.namespace_binding)
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
         """Merge annotations into the JobSet/Job (a metadata merge patch: the webhooks allow it)."""

@@ -252,9 +252,10 @@ def explain(args: argparse.Namespace) -> int:
     else:
         if not args.name:
             raise DumpError("give a NAME or --from-file")
+        from jobset_core.model.workload import namespace_for
         from jobset_core.runtimes.kube.identity import kubeconfig_namespace
 
-        seen = read_live(args.name, args.namespace or kubeconfig_namespace())
+        seen = read_live(args.name, namespace_for(args.namespace, pointed=kubeconfig_namespace()))
     if seen.main is None and not (seen.jobs or seen.pods or seen.events):
         raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
     # a dump is judged as of when it was taken (the latest moment its objects record), a live look as of now

@@ -47,6 +47,7 @@ from jobset_core import (  # noqa: E402
     FailureKind,
     GangJobSpec,
     Handle,
+    JobSetRun,
     JobSetSpec,
     KubernetesRuntime,
     LeaderLog,
@@ -55,6 +56,7 @@ from jobset_core import (  # noqa: E402
     SpecError,
     cleared_record,
     leader_selector,
+    spec_to_dict,
 )
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
@@ -913,7 +915,7 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
     from airflow_jobset import cleanup
     from jobset_core import attempts_in_scope
     from jobset_core.constants import ATTEMPT_ANNOTATION, RUN_KEY_LABEL
-    from jobset_core.engine_support.attempts import taken_over
+    from jobset_core.lifecycle.cancel import taken_over
 
     assert cleanup.verdict(cleanup.TaskAnswer("deferred")) is cleanup.Verdict.KEEP  # a hand-over
     assert all(cleanup.verdict(cleanup.TaskAnswer(state)) is cleanup.Verdict.DELETE
@@ -981,3 +983,23 @@ def test_a_gpu_fault_runs_the_jobset_again_within_the_try_away_from_its_node(
     second = [p for p in server.list("v1", "Pod", NS)
               if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == outcome.value["handle"]["name"]]
     assert second and not {p["spec"]["nodeName"] for p in second} & bad
+
+
+@pytest.mark.parametrize(
+    ("operator_namespace", "workload_namespace", "expected"),
+    [(None, None, NS), (None, "default", NS), (None, "research", "research"), ("research", "default", "research")],
+)
+def test_the_namespace_is_the_operators_else_the_workloads_own_else_the_connections(
+    server: LocalApiServer, driver: ClusterDriver, operator_namespace: str | None, workload_namespace: str | None,
+    expected: str,
+) -> None:
+    """The one namespace rule as the README states it for Airflow: `namespace=`, else the workload's own ("default"
+    counts as unset), else the connection's, which only says where the client points."""
+    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "research"}})
+    workload = {**spec_to_dict(make_spec()), "namespace": workload_namespace}
+    op = JobSetOperator(task_id="train", jobset=workload, kubernetes_conn_id=CONN, namespace=operator_namespace,
+                        retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()))
+    handle = Handle.from_dict(op.submit_job({"ti": ti_for(f"ns-{operator_namespace}-{workload_namespace}")}))
+
+    assert handle.namespace == expected and server.get(JOBSET_API, "JobSet", handle.name, expected) is not None
+    JobSetRun.resume(handle, op._get_runtime()).cancel()

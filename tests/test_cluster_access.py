@@ -369,3 +369,24 @@ def test_a_client_the_server_answered_rides_out_a_refusal_longer() -> None:
         refused.find("k", NS)
     assert not has_answered(refused.api_client)
     assert "(refused for 0.5 s at the first request: nothing listens there)" in str(raised.value)
+
+
+@pytest.mark.faults
+def test_a_watch_that_loses_its_server_names_the_address() -> None:
+    """A run's shared watch gives up after the retry policy's time: the same one line as a call, not urllib3's
+    `NewConnectionError` from inside the stream."""
+    api = LocalApiServer(namespaces=[NS]).start()
+    try:
+        runtime = KubernetesRuntime(api.api_client(), NS,
+                                    retry=ApiRetry(max_seconds=2, initial=0.05, max_wait=0.2, request_timeout=1.0))
+        url = api.url
+        watching = runtime.watch(runtime.submit(spec().manifests(), run_key="k", attempt=0))
+        next(watching)  # the first observation: the run is watched
+    finally:
+        api.stop()
+    with pytest.raises(KubeApiError) as raised:
+        while True:
+            next(watching)
+    message = str(raised.value)
+    assert message.startswith(f"cannot reach the Kubernetes API server at {url}: ") and "\n" not in message
+    assert "HTTPConnection(" not in message

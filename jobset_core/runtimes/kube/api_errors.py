@@ -2,6 +2,8 @@
 
 A server's answer (403, 401, 422, 404) or its silence becomes a `KubeApiError` whose message says what to do:
 a 403 names the verb, resource and API group to grant, a 404 the namespace to create or the CRD to install.
+Every message about the server names its address and where that came from (`describe_server`); what answers
+at the address but not as an API server does is a `ForeignServerError`, never read as an answer of the API.
 This room holds the error types and these explanations, so that the retry policy (`client.py`) and the TLS
 explanations (`tls.py`) raise the same errors without importing each other.
 """
@@ -75,7 +77,7 @@ def what_happened(exc: BaseException) -> str:
     args = getattr(reason, "args", ())
     if len(args) > 1 and isinstance(args[-1], str):  # urllib3's (connection object, what happened)
         reason = args[-1]
-    return one_line(reason)
+    return re.sub(r"^HTTPS?Connection\([^)]*\): ", "", one_line(reason))  # the address is named already
 
 
 def unreachable(api_client: Any, exc: BaseException, gave_up: str = "") -> UnreachableError:

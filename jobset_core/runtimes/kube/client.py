@@ -257,6 +257,16 @@ class ApiRetry:
         return f" (refused for {limit:g} s at the first request: nothing listens there)"
 
 
+def explained(exc: BaseException, api_client: Any, call: tuple[str, str, str]) -> BaseException:
+    """A failure met outside `ApiRetry.call` (a watch that gave up) as the same one line a call raises: an error
+    answer explained, a lost connection naming the address; anything else as it is."""
+    if isinstance(exc, ApiException):
+        return explain_api_error(exc, call, api_client)
+    if is_connection_error(exc) and tls_failure_of(exc) is None:
+        return unreachable(api_client, exc)
+    return exc
+
+
 # How the official client's models refuse an answer that lacks a field the API always sends
 # (kubernetes/client/models/*.py: "Invalid value for `items`, must not be None").
 CLIENT_MODEL_REFUSAL = "Invalid value for `"

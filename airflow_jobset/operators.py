@@ -186,7 +186,9 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
             return self.execute_resumable(context)
         except SpecError as exc:  # a bad workload or connection stays bad: retrying would only spend the budget
             what = "connection" if isinstance(exc, BadConnection) else self.spec_field
-            raise AirflowFailException(f"invalid {what}: {exc}") from exc
+            # the line says all the user can act on; the chain (our validation's frames) is for debugging only
+            self.log.debug("invalid %s", what, exc_info=exc)
+            raise AirflowFailException(f"invalid {what}: {exc}") from None
         except AirflowTaskTimeout:
             # this try ran past its execution_timeout: it knows itself that it is over (Airflow still has it
             # running when its on_kill is called), so it deletes its attempts before the task fails

@@ -182,14 +182,16 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> Observation:
         if main is not None:
             break
     if main is None:
-        raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}")
+        jobsets = "" if runtime.objects.served_versions(c.JOBSET_API_GROUP) else (
+            f", and the cluster does not serve JobSets (the JobSet CRD {c.JOBSET_CRD} is not installed)")
+        raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}{jobsets}")
     handle = handle_of(main, labels_of(main).get(RUN_KEY_LABEL, ""), namespace)
     try:
         return runtime.observe(handle)
     except ApiException as exc:
         from jobset_core.runtimes.kube.api_errors import explain_api_error
 
-        raise explain_api_error(exc, ("list", "events", "")) from None
+        raise explain_api_error(exc, ("list", "events", ""), api_client) from None
 
 
 def render(d: Diagnosis) -> str:
@@ -310,9 +312,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Errors are reported once, as one line; retry warnings on the way there would bury it.
+    # Errors are reported once, as one line; retry warnings on the way there would bury it. That certificate
+    # verification is off for the server is said, in one line, before the answer.
     logging.basicConfig(level=logging.ERROR, format="jobset: %(message)s")
+    from jobset_core.runtimes.kube import tls
     from jobset_core.runtimes.kube.api_errors import KubeApiError
+
+    logging.getLogger(tls.__name__).setLevel(logging.WARNING)
 
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
     try:

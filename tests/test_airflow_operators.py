@@ -19,6 +19,7 @@ import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
+import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import textwrap  # noqa: E402
@@ -717,7 +718,64 @@ def test_an_undefined_connection_fails_the_task_at_once_naming_it(server: LocalA
         "invalid connection: kubernetes_conn_id: there is no Airflow connection 'k8s_nowhere'; "
         "create it (connection type kubernetes) or name one that exists"
     )
+    assert outcome.errors[0].__cause__ is None and outcome.errors[0].__suppress_context__, "no chained traceback above it"
     assert jobsets(server) == []
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def refused_task(conn_id: str, caplog: pytest.LogCaptureFixture) -> tuple[BaseException, list[str]]:
+    """One try of a task whose cluster refuses every connection: its error and the log lines about the cluster."""
+    with caplog.at_level(logging.WARNING):
+        outcome = in_thread(lambda: run_tries(lambda: JobSetOperator(
+            task_id="train", jobset=make_spec(), kubernetes_conn_id=conn_id, retries=0), ti_for(conn_id), StateStore()))
+    assert outcome.state == "failed" and outcome.tries == 1
+    return outcome.errors[0], [r.getMessage() for r in caplog.records if "Kubernetes API" in r.getMessage()]
+
+
+@pytest.mark.faults
+def test_a_refused_connection_fails_the_task_soon_naming_the_address_and_the_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nothing listens at the connection's address, at the task's first request: a configuration error, given
+    up on after `ApiRetry.first_refused_seconds` (not the 30 s of a server that does not answer), in one line
+    that names the address and the connection, with no chained traceback above it."""
+    port = closed_port()
+    use_cluster("k8s_closed", f"http://127.0.0.1:{port}", NS)
+    error, said = refused_task("k8s_closed", caplog)
+    message = str(error)
+    assert "\n" not in message
+    assert message.startswith(f"cannot reach the Kubernetes API server at http://127.0.0.1:{port} (Airflow connection "
+                              "'k8s_closed', kubeconfig context 'test'): ")
+    assert "Connection refused (refused for 5 s at the first request: nothing listens there)" in message
+    assert error.__cause__ is None and error.__suppress_context__, "the client's chain stays in the debug log"
+    assert said and all(f"http://127.0.0.1:{port}" in line for line in said), said
+
+
+@pytest.mark.faults
+def test_a_refused_kubeconfig_fallback_names_the_kubeconfig_not_a_connection(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No `kubernetes_default` connection: the hook's fallback, the kubeconfig, is what the line names."""
+    port = closed_port()
+    config = tmp_path / "config"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: lab, context: {cluster: c, user: u, namespace: ml}}]\ncurrent-context: lab\n"
+    )
+    monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    error, _ = refused_task("kubernetes_default", caplog)
+    assert str(error).startswith(f"cannot reach the Kubernetes API server at http://127.0.0.1:{port} (kubeconfig "
+                                 f"context 'lab' ({config})): ")
+    assert "kubernetes_default" not in str(error)
 
 
 def test_bad_local_faults_are_refused_at_dag_parse_naming_the_argument() -> None:

@@ -39,7 +39,7 @@ from typing import Any
 
 import tenacity
 
-from jobset_core import Handle, Runtime, cancel_up_to
+from jobset_core import Handle, Runtime, cancel_attempts
 from jobset_core.constants import KEPT_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ def decide_later(handle: Handle, first: TaskAnswer, ask: Callable[[], TaskAnswer
         outcome = verdict(answer)
         if outcome is Verdict.DELETE:
             report(f"Airflow says the task is {answer.state or 'cleared'} now: deleting {handle.kind} {handle.name}")
-            return cancel_up_to(runtime, handle.run_key, handle.namespace, handle)
+            return cancel_attempts(runtime, handle.run_key, handle.namespace, handle)
         if outcome is Verdict.KEEP:
             _note(runtime, handle, None)
             report(f"Airflow says the task is {answer.state} now: {handle.kind} {handle.name} stays")
@@ -210,7 +210,7 @@ def _note(runtime: Any, handle: Handle, text: str | None) -> None:
 @dataclass(frozen=True)
 class Target:
     """What one cleanup may delete: the caller's attempt, when it knows one, and the run's attempts before it
-    (`jobset_core.cancel_up_to`: never a later try's)."""
+    (`jobset_core.cancel_attempts`, the one scoped delete: never a later try's)."""
 
     run_key: str
     namespace: str
@@ -227,7 +227,7 @@ class Target:
 
     def delete(self, runtime: Runtime) -> list[str]:
         """Delete now (the caller knows the task is over)."""
-        return cancel_up_to(runtime, self.run_key, self.namespace, self.handle)
+        return cancel_attempts(runtime, self.run_key, self.namespace, self.handle)
 
 
 def delete_if_ended(ti: Any, runtime_of: Callable[[], Runtime], target: Target, *, timeout: float,

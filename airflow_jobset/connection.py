@@ -15,9 +15,12 @@ and compares them:
 - TCP keepalive is on unless `disable_tcp_keepalive`, with the hook's settings `[kubernetes_executor]
   tcp_keep_idle`, `tcp_keep_intvl` and `tcp_keep_cnt`.
 
-Two differences, both on purpose: `disable_verify_ssl` turns verification off for this connection's client
+Three differences, all on purpose: `disable_verify_ssl` turns verification off for this connection's client
 only (the hook also turns it off in the process's default client configuration, for every client made after
-it), and `in_cluster` must say true or false (the hook takes any text, "false" included, as true).
+it); `in_cluster` must say true or false (the hook takes any text, "false" included, as true); and a kubeconfig
+file is read by kubectl's rules (`jobset_core.runtimes.kube.kubeconfig`: with `KUBECONFIG=a:b` the first file's
+current context, where the hook's client takes the last one's). Errors name where the cluster came from: the
+connection when one is defined, the kubeconfig's file and context when `kubernetes_default` is not.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class BadConnection(SpecError):
 def cluster_of(conn_id: str) -> tuple[Any, str | None]:
     """The `ApiClient` for the connection's cluster, and the connection's namespace (None when it sets none)."""
     extras = connection_extras(conn_id)
+    if extras is None:  # `kubernetes_default` is not defined: the kubeconfig, named as such, not a connection
+        return api_client_for(ClusterAccess(keepalive=keepalive_settings(), origin=None)), None
     return api_client_for(access_of(conn_id, extras)), extra(extras, "namespace")
 
 
@@ -75,15 +80,16 @@ def access_of(conn_id: str, extras: Mapping[str, Any]) -> ClusterAccess:
     )
 
 
-def connection_extras(conn_id: str) -> Mapping[str, Any]:
-    """The connection's extras, looked up as every hook does (so that its secrets are masked in the task log)."""
+def connection_extras(conn_id: str) -> Mapping[str, Any] | None:
+    """The connection's extras, looked up as every hook does (so that its secrets are masked in the task log);
+    None for `kubernetes_default` when it is not defined (the hook then reads the kubeconfig)."""
     from airflow.sdk import BaseHook
 
     try:
         return BaseHook.get_connection(conn_id).extra_dejson
     except CONNECTION_NOT_FOUND:
         if conn_id == DEFAULT_CONN_ID:
-            return {}
+            return None
         raise BadConnection(
             "kubernetes_conn_id", f"there is no Airflow connection {conn_id!r}",
             "create it (connection type kubernetes) or name one that exists",

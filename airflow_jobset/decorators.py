@@ -34,7 +34,6 @@ from jobset_core import (
     SpecError,
     leader_and_workers,
     leader_container,
-    leader_hostname,
     leader_output,
     leader_selector,
 )
@@ -169,8 +168,7 @@ class _JobSetDecoratedOperator(DecoratedOperator, JobSetOperator):
     def result_of(self, context: Any, data: dict[str, Any]) -> Any:
         """The leader's return value, read back from its log."""
         spec, handle = self._spec(context), Handle.from_dict(data["handle"])
-        text = leader_output(self._get_runtime(), handle, leader_selector(spec, handle.name),
-                             leader_hostname(spec, handle.name), leader_container(spec))
+        text = leader_output(self._get_runtime(), handle, leader_selector(spec, handle.name), leader_container(spec))
         return result_from_log(text or "")
 
 

@@ -35,15 +35,13 @@ from airflow_jobset.deferral import Deferral
 from airflow_jobset.outcome import Outcome, failure, outcome_of
 from airflow_jobset.retry import JobSetRetryPolicy
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, check_runtime, make_runtime
-from airflow_jobset.specs import load_spec, with_overrides
+from airflow_jobset.specs import load_spec
 from airflow_jobset.tries import cleared_before, engine_attempt_for, run_key_for
 from jobset_core import (
-    DEFAULT_NAMESPACE,
     GangJobSpec,
     Handle,
     JobSetRun,
     JobSetSpec,
-    KubernetesRuntime,
     Reattach,
     RetryPolicy,
     RunEvent,
@@ -55,6 +53,7 @@ from jobset_core import (
     follow_leader,
     leader_container,
     leader_selector,
+    namespace_for,
     reattach,
     resubmit_free,
     shown_attempt,
@@ -131,9 +130,8 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         return self.retry if self.retry is not None else RetryPolicy(retries=int(self.retries or 0))
 
     def build_spec(self, context: Any) -> JobSetSpec | GangJobSpec:
-        """The workload as the rendered template field gives it, with this operator's namespace and policy."""
-        spec = load_spec(getattr(self, self.spec_field), self.spec_class)
-        return with_overrides(spec, namespace=self.namespace, retry=self.policy)
+        """The workload as the rendered template field gives it, with this operator's one-count policy."""
+        return dataclasses.replace(load_spec(getattr(self, self.spec_field), self.spec_class), retry=self.policy)
 
     def _spec(self, context: Any) -> JobSetSpec | GangJobSpec:
         if self._spec_obj is None:
@@ -154,19 +152,12 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         return engine_attempt_for(context, int(self.retries or 0))
 
     def _new_run(self, context: Any) -> JobSetRun:
-        spec = self._spec(context)
-        runtime = self._get_runtime()
-        # namespace=, else the workload's own, else the connection's: "default" counts as not set.
-        if not self.namespace and spec.namespace == DEFAULT_NAMESPACE and isinstance(runtime, KubernetesRuntime) and runtime.namespace:
-            spec = self._spec_obj = dataclasses.replace(spec, namespace=runtime.namespace)
-        run = JobSetRun(
-            spec,
-            runtime,
-            run_key=run_key_for(context),
-            engine_attempt=self._engine_attempt(context),
-            resubmit=False,
-            on_event=self._on_event,
-        )
+        spec, runtime = self._spec(context), self._get_runtime()
+        # The one namespace rule: namespace=, else the workload's own ("default" counts as unset), else the connection's.
+        namespace = namespace_for(self.namespace, workload=spec.namespace, pointed=runtime.namespace)
+        spec = self._spec_obj = dataclasses.replace(spec, namespace=namespace)
+        run = JobSetRun(spec, runtime, run_key=run_key_for(context), engine_attempt=self._engine_attempt(context),
+                        resubmit=False, on_event=self._on_event)
         self._where, self._ti = (run.run_key, run.namespace), context.get("ti")
         return run
 
@@ -191,7 +182,9 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
             return self.execute_resumable(context)
         except SpecError as exc:  # a bad workload or connection stays bad: retrying would only spend the budget
             what = "connection" if isinstance(exc, BadConnection) else self.spec_field
-            raise AirflowFailException(f"invalid {what}: {exc}") from exc
+            # the line says all the user can act on; the chain (our validation's frames) is for debugging only
+            self.log.debug("invalid %s", what, exc_info=exc)
+            raise AirflowFailException(f"invalid {what}: {exc}") from None
         except AirflowTaskTimeout:
             # this try ran past its execution_timeout: it knows itself that it is over (Airflow still has it
             # running when its on_kill is called), so it deletes its attempts before the task fails
@@ -266,8 +259,10 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         runtime = self._get_runtime()
         if outcome is Outcome.SUCCESS:
             report.log_success(self.log, runtime, handle, data)
-            self._delete_if_asked(handle)
-            return self.result_of(context, data)
+            try:
+                return self.result_of(context, data)  # before a deletion takes the leader's log with it
+            finally:
+                self._delete_if_asked(handle)
         report.log_failure(self.log, runtime, handle, data, tail=self.get_logs)
         if outcome is Outcome.AGAIN:
             return self._run_again_free(context, handle, data)
@@ -293,8 +288,8 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         return self.poll_until_complete(new, context)
 
     def _delete_if_asked(self, handle: Handle) -> None:
-        if self.delete_on_finish:
-            JobSetRun.resume(handle, self._get_runtime()).cancel()
+        if self.delete_on_finish:  # this try's attempts, never a later try's
+            cleanup.Target(handle.run_key, handle.namespace, handle).delete(self._get_runtime())
 
     def on_kill(self) -> None:
         """Delete this try's attempts (and those before it) when Airflow says the task is over; the watch then

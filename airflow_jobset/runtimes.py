@@ -38,8 +38,9 @@ def make_runtime(
     name: str, *, conn_id: str = DEFAULT_CONN_ID, namespace: str | None = None, local_faults: str | None = None,
     stream_output: bool = True,
 ) -> KubernetesRuntime | LocalRuntime:
-    """The process's runtime of a kind; a cluster's namespace falls back to the connection's own."""
+    """The process's runtime of a kind; a cluster's namespace falls back to the connection's own, which only says
+    where the client points: a workload naming its own namespace goes there (`namespace_for`)."""
     if check_runtime(name) == LOCAL:
         return shared_local_runtime(local_faults, stream_output=stream_output)
     api_client, conn_namespace = cluster_of(conn_id)
-    return shared_kubernetes_runtime(api_client, namespace or conn_namespace, source=conn_id)
+    return shared_kubernetes_runtime(api_client, namespace or conn_namespace, source=conn_id, binding=bool(namespace))

@@ -40,7 +40,7 @@ from jobset_core import (
     RunResult,
     Runtime,
     SpecError,
-    cancel_up_to,
+    cancel_attempts,
     current_attempt,
     make_run_key,
     namespace_for,
@@ -84,8 +84,8 @@ def shared_runtime(name: str, local_faults: str | None = None) -> Runtime:
 
 
 def _run_identity(template: TaskTemplate, metadata: TaskExecutionMetadata | None) -> tuple[str, int, str, str | None]:
-    """(run key, Flyte attempt, default runtime, default namespace): propeller's task execution id on a
-    cluster; on this machine, the local loop's run and attempt."""
+    """(run key, Flyte attempt, default runtime, where propeller points: its execution's namespace): propeller's
+    task execution id on a cluster; on this machine, the local loop's run and attempt, and no namespace."""
     if metadata is not None and metadata.task_execution_id is not None:
         tid = metadata.task_execution_id
         execution = tid.node_execution_id.execution_id
@@ -132,7 +132,7 @@ class JobSetConnector(AsyncConnectorBase):
         """`create`'s body, shared with Flyte 2's connector and local runs: submit this Flyte attempt's JobSet.
         `env` and `meta_type` are Flyte 2's (its replicas' env, its ResourceMeta class)."""
         custom = read_custom(template.custom)
-        run_key, attempt, default_runtime, default_namespace = _run_identity(template, metadata)
+        run_key, attempt, default_runtime, execution_namespace = _run_identity(template, metadata)
         runtime_name = custom.runtime or os.environ.get(c.RUNTIME_ENV) or default_runtime
         if runtime_name == c.RUNTIME_KUBERNETES and "://" not in output_prefix:
             raise SpecError(
@@ -142,7 +142,7 @@ class JobSetConnector(AsyncConnectorBase):
             )
         if inputs is not None:
             self._write_inputs(inputs, output_prefix)
-        namespace = namespace_for(custom.namespace, default_namespace)
+        namespace = namespace_for(custom.namespace, pointed=execution_namespace)  # the task's namespace=, else propeller's
         meta = meta_type(
             {},
             attempt,
@@ -247,7 +247,7 @@ def delete_attempts_of(runtime: Runtime, handle: Handle, engine_attempt: int | N
     """What propeller's Delete for one Flyte attempt may delete: the JobSets that attempt submitted (its own and
     its free resubmissions), never one a later Flyte attempt submitted; propeller can finalize an attempt after
     the next one was created."""
-    return cancel_up_to(runtime, handle.run_key, handle.namespace, handle, engine_attempt=engine_attempt)
+    return cancel_attempts(runtime, handle.run_key, handle.namespace, handle, engine_attempt=engine_attempt)
 
 
 ConnectorRegistry.register(JobSetConnector(), override=True)

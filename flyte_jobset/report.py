@@ -28,8 +28,6 @@ from jobset_core import (
     Runtime,
     State,
     history_lines,
-    local_hostname,
-    local_log_file,
     newest_leader_pod,
     pod_named,
     render_timeline,
@@ -139,7 +137,7 @@ def log_links(runtime: Runtime, pods: Sequence[Mapping[str, Any]], diagnosis: Di
 def _log_uri(runtime: Runtime, pod: Mapping[str, Any], namespace: str, local: bool) -> str | None:
     """The pod's log file on this machine, or the cluster's log console through `JOBSET_LOG_TEMPLATE`."""
     if local:
-        path = local_log_file(runtime, None, local_hostname(pod))
+        path = runtime.pod_log_file(ev.meta(pod).get("namespace") or namespace, ev.name_of(pod))
         return path.as_uri() if path is not None else None
     template = os.environ.get(c.LOG_TEMPLATE_ENV) or c.DEFAULT_LOG_TEMPLATE
     namespace = ev.meta(pod).get("namespace") or namespace

@@ -8,7 +8,7 @@ submits the JobSet), while inside a launched pod `pyflyte-execute` calls the fun
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from flytekit.extend.backend.base_connector import AsyncConnectorExecutorMixin
 
 from flyte_jobset import local_run
 from flyte_jobset.constants import RUNTIMES, TASK_TYPE
+from flyte_jobset.custom import custom_data
 from jobset_core import (
     Coordinator,
     JobSetSpec,
@@ -107,32 +108,6 @@ class JobSet:
         return leader
 
 
-def _gang_to_dict(gang: Any) -> dict[str, Any] | None:
-    if gang is None:
-        return None
-    if not dataclasses.is_dataclass(gang):
-        raise SpecError("gang", f"{gang!r} is not a gang backend", "use Kueue(...), Coscheduling(...), Volcano(...) or WorkloadAPI(...)")
-    return {"type": type(gang).__name__, **dataclasses.asdict(gang)}
-
-
-def _replicated_job_to_dict(rj: ReplicatedJob) -> dict[str, Any]:
-    data = {
-        "name": rj.name,
-        "replicas": rj.replicas,
-        "parallelism": rj.parallelism,
-        "completions": rj.completions,
-        "image": rj.image,
-        "env": rj.env if rj.env is None or isinstance(rj.env, Mapping) else list(rj.env),
-        "resources": rj.resources,
-        "nodeSelector": rj.node_selector,
-        "tolerations": list(rj.tolerations) if rj.tolerations else None,
-        "dependsOn": [d if isinstance(d, str) else dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d) for d in rj.depends_on or ()],
-        "labels": rj.labels,
-        "annotations": rj.annotations,
-    }
-    return {k: v for k, v in data.items() if v not in (None, [], {})}
-
-
 def check_as_connector_would(config: JobSet, policy: RetryPolicy) -> None:
     """The JobSet checks the connector makes at CreateTask, made here where the user wrote the task: a
     refused option (e.g. `gang=WorkloadAPI(...)`) fails the import of the workflow, naming the field, not
@@ -158,16 +133,10 @@ def task_policy(config: JobSet, task_retries: int) -> RetryPolicy:
 
 
 def custom_of(config: JobSet, policy: RetryPolicy) -> dict[str, Any]:
-    """The template's `custom` for task type `jobset`, read back by `custom.read_custom` in the connector."""
-    return {
-        "replicatedJobs": [_replicated_job_to_dict(rj) for rj in config.shape()],
-        "leader": config.leader_name(),
-        "gang": _gang_to_dict(config.gang),
-        "retry": policy.to_annotation(),
-        "namespace": config.namespace,
-        "runtime": config.runtime,
-        "localFaults": config.local_faults,
-    }
+    """The template's `custom` for task type `jobset` (`custom.custom_data`), read back by `custom.read_custom`
+    in the connector."""
+    return custom_data(config.shape(), config.leader_name(), config.gang, policy, namespace=config.namespace,
+                       runtime=config.runtime, local_faults=config.local_faults)
 
 
 def resolve_retries(config: JobSet, task_retries: int) -> int:

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from jobset_core.diagnosis.excerpt import without_log_excerpt
     from jobset_core.engine_support.attempts import (
         Reattach,
-        cancel_up_to,
         clear_attempts,
         reattach,
         resubmit_free,
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
         culprit_tail,
         follow_leader,
         leader_output,
-        local_hostname,
-        local_log_file,
     )
     from jobset_core.engine_support.registry import shared_kubernetes_runtime, shared_local_runtime
     from jobset_core.engine_support.shape import (
@@ -55,7 +52,8 @@ if TYPE_CHECKING:
     from jobset_core.lifecycle.result import EventType, RunEvent, RunResult
     from jobset_core.lifecycle.standing import Progress
     from jobset_core.lifecycle.step import assess
-    from jobset_core.model.gang import Coscheduling, Kueue, Volcano, WorkloadAPI
+    from jobset_core.model.codec import spec_from_dict, spec_to_dict
+    from jobset_core.model.gang import Coscheduling, GangBackend, Kueue, Volcano, WorkloadAPI
     from jobset_core.model.placement import strip_interruptible
     from jobset_core.model.spec import (
         Coordinator,
@@ -86,12 +84,12 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.diagnosis": ("Diagnosis", "Grace", "HistoryEntry", "diagnose"),
     "jobset_core.diagnosis.excerpt": ("without_log_excerpt",),
     "jobset_core.engine_support.attempts": (
-        "Reattach", "cancel_up_to", "clear_attempts", "reattach", "resubmit_free", "start_attempt",
+        "Reattach", "clear_attempts", "reattach", "resubmit_free", "start_attempt",
     ),
     "jobset_core.engine_support.events": ("echo_unheard",),
     "jobset_core.engine_support.history": ("history_lines", "restart_history", "run_timeline"),
     "jobset_core.engine_support.pod_logs": (
-        "LeaderLog", "culprit_tail", "follow_leader", "leader_output", "local_hostname", "local_log_file",
+        "LeaderLog", "culprit_tail", "follow_leader", "leader_output",
     ),
     "jobset_core.engine_support.registry": ("shared_kubernetes_runtime", "shared_local_runtime"),
     "jobset_core.engine_support.shape": (
@@ -110,7 +108,8 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.lifecycle.result": ("EventType", "RunEvent", "RunResult"),
     "jobset_core.lifecycle.standing": ("Progress",),
     "jobset_core.lifecycle.step": ("assess",),
-    "jobset_core.model.gang": ("Coscheduling", "Kueue", "Volcano", "WorkloadAPI"),
+    "jobset_core.model.codec": ("spec_from_dict", "spec_to_dict"),
+    "jobset_core.model.gang": ("Coscheduling", "GangBackend", "Kueue", "Volcano", "WorkloadAPI"),
     "jobset_core.model.spec": (
         "Coordinator", "DependsOn", "GangJobSpec", "JobSetSpec", "Network", "ReplicatedJob", "SuccessPolicy",
     ),
@@ -217,7 +216,6 @@ __all__ = [
     "strip_interruptible",
     "without_log_excerpt",
     "Reattach",
-    "cancel_up_to",
     "clear_attempts",
     "reattach",
     "resubmit_free",
@@ -228,8 +226,6 @@ __all__ = [
     "LeaderLog",
     "culprit_tail",
     "leader_output",
-    "local_hostname",
-    "local_log_file",
     "shared_kubernetes_runtime",
     "shared_local_runtime",
     "leader_and_workers",
@@ -244,4 +240,7 @@ __all__ = [
     "follow_leader",
     "DEFAULT_NAMESPACE",
     "namespace_for",
+    "GangBackend",
+    "spec_from_dict",
+    "spec_to_dict",
 ]

@@ -189,7 +189,9 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> tuple[Observ
     if main is None:
         found = _gone_but_decided(runtime, name, namespace)
         if found is None:
-            raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}")
+            jobsets = "" if runtime.objects.served_versions(c.JOBSET_API_GROUP) else (
+                f", and the cluster does not serve JobSets (the JobSet CRD {c.JOBSET_CRD} is not installed)")
+            raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}{jobsets}")
         return Observation(None), found
     run_key = labels_of(main).get(RUN_KEY_LABEL, "")
     handle = handle_of(main, run_key, namespace)
@@ -199,7 +201,7 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> tuple[Observ
     except ApiException as exc:
         from jobset_core.runtimes.kube.api_errors import explain_api_error
 
-        raise explain_api_error(exc, ("list", "events", "")) from None
+        raise explain_api_error(exc, ("list", "events", ""), api_client) from None
 
 
 def _gone_but_decided(runtime: Any, name: str, namespace: str) -> Decided | None:
@@ -276,9 +278,10 @@ def explain(args: argparse.Namespace) -> int:
     else:
         if not args.name:
             raise DumpError("give a NAME or --from-file")
+        from jobset_core.model.workload import namespace_for
         from jobset_core.runtimes.kube.identity import kubeconfig_namespace
 
-        seen, decided = read_live(args.name, args.namespace or kubeconfig_namespace())
+        seen, decided = read_live(args.name, namespace_for(args.namespace, pointed=kubeconfig_namespace()))
     if decided is not None:
         return explain_decided(args, seen, decided)
     if seen.main is None and not (seen.jobs or seen.pods or seen.events):
@@ -363,9 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # Errors are reported once, as one line; retry warnings on the way there would bury it.
+    # Errors are reported once, as one line; retry warnings on the way there would bury it. That certificate
+    # verification is off for the server is said, in one line, before the answer.
     logging.basicConfig(level=logging.ERROR, format="jobset: %(message)s")
+    from jobset_core.runtimes.kube import tls
     from jobset_core.runtimes.kube.api_errors import KubeApiError
+
+    logging.getLogger(tls.__name__).setLevel(logging.WARNING)
 
     command = " ".join(x for x in (args.command, getattr(args, "action", None)) if x)
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
@@ -125,6 +126,26 @@ def test_a_missing_default_connection_falls_back_to_the_kubeconfig_as_the_hook_d
     assert namespace is None and their_namespace is None
 
 
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed on this machine")
+def test_the_kubeconfig_fallback_with_several_files_is_kubectls_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No `kubernetes_default` and `KUBECONFIG=lab:prod`: the first file's current context, as kubectl says (the
+    hook's client lets the last file's win, so here we part from the hook on purpose), named as the kubeconfig's,
+    not as a connection that does not exist."""
+    monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    lab, prod = tmp_path / "lab", tmp_path / "prod"
+    lab.write_text(json.dumps(kubeconfig(("lab", "https://lab.example:6443", "lab-token"))))
+    prod.write_text(json.dumps(kubeconfig(("prod", "https://prod.example:6443", "prod-token"))))
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(lab), str(prod)]))
+    kubectl = subprocess.run(["kubectl", "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"],
+                             capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    api_client, namespace = cluster_of("kubernetes_default")
+    assert api_client.configuration.host == kubectl.stdout == "https://lab.example:6443"
+    assert api_client.configuration.jobset_context == f"kubeconfig context 'lab' ({lab})" and namespace is None
+
+
 @pytest.mark.parametrize(
     ("extra", "conn_id", "error", "expected"),
     [
@@ -135,6 +156,12 @@ def test_a_missing_default_connection_falls_back_to_the_kubeconfig_as_the_hook_d
                      "connection 'k8s_test' extra in_cluster: must be true or false, not 'maybe'", id="not-a-boolean"),
         pytest.param({"kube_config": "[not, a, config]"}, "k8s_test", SpecError,
                      "connection 'k8s_test' extra kube_config: is not a kubeconfig in JSON or YAML", id="not-a-kubeconfig"),
+        pytest.param({"kube_config": "just some text"}, "k8s_test", SpecError,
+                     "connection 'k8s_test' extra kube_config: is not a kubeconfig in JSON or YAML", id="a-string"),
+        pytest.param({"kube_config": {**TWO, "clusters": [{"name": "c-lab", "cluster": "https://lab.example:6443"}]}},
+                     "k8s_test", NotConfiguredError,
+                     "Airflow connection 'k8s_test': its kubeconfig is not usable (clusters[0].cluster is a string, not a "
+                     "mapping)", id="a-string-for-a-cluster"),
         pytest.param({"kube_config_path": "/nonexistent/kubeconfig"}, "k8s_test", NotConfiguredError,
                      "Airflow connection 'k8s_test': the kubeconfig at /nonexistent/kubeconfig is not usable (no such file)",
                      id="missing-file"),

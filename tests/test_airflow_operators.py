@@ -19,6 +19,7 @@ import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
+import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import textwrap  # noqa: E402
@@ -47,6 +48,7 @@ from jobset_core import (  # noqa: E402
     FailureKind,
     GangJobSpec,
     Handle,
+    JobSetRun,
     JobSetSpec,
     KubernetesRuntime,
     LeaderLog,
@@ -55,6 +57,7 @@ from jobset_core import (  # noqa: E402
     SpecError,
     cleared_record,
     leader_selector,
+    spec_to_dict,
 )
 from jobset_core.lifecycle.record import entries  # noqa: E402
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
@@ -716,7 +719,64 @@ def test_an_undefined_connection_fails_the_task_at_once_naming_it(server: LocalA
         "invalid connection: kubernetes_conn_id: there is no Airflow connection 'k8s_nowhere'; "
         "create it (connection type kubernetes) or name one that exists"
     )
+    assert outcome.errors[0].__cause__ is None and outcome.errors[0].__suppress_context__, "no chained traceback above it"
     assert jobsets(server) == []
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def refused_task(conn_id: str, caplog: pytest.LogCaptureFixture) -> tuple[BaseException, list[str]]:
+    """One try of a task whose cluster refuses every connection: its error and the log lines about the cluster."""
+    with caplog.at_level(logging.WARNING):
+        outcome = in_thread(lambda: run_tries(lambda: JobSetOperator(
+            task_id="train", jobset=make_spec(), kubernetes_conn_id=conn_id, retries=0), ti_for(conn_id), StateStore()))
+    assert outcome.state == "failed" and outcome.tries == 1
+    return outcome.errors[0], [r.getMessage() for r in caplog.records if "Kubernetes API" in r.getMessage()]
+
+
+@pytest.mark.faults
+def test_a_refused_connection_fails_the_task_soon_naming_the_address_and_the_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Nothing listens at the connection's address, at the task's first request: a configuration error, given
+    up on after `ApiRetry.first_refused_seconds` (not the 30 s of a server that does not answer), in one line
+    that names the address and the connection, with no chained traceback above it."""
+    port = closed_port()
+    use_cluster("k8s_closed", f"http://127.0.0.1:{port}", NS)
+    error, said = refused_task("k8s_closed", caplog)
+    message = str(error)
+    assert "\n" not in message
+    assert message.startswith(f"cannot reach the Kubernetes API server at http://127.0.0.1:{port} (Airflow connection "
+                              "'k8s_closed', kubeconfig context 'test'): ")
+    assert "Connection refused (refused for 5 s at the first request: nothing listens there)" in message
+    assert error.__cause__ is None and error.__suppress_context__, "the client's chain stays in the debug log"
+    assert said and all(f"http://127.0.0.1:{port}" in line for line in said), said
+
+
+@pytest.mark.faults
+def test_a_refused_kubeconfig_fallback_names_the_kubeconfig_not_a_connection(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No `kubernetes_default` connection: the hook's fallback, the kubeconfig, is what the line names."""
+    port = closed_port()
+    config = tmp_path / "config"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: lab, context: {cluster: c, user: u, namespace: ml}}]\ncurrent-context: lab\n"
+    )
+    monkeypatch.delenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    error, _ = refused_task("kubernetes_default", caplog)
+    assert str(error).startswith(f"cannot reach the Kubernetes API server at http://127.0.0.1:{port} (kubeconfig "
+                                 f"context 'lab' ({config})): ")
+    assert "kubernetes_default" not in str(error)
 
 
 def test_bad_local_faults_are_refused_at_dag_parse_naming_the_argument() -> None:
@@ -914,7 +974,7 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
     from airflow_jobset import cleanup
     from jobset_core import attempts_in_scope
     from jobset_core.constants import ATTEMPT_ANNOTATION, RUN_KEY_LABEL
-    from jobset_core.engine_support.attempts import taken_over
+    from jobset_core.lifecycle.cancel import taken_over
 
     assert cleanup.verdict(cleanup.TaskAnswer("deferred")) is cleanup.Verdict.KEEP  # a hand-over
     assert all(cleanup.verdict(cleanup.TaskAnswer(state)) is cleanup.Verdict.DELETE
@@ -1008,3 +1068,23 @@ def test_a_trigger_handed_over_after_the_cluster_deleted_the_jobset_reports_the_
     assert "was since deleted" in again["result"]["message"]
     with pytest.raises(AirflowFailException, match="bad shard 7"):
         op.execute_complete({"ti": ti}, again)
+
+
+@pytest.mark.parametrize(
+    ("operator_namespace", "workload_namespace", "expected"),
+    [(None, None, NS), (None, "default", NS), (None, "research", "research"), ("research", "default", "research")],
+)
+def test_the_namespace_is_the_operators_else_the_workloads_own_else_the_connections(
+    server: LocalApiServer, driver: ClusterDriver, operator_namespace: str | None, workload_namespace: str | None,
+    expected: str,
+) -> None:
+    """The one namespace rule as the README states it for Airflow: `namespace=`, else the workload's own ("default"
+    counts as unset), else the connection's, which only says where the client points."""
+    server.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "research"}})
+    workload = {**spec_to_dict(make_spec()), "namespace": workload_namespace}
+    op = JobSetOperator(task_id="train", jobset=workload, kubernetes_conn_id=CONN, namespace=operator_namespace,
+                        retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()))
+    handle = Handle.from_dict(op.submit_job({"ti": ti_for(f"ns-{operator_namespace}-{workload_namespace}")}))
+
+    assert handle.namespace == expected and server.get(JOBSET_API, "JobSet", handle.name, expected) is not None
+    JobSetRun.resume(handle, op._get_runtime()).cancel()

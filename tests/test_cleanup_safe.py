@@ -217,3 +217,54 @@ def test_the_flyte_connectors_delete_spares_what_a_later_flyte_attempt_submitted
     assert deleted == [first.name]
     wait_until(lambda: [js["metadata"]["name"] for js in jobsets(server)] == [newer.name], "only attempt 0 to go")
     assert json.loads(json.dumps(newer.to_dict()))["attempt"] == 1
+
+
+def test_a_run_cancelled_for_an_engine_attempt_spares_what_a_later_engine_attempt_submitted(
+    server: LocalApiServer, driver: ClusterDriver,  # noqa: F811
+) -> None:
+    """`JobSetRun.cancel` goes through the one scoped delete: its own attempts go (the whole run, its free
+    resubmissions included), a later engine attempt's JobSet stays, and so does the run record it needs."""
+    from tests.test_kube_runtime import make_runtime
+    from tests.test_lifecycle_drivers import KubeCluster
+
+    runtime = make_runtime(server)
+    spec = KubeCluster(server, driver).spec("scoped", RetryPolicy(retries=2))
+    first = JobSetRun(spec, runtime, run_key="scoped-run", engine_attempt=0, resubmit=False)
+    handle = first.start()
+    wait_until(lambda: len(jobsets(server)) == 1, "attempt 0")
+    server.update_status({**jobsets(server)[0], "status": {"conditions": [{"type": "Failed", "status": "True",
+                                                                             "reason": "FailedJobs", "message": "x"}]}})
+    newer = JobSetRun(spec, runtime, run_key="scoped-run", engine_attempt=1, resubmit=False).start()
+    runtime.write_run_record("scoped-run", NS, {"policy": {}})
+
+    events: list[Any] = []
+    JobSetRun.resume(handle, runtime, engine_attempt=0, on_event=events.append).cancel()
+
+    wait_until(lambda: [js["metadata"]["name"] for js in jobsets(server)] == [newer.name], "only attempt 0 to go")
+    assert runtime.read_run_record("scoped-run", NS) is not None  # the later attempt still needs it
+    assert [e.message for e in events if e.type == "cancelled"] == [f"cancelled: deleted {handle.name}"]
+    JobSetRun.resume(newer, runtime).cancel()  # no engine attempt: the whole run, and its record
+    wait_until(lambda: not jobsets(server), "every attempt to go")
+    assert runtime.read_run_record("scoped-run", NS) is None
+
+
+def test_every_deletion_of_a_runs_attempts_goes_through_the_one_scoped_delete() -> None:
+    """Outside the runtimes, a runtime's `cancel` is called by `cancel.cancel_attempts` (on someone's behalf) and
+    by the run ending its own stuck attempt, nowhere else: the engines, a clear and `JobSetRun.cancel` call the
+    one scoped delete."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    callers = set()
+    for package in ("jobset_core", "airflow_jobset", "flyte_jobset"):
+        for path in (root / package).rglob("*.py"):
+            if "runtimes" in path.parts:
+                continue
+            tree = ast.parse(path.read_text())
+            for function in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+                for call in [n for n in ast.walk(function) if isinstance(n, ast.Call)]:
+                    target = call.func
+                    if isinstance(target, ast.Attribute) and target.attr == "cancel" and call.args and "runtime" in ast.unparse(target.value):
+                        callers.add(f"{path.relative_to(root).as_posix()}:{function.name}")
+    assert callers == {"jobset_core/lifecycle/cancel.py:_mark_and_delete", "jobset_core/lifecycle/drive.py:_on_end_attempt"}

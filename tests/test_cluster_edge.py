@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from jobset_core import GangJobSpec, JobSetSpec, KubernetesRuntime, ReplicatedJob, RetryPolicy, SpecError
+from jobset_core import (
+    GangJobSpec,
+    JobSetSpec,
+    KubernetesRuntime,
+    ReplicatedJob,
+    RetryPolicy,
+    SpecError,
+    namespace_for,
+)
 from jobset_core.runtimes.kube.api_errors import KubeApiError, NotConfiguredError, UnreachableError
 from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.runtimes.kube.identity import default_api_client
@@ -191,3 +199,41 @@ def test_an_object_larger_than_the_api_server_stores_is_refused_before_any_write
         ReplicatedJob("workers", image="ghcr.io/acme/train:1", command=["python", "-c", "x = '" + "a" * 1_400_000 + "'"]),
     ])
     assert runtime.submit(fits.manifests(), run_key="k2", attempt=0).name == "train"
+
+
+@pytest.mark.parametrize(
+    ("chosen", "workload", "pointed", "expected"),
+    [
+        ((), None, None, "default"),  # nothing named: the cluster's default
+        ((None, ""), None, None, "default"),  # an empty string is not set
+        ((), None, "ml", "ml"),  # where the client points: a connection's, the kubeconfig context's, propeller's
+        ((), "research", "ml", "research"),  # the workload's own beats where the client points
+        ((), "default", "ml", "ml"),  # ... but its "default" counts as unset when the client points elsewhere
+        ((), "default", None, "default"),
+        (("team-a",), "research", "ml", "team-a"),  # a namespace chosen for the run beats both
+        ((None, "team-b"), "research", None, "team-b"),  # the first chosen one, in the caller's order
+        (("default",), None, "ml", "default"),  # a chosen "default" is a choice
+        (("research", "ml"), None, None, "research"),  # the Python API: the spec's, then the runtime's
+    ],
+)
+def test_the_one_namespace_rule(chosen: tuple[str | None, ...], workload: str | None, pointed: str | None, expected: str) -> None:
+    assert namespace_for(*chosen, workload=workload, pointed=pointed) == expected
+
+
+def test_a_kubeconfig_namespace_is_where_the_client_points_not_a_binding_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As kubectl: a spec naming its namespace goes there whatever the context says, and one naming none goes to the
+    context's; a runtime built for one namespace refuses another (the test above), a connection's does not."""
+    with LocalApiServer(seed=5, namespaces=["research", "team-a", "ml"]) as server:
+        kubeconfig = tmp_path / "config"
+        kubeconfig.write_text(kubeconfig_text(server.url, "lab", "team-a"))
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        runtime = KubernetesRuntime(retry=FAST)
+        assert runtime.submit(spec("research").manifests(), run_key="k1", attempt=0).namespace == "research"
+        assert runtime.submit(spec().manifests(), run_key="k2", attempt=0).namespace == "team-a"
+        pointed = KubernetesRuntime(server.api_client(), "ml", retry=FAST, namespace_binding=False)
+        other = JobSetSpec(name="other", namespace="research", replicated_jobs=spec().replicated_jobs)
+        assert pointed.submit(other.manifests(), run_key="k3", attempt=0).namespace == "research"
+        assert pointed.submit(spec().manifests(), run_key="k4", attempt=0).namespace == "ml"

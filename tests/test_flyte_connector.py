@@ -460,3 +460,54 @@ def test_a_get_after_the_jobset_was_deleted_tells_the_decision_it_was_given(
     assert after.phase == ended.phase
     assert after.message.startswith(ended.message) and "was since deleted" in after.message, after.message
     assert after.custom_info["diagnosis"] == ended.custom_info["diagnosis"]
+
+
+def test_a_local_runs_log_links_are_the_files_its_pods_wrote(tmp_path: Path) -> None:
+    """On the local runtime the leader's and the culprit's links are the files their processes wrote, found
+    through the runtime's `pod_log_file`."""
+    import sys
+
+    from flyte_jobset import report
+    from jobset_core import Diagnosis, FailureKind, JobSetRun, JobSetSpec, LocalRuntime, ReplicatedJob
+
+    code = "import os; print('hello from', os.environ['HOSTNAME'])"
+    spec = JobSetSpec(name="links", replicated_jobs=[ReplicatedJob("leader", image="i:1", command=[sys.executable, "-c", code]),
+                                                     ReplicatedJob("workers", image="i:1", command=[sys.executable, "-c", code])],
+                      retry=RetryPolicy(retries=0))
+    with LocalRuntime(workdir=tmp_path, stream_output=False, faults=()) as runtime:
+        result = JobSetRun(spec, runtime, run_key="links", sleep=lambda s: None).run()
+        assert result.handle is not None and result.succeeded  # every pod ran: each has its file
+        observation = runtime.observe(result.handle)
+        culprit = next(p["metadata"]["name"] for p in observation.pods if "-workers-" in p["metadata"]["name"])
+        links = report.log_links(runtime, observation, Diagnosis(FailureKind.APPLICATION_ERROR, False, "x", pod=culprit),
+                                 leader="leader", namespace=result.handle.namespace, local=True)
+
+    by_role = {link.name.split()[0]: Path(link.uri.removeprefix("file://")) for link in links}
+    assert set(by_role) == {"leader", "culprit"}
+    assert by_role["leader"].read_text() == f"hello from {result.handle.name}-leader-0-0\n"
+    assert by_role["culprit"].read_text() == f"hello from {result.handle.name}-workers-0-0\n"
+
+
+def test_a_connector_whose_kubeconfig_points_elsewhere_submits_to_propellers_namespace(
+    server: LocalApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+) -> None:
+    """The connector's own namespace (its kubeconfig context's, or in a pod its service account's) only says where
+    its client points: a task runs in its execution's namespace, as propeller names it."""
+    from jobset_core import KubernetesRuntime
+    from jobset_core.runtimes.kube.client import ApiRetry
+    from tests.test_cluster_edge import kubeconfig_text
+
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(kubeconfig_text(server.url, "connector", "flyte"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    runtime = KubernetesRuntime(retry=ApiRetry(max_seconds=20, initial=0.05, max_wait=0.5))
+    assert runtime.namespace == "flyte"
+    connector = JobSetConnector(runtimes={"kubernetes": runtime})
+    flyte = Flyte(server, tmp_path)
+
+    meta = asyncio.run(connector.create(template_of(train), flyte.prefix(0), None, metadata("exec-ns", 0)))
+
+    assert meta.handle["namespace"] == NS and [js["metadata"]["namespace"] for js in jobsets(server)] == [NS]
+    connector.delete(meta)
+    assert jobsets(server) == []

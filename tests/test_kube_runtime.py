@@ -8,6 +8,7 @@ progress events, and what is left on the cluster. No client method is monkeypatc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -618,6 +619,44 @@ def test_slow_responses_are_abandoned_and_retried(server: LocalApiServer, driver
 
 # ----------------------------------------------------------------------------------------------------
 # cancel, conflicts, permissions
+
+
+def test_pod_logs_through_the_one_retry_policy(server: LocalApiServer, driver: ClusterDriver) -> None:
+    """A pod's log whole or its tail, the newest pod a selector finds, and the log followed until interrupted:
+    the `Runtime` protocol's log reads, over HTTP, through transient errors."""
+    runtime = make_runtime(server)
+    handle = runtime.submit(make_spec("logs").manifests(), run_key="pod-logs", attempt=0)
+    selector = f"jobset.sigs.k8s.io/jobset-name={handle.name},jobset.sigs.k8s.io/replicatedjob-name=leader"
+    driver.run_until(lambda: runtime.newest_pod(NS, selector, started=True) is not None, 15, "the leader to run")
+    leader = runtime.newest_pod(NS, selector, started=True)
+    assert leader is not None and leader.startswith(f"{handle.name}-leader-0-0-")
+    server.append_log(NS, leader, "".join(f"step {i}\n" for i in range(10)))
+    server.faults.fail_next(2, status=503)  # the one retry policy answers them
+
+    assert runtime.pod_log(NS, leader, "trainer", tail_lines=2) == "step 8\nstep 9\n"
+    assert runtime.pod_log(NS, leader, "trainer").startswith("step 0\nstep 1\n")
+    assert runtime.pod_log(NS, "no-such-pod", "trainer") is None  # unreadable is None, never an error
+    assert runtime.newest_pod(NS, "jobset.sigs.k8s.io/jobset-name=nobody") is None
+    assert runtime.pod_log_file(NS, leader) is None
+
+    stream = runtime.follow_pod_log(NS, leader, "trainer")
+    seen: list[bytes] = []
+
+    def read() -> None:
+        with contextlib.suppress(Exception):  # an interrupted read may end the stream with an error
+            seen.extend(stream.chunks())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    driver.run_until(lambda: b"step 9" in b"".join(seen), 15, "the log so far")
+    server.append_log(NS, leader, "step 10\n")
+    driver.run_until(lambda: b"step 10" in b"".join(seen), 15, "a line written while followed")
+    stream.interrupt()  # from another thread: the blocked read returns at once
+    reader.join(10)
+    assert not reader.is_alive()
+    stream.close()
+    runtime.cancel(handle)
+
 
 
 @pytest.mark.parametrize("kind", ["jobset-coscheduling", "gangjob-volcano"])

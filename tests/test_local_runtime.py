@@ -211,6 +211,35 @@ def test_success_gives_every_pod_its_place_in_the_gang(
     )
 
 
+PRINT_LINES = """
+import os
+for i in range(5):
+    print(os.environ["HOSTNAME"], "line", i)
+"""
+
+
+def test_pod_logs_are_read_through_the_runtime_protocol(tmp_path: Path, make_runtime: Callable[..., LocalRuntime]) -> None:
+    """What an engine reads of a local run's pods: a log whole or its tail, the newest pod a selector finds, the
+    file each log is; nothing to follow (every pod's output is copied already)."""
+    runtime = make_runtime()
+    spec = jobset("logs", PRINT_LINES, tmp_path, retry=policy(retries=0))
+    result = drive(spec, runtime).run()
+    assert result.succeeded
+    handle = result.handle
+    selector = f"jobset.sigs.k8s.io/jobset-name={handle.name},jobset.sigs.k8s.io/replicatedjob-name=workers,jobset.sigs.k8s.io/job-index=1"
+    pods = {p["spec"]["hostname"]: p["metadata"]["name"] for p in runtime.observe(handle).pods}
+    worker = pods[f"{handle.name}-workers-1-1"]
+
+    assert runtime.pod_log(handle.namespace, worker) == "".join(f"{handle.name}-workers-1-1 line {i}\n" for i in range(5))
+    assert runtime.pod_log(handle.namespace, worker, "main", tail_lines=2) == (
+        f"{handle.name}-workers-1-1 line 3\n{handle.name}-workers-1-1 line 4\n")
+    assert runtime.newest_pod(handle.namespace, selector, started=True) in {pods[f"{handle.name}-workers-1-0"], worker}
+    assert runtime.newest_pod(handle.namespace, "jobset.sigs.k8s.io/jobset-name=nobody") is None
+    assert runtime.pod_log_file(handle.namespace, worker) == tmp_path / "logs" / handle.name / "0" / "restart-0" / f"{handle.name}-workers-1-1.log"
+    assert runtime.follow_pod_log(handle.namespace, worker) is None
+    assert runtime.pod_log(handle.namespace, "no-such-pod") is None and runtime.pod_log_file(handle.namespace, "no-such-pod") is None
+
+
 # ----------------------------------------------------------------------------------------------------
 # the retry budget across restarts and resubmissions
 

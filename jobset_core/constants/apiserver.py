@@ -41,6 +41,12 @@ STATUS_REASONS = {
 }
 # A 404 for a path no resource serves (apimachinery pkg/api/errors/errors.go NewGenericServerResponse)
 STATUS_MESSAGE_RESOURCE_NOT_FOUND = "the server could not find the requested resource"
+# The kinds of what every API server answers (apimachinery pkg/apis/meta/v1/types.go): an error is a `Status`
+# object, a 404 for a path no resource serves included (staging/src/k8s.io/apiserver/pkg/util/notfoundhandler/
+# not_found_handler.go: reason NotFound, STATUS_MESSAGE_RESOURCE_NOT_FOUND, no details); API discovery at /apis
+# is an `APIGroupList`.
+STATUS_KIND = "Status"
+API_GROUP_LIST_KIND = "APIGroupList"
 # Field-error causes of an Invalid status (apimachinery pkg/apis/meta/v1/types.go CauseType*)
 CAUSE_FIELD_VALUE_REQUIRED = "FieldValueRequired"
 CAUSE_FIELD_VALUE_INVALID = "FieldValueInvalid"

@@ -3,25 +3,22 @@ itself, and tell whether a kept attempt is one to reattach to.
 
 An engine's own retry counter is the budget's count (Flyte's `retries`, Airflow's tries), so a retry that spends
 nothing must happen inside the same engine attempt: `resubmit_free` starts the run's next attempt (free: the
-failed attempt's recorded decision says so), for every engine alike. A clear makes every
-earlier attempt history (`record.cleared_record`) and deletes them. A cleanup deletes the caller's attempt and
-those before it, never a later one (`cancel.cancel_attempts`), and leaves the run record to the try after a clear
-that took it over. Reattaching follows the one adoption rule: what `JobSetRun.start` would take over.
+failed attempt's recorded decision says so), for every engine alike. A clear makes every earlier attempt history
+(`record.cleared_record`) and deletes them through the one scoped delete (`cancel.cancel_attempts`, which an
+engine's cleanup calls too). Reattaching follows the one adoption rule: what `JobSetRun.start` would take over.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
 
 from jobset_core.constants import CANCELLED_ANNOTATION, CLEARED_ANNOTATION
 from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.actions import Action
 from jobset_core.lifecycle.attempts import adoptable
-from jobset_core.lifecycle.cancel import attempts_in_scope, cancel_attempts
+from jobset_core.lifecycle.cancel import cancel_attempts
 from jobset_core.lifecycle.contract import Handle, Runtime, State, handle_of, state_of
 from jobset_core.lifecycle.drive import JobSetRun
 from jobset_core.lifecycle.result import RunEvent
@@ -46,23 +43,6 @@ def resubmit_free(failed: Handle, spec: JobSetSpec | GangJobSpec, runtime: Runti
     return start_attempt(spec, runtime, run_key=failed.run_key, engine_attempt=engine_attempt, on_event=on_event)
 
 
-def cancel_up_to(runtime: Runtime, run_key: str, namespace: str, known: Handle | None, *,
-                 engine_attempt: int | None = None, marks: Mapping[str, str] | None = None) -> list[str]:
-    """Mark and delete `known` first (no lookup before it), then every attempt of the run before it that this
-    engine attempt may delete; the run record goes too, unless a later attempt still needs it or the try after a
-    clear took it over. Idempotent; returns the names deleted."""
-    return cancel_attempts(runtime, run_key, namespace, known, engine_attempt=engine_attempt, marks=marks,
-                           keep_record=lambda record: taken_over(record, known))
-
-
-def taken_over(record: Mapping[str, Any] | None, known: Handle | None) -> bool:
-    """The run record already lists `known` as cleared: the try after a clear owns the record now (its history
-    of cleared attempts), and the old try's cleanup, however late, must leave it."""
-    if known is None or not record:
-        return False
-    return known.name in records.cleared_names(record)
-
-
 def clear_attempts(runtime: Runtime, run_key: str, namespace: str, stored: Handle | None) -> list[str]:
     """The user cleared the task, which runs again from the start: record every earlier attempt as cleared
     (history: never spent, never adopted), then delete what is left of them. Returns their names."""
@@ -72,14 +52,10 @@ def clear_attempts(runtime: Runtime, run_key: str, namespace: str, stored: Handl
     record = runtime.read_run_record(run_key, namespace) or {}
     runtime.write_run_record(run_key, namespace, records.cleared_record(
         record, objects, stored.name if stored else None, stored.attempt if stored else 0))
-    marks = {CLEARED_ANNOTATION: "true", CANCELLED_ANNOTATION: "true"}
-    names = []
-    for handle in attempts_in_scope(objects, run_key, namespace, None):
-        with contextlib.suppress(Exception):  # a gone object has nothing to mark; the delete is what matters
-            runtime.annotate(handle, marks)
-        runtime.cancel(handle)
-        names.append(handle.name)
-    return sorted({*names, *([stored.name] if stored is not None else [])})
+    # The record now holds the cleared history the fresh run starts from: the deletion leaves it.
+    names = cancel_attempts(runtime, run_key, namespace, stored, whole_run=True,
+                            marks={CLEARED_ANNOTATION: "true", CANCELLED_ANNOTATION: "true"}, keep_record=lambda _: True)
+    return sorted(names)
 
 
 class Reattach(StrEnum):

@@ -45,12 +45,14 @@ def shared_local_runtime(faults: str | None = None, *, stream_output: bool = Tru
     return shared(("local", faults, stream_output), make)
 
 
-def shared_kubernetes_runtime(api_client: Any = None, namespace: str | None = None, *, source: Hashable = None) -> KubernetesRuntime:
+def shared_kubernetes_runtime(api_client: Any = None, namespace: str | None = None, *, source: Hashable = None,
+                              binding: bool = True) -> KubernetesRuntime:
     """The process's runtime for a cluster: `api_client` (None: the kubeconfig or in-cluster config) and its
-    default namespace. The key is where the client points, not only `source` (an engine's connection id may be
+    default namespace, which binds every submission unless `binding` is False (a connection's namespace: only where
+    the client points). The key is where the client points, not only `source` (an engine's connection id may be
     pointed elsewhere later)."""
     host = str(api_client.configuration.host) if api_client is not None else None
     return shared(
-        ("kubernetes", source, namespace, host),
-        lambda: KubernetesRuntime(api_client, namespace, keep_streams_seconds=KEEP_STREAMS_SECONDS),
+        ("kubernetes", source, namespace, host, binding),
+        lambda: KubernetesRuntime(api_client, namespace, keep_streams_seconds=KEEP_STREAMS_SECONDS, namespace_binding=binding),
     )

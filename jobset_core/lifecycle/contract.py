@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Protocol
 
 from jobset_core import constants as c
@@ -143,6 +144,18 @@ class Handle:
         )
 
 
+class LogStream(Protocol):
+    """A pod's log followed as it is written (`Runtime.follow_pod_log`): its bytes in chunks, which need not end
+    on line breaks, until the container ends or `interrupt()` is called from another thread (the blocked read
+    returns at once); `close()` releases what the stream holds, once it is no longer read."""
+
+    def chunks(self) -> Iterator[bytes]: ...
+
+    def interrupt(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Runtime(Protocol):
     """What the lifecycle needs from a place that runs JobSets: a cluster, or local processes.
 
@@ -154,6 +167,16 @@ class Runtime(Protocol):
     look on its own schedule (the local runtime's tick).
     The run record is a small document per run key that outlives the attempts, whoever deletes them: it keeps
     each attempt's decision (`lifecycle.decided`), and a runtime may delete a record once its `expiresAt` passed.
+
+    Pod logs are what an engine shows besides the result (a culprit's last lines, the leader's output, the
+    leader followed live), read by pod name in the attempt's namespace. A log that cannot be read (the pod is
+    gone or never started, no permission) is None, never an error: it is no reason to fail a run.
+    - `pod_log`: the log as text (its last `tail_lines` lines when given; `container` None: the pod's only one).
+    - `newest_pod`: the name of the newest pod a label selector finds (`started`: only one that has run), or
+      None; it raises when the runtime cannot be asked (a follower looks again later).
+    - `follow_pod_log`: the log as it is written, or None where the runtime already shows every pod's output
+      itself (the local runtime copies it to its terminal).
+    - `pod_log_file`: where the log is a file on this machine (the local runtime), else None.
     """
 
     namespace: str | None
@@ -186,3 +209,12 @@ class Runtime(Protocol):
     def write_run_record(self, run_key: str, namespace: str, record: Mapping[str, Any]) -> None: ...
 
     def delete_run_record(self, run_key: str, namespace: str) -> None: ...
+
+    def pod_log(self, namespace: str, pod: str, container: str | None = None, *,
+                tail_lines: int | None = None) -> str | None: ...
+
+    def newest_pod(self, namespace: str, selector: str, *, started: bool = False) -> str | None: ...
+
+    def follow_pod_log(self, namespace: str, pod: str, container: str | None = None) -> LogStream | None: ...
+
+    def pod_log_file(self, namespace: str, pod: str) -> Path | None: ...

@@ -19,12 +19,13 @@ from functools import partial
 from typing import Any
 
 from jobset_core import evidence as ev
-from jobset_core.constants import CANCELLED_ANNOTATION, SCHEDULING_API_GROUP
+from jobset_core.constants import SCHEDULING_API_GROUP
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.attempts import adoptable, attempt_number, is_live
+from jobset_core.lifecycle.cancel import cancel_attempts
 from jobset_core.lifecycle.contract import (
     Handle,
     Observation,
@@ -455,20 +456,13 @@ class JobSetRun:
     # ----- cancel -----------------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop, and delete every attempt of this run, from any process: found by run key (idempotent)."""
+        """Stop, and delete every attempt of this run, from any process: found by run key, never one a later
+        engine attempt submitted (`cancel.cancel_attempts`, the one scoped delete; idempotent)."""
         self._memory.cancel.set()
-        objects = self.runtime.find(self.run_key, self.namespace)
-        handles = {h.name: h for h in self.attempts}
-        for obj in objects:
-            handle = handle_of(obj, self.run_key, self.namespace)
-            handles[handle.name] = handle
-            if is_live(obj):
-                self._annotate(handle, {CANCELLED_ANNOTATION: "true"})
-        for handle in handles.values():
-            self.runtime.cancel(handle)
-        self.runtime.delete_run_record(self.run_key, self.namespace)  # any process may have written it
-        if handles:
-            self._emit(EventType.CANCELLED, f"cancelled: deleted {', '.join(sorted(handles))}")
+        deleted = cancel_attempts(self.runtime, self.run_key, self.namespace, self.handle,
+                                  engine_attempt=self.engine_attempt, whole_run=True)
+        if deleted:
+            self._emit(EventType.CANCELLED, f"cancelled: deleted {', '.join(sorted(deleted))}")
 
 
 # Each action of the step and its one handler, as the JobSet controller maps a failure policy action to its applier.

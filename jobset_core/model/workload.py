@@ -16,10 +16,24 @@ from jobset_core.policy.budget import RetryPolicy
 DEFAULT_NAMESPACE = c.DEFAULT_NAMESPACE  # a public name of the package (`jobset_core.DEFAULT_NAMESPACE`)
 
 
-def namespace_for(*candidates: str | None) -> str:
-    """The namespace a workload runs in: the first one named, in the caller's order of precedence (the spec's,
-    then the runtime's or the connection's), else the cluster's default. The one place that default is decided."""
-    return next((ns for ns in candidates if ns), DEFAULT_NAMESPACE)
+def namespace_for(*chosen: str | None, workload: str | None = None, pointed: str | None = None) -> str:
+    """The one namespace rule: where a workload runs. Every place that decides a namespace asks it.
+
+    1. The first namespace chosen for this run, in the caller's order (`chosen`: an operator's or a decorator's
+       `namespace=`, the CLI's `-n`, a spec's own namespace in the Python API, a runtime built for one namespace).
+    2. Else the workload's own, as a file or dict given to an engine says it (`workload`); "default" there counts
+       as not set when the client points elsewhere: it is what a workload written for any cluster says.
+    3. Else where the client points (`pointed`: an Airflow connection's namespace, the kubeconfig context's or the
+       pod's service account's, propeller's execution namespace).
+    4. Else the cluster's default, "default".
+    An empty string is not set.
+    """
+    named = next((ns for ns in chosen if ns), None)
+    if named:
+        return named
+    if workload and not (workload == DEFAULT_NAMESPACE and pointed):
+        return workload
+    return pointed or DEFAULT_NAMESPACE
 
 
 def object_metadata(

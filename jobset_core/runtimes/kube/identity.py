@@ -1,11 +1,13 @@
 """Where a client's identity comes from: the in-cluster service account, a kubeconfig file, or a kubeconfig an
 engine's connection carries; and the namespace kubectl would use.
 
-One builder for every caller (the CLI, a runtime without a client, an Airflow connection), so a missing or
-broken configuration reads the same everywhere: one line naming where the identity was looked for and what was
-wrong, as a `NotConfiguredError`, never the client's `ConfigException` or a YAML parser's trace. The client
-comes without urllib3's own retries (`client.without_transport_retries`) and names its origin in errors
-(`api_errors.CONTEXT_ATTRIBUTE`).
+One builder for every caller (the CLI, a runtime without a client, the Flyte connector, an Airflow connection),
+so a missing or broken configuration reads the same everywhere: one line naming where the identity was looked
+for and what was wrong, as a `NotConfiguredError`, never the client's `ConfigException` or a YAML parser's
+trace. Kubeconfig files are read and merged by kubectl's rules (`kubeconfig.py`: with `KUBECONFIG=a:b` the
+first file to set the current context wins, where the official client lets the last one win), then loaded by
+the official client as one document. The client comes without urllib3's own retries
+(`client.without_transport_retries`) and names its origin in errors (`api_errors.CONTEXT_ATTRIBUTE`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ from urllib3.connection import HTTPConnection
 from jobset_core.model.workload import namespace_for
 from jobset_core.runtimes.kube.api_errors import CONTEXT_ATTRIBUTE, NotConfiguredError, one_line
 from jobset_core.runtimes.kube.client import without_transport_retries
+from jobset_core.runtimes.kube.kubeconfig import (
+    Kubeconfig,
+    KubeconfigError,
+    from_document,
+    kubeconfig_files,
+    load_files,
+    yaml_problem,
+)
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 KUBECONFIG_ENV = "KUBECONFIG"
@@ -91,17 +101,15 @@ def _load(access: ClusterAccess, configuration: Any) -> str:
         return IN_CLUSTER
     if access.kubeconfig_file is not None:
         path = os.path.expanduser(access.kubeconfig_file)
-        try:
-            return _load_file(configuration, path, access.context)
+        try:  # an explicit file, as kubectl's --kubeconfig: read alone, and it must exist
+            return _load_kubeconfig(configuration, load_files([path], explicit=True), access.context)
         except _CONFIG_ERRORS as exc:
             raise NotConfiguredError(f"the kubeconfig at {path} is not usable ({kubeconfig_problem(path, exc)})") from None
     if access.kubeconfig is not None:
         try:
-            config.load_kube_config_from_dict(dict(access.kubeconfig), context=access.context,
-                                              client_configuration=configuration)
+            return _load_kubeconfig(configuration, from_document(access.kubeconfig), access.context)
         except _CONFIG_ERRORS as exc:
             raise NotConfiguredError(f"its kubeconfig is not usable ({config_problem(exc)})") from None
-        return f"kubeconfig context {access.context or access.kubeconfig.get('current-context')!r}"
     try:
         config.load_incluster_config(client_configuration=configuration)
         return IN_CLUSTER
@@ -109,7 +117,7 @@ def _load(access: ClusterAccess, configuration: Any) -> str:
         pass
     path = kubeconfig_path()
     try:
-        return _load_file(configuration, path, access.context)
+        return _load_kubeconfig(configuration, kubectl_kubeconfig(), access.context)
     except _CONFIG_ERRORS as exc:
         raise NotConfiguredError(
             f"no Kubernetes cluster configured: not running in a cluster and no usable kubeconfig at {path} "
@@ -117,12 +125,20 @@ def _load(access: ClusterAccess, configuration: Any) -> str:
         ) from None
 
 
-def _load_file(configuration: Any, path: str, context: str | None) -> str:
-    config.load_kube_config(config_file=path, client_configuration=configuration, context=context)
-    if context is None:
-        _, active = config.list_kube_config_contexts(config_file=path)
-        context = active.get("name")
-    return f"kubeconfig context {context!r} ({path})"
+def kubectl_kubeconfig() -> Kubeconfig:
+    """The kubeconfig kubectl reads now: $KUBECONFIG's files merged by its rules, else ~/.kube/config.
+    FileNotFoundError when none of the files exists."""
+    found = load_files(kubeconfig_files(kubeconfig_path()))
+    if not found.files:
+        raise FileNotFoundError(kubeconfig_path())
+    return found
+
+
+def _load_kubeconfig(configuration: Any, kubeconfig: Kubeconfig, context: str | None) -> str:
+    """Load the context kubectl would use (or `context`) into `configuration`; how to describe where it came from."""
+    choice = kubeconfig.choose(context)
+    config.load_kube_config_from_dict(kubeconfig.document, context=choice.context, client_configuration=configuration)
+    return choice.describe()
 
 
 def with_keepalive(options: list[tuple[int, int, Any]] | None, keepalive: TcpKeepalive) -> list[tuple[int, int, Any]]:
@@ -148,31 +164,31 @@ def kubeconfig_namespace() -> str:
     except OSError:
         pass
     try:
-        _, active = config.list_kube_config_contexts(config_file=kubeconfig_path())
+        choice = kubectl_kubeconfig().choose()
     except _CONFIG_ERRORS:
         return namespace_for()  # default_api_client says what is wrong with the file, in one line
-    return namespace_for(((active or {}).get("context") or {}).get("namespace"))
+    return namespace_for(choice.namespace)
 
 
 def kubeconfig_problem(path: str, exc: BaseException) -> str:
-    """What is wrong with the kubeconfig file, in a few words (see `config_problem`)."""
-    if not os.path.exists(path):
+    """What is wrong with the kubeconfig at `path` (one file, or a KUBECONFIG list), in a few words (see
+    `config_problem`)."""
+    if isinstance(exc, FileNotFoundError) or not any(os.path.exists(p) for p in kubeconfig_files(path)):
         return "no such file"
+    if isinstance(exc, KubeconfigError) and exc.file == path:
+        return exc.problem  # the file is named already
     return config_problem(exc)
 
 
 def config_problem(exc: BaseException) -> str:
     """What is wrong with a kubeconfig, in a few words: the client's messages for a missing file ("Invalid
     kube-config file. No configuration found.") and a YAML error (a multi-line parser trace) say neither."""
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        return f"not valid YAML: {exc.problem or exc.context}{where}"
     if isinstance(exc, yaml.YAMLError):
-        return f"not valid YAML: {one_line(exc)}"
+        return yaml_problem(exc)
     return one_line(exc)
 
 
 def kubeconfig_path() -> str:
-    """$KUBECONFIG read now (the client reads it once, at import), else ~/.kube/config."""
+    """$KUBECONFIG read now (the client reads it once, at import), else ~/.kube/config: one file, or several
+    separated by the path separator (`kubeconfig.kubeconfig_files`)."""
     return os.environ.get(KUBECONFIG_ENV) or os.path.expanduser(DEFAULT_KUBECONFIG)

@@ -85,7 +85,7 @@ class KubeObjects:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            raise explain_api_error(exc, ("create", PLURALS[kind], group)) from None
+            raise explain_api_error(exc, ("create", PLURALS[kind], group), self.api_client) from None
 
     def get(self, api_version: str, kind: str, name: str, namespace: str) -> Obj | None:
         """One object by name, or None when it does not exist."""

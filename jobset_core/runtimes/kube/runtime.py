@@ -5,7 +5,7 @@ policy (`client.ApiRetry`). The rooms: `objects.py` (the REST mapping), `submit.
 `keeper.py` (the evidence kept of pods and restarts in the `<attempt>-evidence` ConfigMap; `finalizers.py`
 holds pods until their failure is recorded), `observe.py` (a direct look, and the tracker a watch feeds from
 the shared streams of `streams.py`; both assembled by `lifecycle.assemble`), `kept.py` (polled attempts kept on
-those streams), `run_record.py` (the run record). Watches resume from the last resourceVersion and relist on
+those streams), `run_record.py` (the run record), `logs.py` (pod logs). Watches resume from the last resourceVersion and relist on
 410 Gone; `watch` and `awatch` drive the same loop (`observe.watch_steps`) and differ only in how they wait:
 a watch turns only on a message that concerns its attempt or at the moment its run named (the step's next
 time-based judgement), on the runtime's one timer thread (`timers.py`) or the event loop's own timers.
@@ -20,6 +20,7 @@ import queue
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -33,6 +34,7 @@ from jobset_core.runtimes.kube.finalizers import EVIDENCE_FINALIZER, Finalizers
 from jobset_core.runtimes.kube.identity import default_api_client, kubeconfig_namespace
 from jobset_core.runtimes.kube.keeper import EvidenceKeeper
 from jobset_core.runtimes.kube.kept import KeptStreams, observe_with
+from jobset_core.runtimes.kube.logs import FollowedLog, PodLogs
 from jobset_core.runtimes.kube.nodes import NodeReader
 from jobset_core.runtimes.kube.objects import KubeObjects
 from jobset_core.runtimes.kube.observe import Call, Observer, Tracker, Wait, watch_steps
@@ -78,7 +80,12 @@ class KubernetesRuntime:
         keep_streams_seconds: float | None = None,
         read_only: bool = False,
         watch_list: bool = True,
+        namespace_binding: bool = True,
     ) -> None:
+        # A namespace given here binds every submission (a spec naming another is refused) unless
+        # `namespace_binding` is False (a connection's namespace); the one our own config loading reads is only
+        # where the client points, as kubectl's context namespace is.
+        self.namespace_binding = bool(namespace) and namespace_binding
         if api_client is None:
             api_client = default_api_client()
             # With our own config loading, the namespace follows kubectl's rule too (the context's, or the
@@ -106,6 +113,7 @@ class KubernetesRuntime:
         self.observer = Observer(self.objects, self.keeper, self.node_reader)
         self.submitter = Submitter(self.objects, self.keeper)
         self.records = RunRecords(self.objects)
+        self.logs = PodLogs(self.objects, self.retry)
         self.informers = InformerHub(self)
         self.timers = Timers()  # the deadlines of every blocking watch and kept subscription of this runtime
         # Set in long-lived processes that poll (`observe`): the attempt stays subscribed to the shared
@@ -140,8 +148,10 @@ class KubernetesRuntime:
     # ----- submit, annotate, cancel -----------------------------------------------------------------------
 
     def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int) -> Handle:
-        """Create gang objects, then the JobSet/Job; adopt on 409 when it belongs to the same run."""
-        return self.submitter.submit(manifests, run_key=run_key, attempt=attempt, namespace=self.namespace)
+        """Create gang objects, then the JobSet/Job; adopt on 409 when it belongs to the same run. A spec naming
+        another namespace than the one this runtime was built for is refused (`submit.submission_namespace`)."""
+        return self.submitter.submit(manifests, run_key=run_key, attempt=attempt, namespace=self.namespace,
+                                     binding=self.namespace_binding)
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
         """Merge annotations into the JobSet/Job (a metadata merge patch: the webhooks allow it)."""
@@ -181,6 +191,22 @@ class KubernetesRuntime:
 
     def delete_run_record(self, run_key: str, namespace: str) -> None:
         self.records.delete(run_key, namespace)
+
+    # ----- pod logs (through the one retry policy: `logs.py`) -----------------------------------------------
+
+    def pod_log(self, namespace: str, pod: str, container: str | None = None, *,
+                tail_lines: int | None = None) -> str | None:
+        return self.logs.read(namespace, pod, container, tail_lines)
+
+    def newest_pod(self, namespace: str, selector: str, *, started: bool = False) -> str | None:
+        return self.logs.newest(namespace, selector, started=started)
+
+    def follow_pod_log(self, namespace: str, pod: str, container: str | None = None) -> FollowedLog:
+        return self.logs.follow(namespace, pod, container)
+
+    def pod_log_file(self, namespace: str, pod: str) -> Path | None:
+        """A cluster's logs are not files on this machine."""
+        return None
 
     # ----- observe and watch ------------------------------------------------------------------------------
 

@@ -32,8 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.runtimes.kube.api_errors import explain_api_error
-from jobset_core.runtimes.kube.client import is_transient
+from jobset_core.runtimes.kube.client import explained, is_transient
 
 
 class StreamSource(Protocol):
@@ -327,10 +326,8 @@ class SharedInformer:
     def _fail(self, exc: BaseException) -> None:
         if self._stop.is_set():
             return
-        if isinstance(exc, ApiException):  # a denied or broken watch: the same one line as a call
-            group = self.resource.api_version.rpartition("/")[0]
-            exc = explain_api_error(exc, ("watch", self.resource.source, group))
-        self._publish_error(exc)
+        group = self.resource.api_version.rpartition("/")[0]  # a denied or broken watch: the same one line as a call
+        self._publish_error(explained(exc, self.runtime.core.api_client, ("watch", self.resource.source, group)))
 
     def _relist(self, list_fn: Callable[..., Any], kwargs: dict[str, Any]) -> str | None:
         """The listing as the server's JSON, like the stream's objects (see `_stream`)."""

@@ -22,7 +22,7 @@ from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle
 from jobset_core.model.gang import unserved_workload_api
 from jobset_core.model.validation import check_object_size
-from jobset_core.model.workload import namespace_for as workload_namespace
+from jobset_core.model.workload import namespace_for
 from jobset_core.runtimes.kube.api_errors import NameConflictError
 from jobset_core.runtimes.kube.keeper import EvidenceKeeper
 from jobset_core.runtimes.kube.objects import KubeObjects, main_api_version
@@ -50,16 +50,18 @@ def stamp_run_member(obj: dict[str, Any], run_key: str) -> None:
         label(spec.setdefault("template", {}))
 
 
-def namespace_for(main: Mapping[str, Any], runtime_namespace: str | None) -> str:
-    """The spec's namespace, else the runtime's, else the cluster's default; two different ones are a mistake."""
+def submission_namespace(main: Mapping[str, Any], runtime_namespace: str | None, binding: bool) -> str:
+    """Where a submission goes (`namespace_for`): the spec's namespace, else the runtime's, else the cluster's
+    default. A runtime built for one namespace (`binding`) refuses a spec that names another, before anything is
+    created; one that only points somewhere (its kubeconfig context's, as kubectl) submits where the spec says."""
     wanted = (main.get("metadata") or {}).get("namespace")
-    if wanted and runtime_namespace and wanted != runtime_namespace:
+    if binding and wanted and runtime_namespace and wanted != runtime_namespace:
         raise SpecError(
             "namespace",
             f"the spec says {wanted!r} but this KubernetesRuntime submits to {runtime_namespace!r}",
             "leave namespace unset in the spec, or use the same namespace in both",
         )
-    return workload_namespace(wanted, runtime_namespace)
+    return namespace_for(wanted, pointed=runtime_namespace)
 
 
 class Submitter:
@@ -69,12 +71,13 @@ class Submitter:
         self.objects = objects
         self.keeper = keeper
 
-    def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int, namespace: str | None) -> Handle:
+    def submit(self, manifests: Sequence[dict[str, Any]], *, run_key: str, attempt: int, namespace: str | None,
+               binding: bool = True) -> Handle:
         """Create gang objects, then the JobSet/Job; adopt on 409 when it belongs to the same run."""
         *extras, main = [json.loads(json.dumps(m)) for m in manifests]
         for obj in [*extras, main]:
             check_object_size(obj)  # before the first create: never half a workload the server refused
-        ns = namespace_for(main, namespace)
+        ns = submission_namespace(main, namespace, binding)
         for obj in [*extras, main]:
             obj["metadata"]["namespace"] = ns
             obj["metadata"].setdefault("labels", {})[c.RUN_KEY_LABEL] = run_key

@@ -4,18 +4,24 @@ A certificate that does not verify, or a server that does not speak TLS at an ht
 wrapped by urllib3 and mangled by the Kubernetes client; retrying never fixes it. This room finds the SSL error
 behind a failure (`tls_failure_of`), says what to change in the kubeconfig (`tls_error`), and wraps a client's
 requests so that the failure comes out as a `TlsError` (`with_tls_errors`). It is apart from the retry policy
-(`client.py`), which only asks it whether a failure is one of these.
+(`client.py`), which only asks it whether a failure is one of these. Verification turned off on purpose
+(`insecure-skip-tls-verify: true`, an Airflow connection's `disable_verify_ssl`) is said once per server, in
+one line, instead of urllib3's warning before every request (`quiet_when_unverified`).
 """
 
 from __future__ import annotations
 
+import logging
 import ssl
+import threading
 from typing import Any
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from jobset_core.runtimes.kube.api_errors import TlsError, describe_server, one_line
+
+log = logging.getLogger(__name__)
 
 
 def with_tls_errors(api_client: Any, rest_client: Any) -> None:
@@ -118,3 +124,43 @@ def verification_problem(error: ssl.SSLCertVerificationError) -> str:
     if code == _HOSTNAME_MISMATCH:
         return f"hostname mismatch ({said})"
     return said
+
+
+class UnverifiedHTTPSConnectionPool(urllib3.HTTPSConnectionPool):
+    """The pool of a client whose configuration turned certificate verification off. urllib3's HTTPS pool warns
+    (`InsecureRequestWarning`) before every request on such a connection (`HTTPSConnectionPool._validate_conn`),
+    which puts a warning per API call above a command's answer; this pool connects as that one does and says
+    nothing, and `quiet_when_unverified` says it once. Only the pools of our clients are of this class: the
+    process's other HTTPS requests warn as they always did."""
+
+    def _validate_conn(self, conn: Any) -> None:
+        urllib3.HTTPConnectionPool._validate_conn(self, conn)  # what the HTTPS pool adds is the connect and the warning
+        if getattr(conn, "is_closed", getattr(conn, "sock", None) is None):
+            conn.connect()
+
+
+# The servers said to be unverified in this process: one line each, however many clients reach them.
+_said_unverified: set[str] = set()
+_said_lock = threading.Lock()
+
+
+def quiet_when_unverified(api_client: Any, rest_client: Any) -> None:
+    """For a client that does not verify the server's certificate: its pools no longer warn before each request,
+    and one line (a warning on this module's logger, once per server and process) says that verification is
+    off for that server and what that means."""
+    configuration = getattr(api_client, "configuration", None)
+    pool = getattr(rest_client, "pool_manager", None)
+    host = str(getattr(configuration, "host", "") or "")
+    if pool is None or getattr(configuration, "verify_ssl", True) or not host.startswith("https://"):
+        return
+    if pool.pool_classes_by_scheme.get("https") is not UnverifiedHTTPSConnectionPool:
+        pool.pool_classes_by_scheme = {**pool.pool_classes_by_scheme, "https": UnverifiedHTTPSConnectionPool}
+        pool.clear()
+    with _said_lock:
+        if host in _said_unverified:
+            return
+        _said_unverified.add(host)
+    log.warning(
+        "TLS certificate verification is off for the Kubernetes API server at %s: anyone on the way can read and "
+        "change what is sent, the credentials included; for a test cluster only", describe_server(api_client),
+    )

@@ -266,6 +266,43 @@ class LocalRuntime:
         with self._changed:
             self._settle()
 
+    # ----- pod logs: each pod's output is a file of the workdir ------------------------------------
+
+    def pod_log(self, namespace: str, pod: str, container: str | None = None, *,
+                tail_lines: int | None = None) -> str | None:
+        """What the pod's process wrote (its last `tail_lines` lines when given); a local pod runs one
+        container, so `container` picks nothing. None when the pod never started here."""
+        path = self.pod_log_file(namespace, pod)
+        try:
+            text = path.read_text(errors="replace") if path is not None else None
+        except OSError:
+            return None
+        if text is None or tail_lines is None:
+            return text
+        return "".join(text.splitlines(keepends=True)[-tail_lines:]) if tail_lines > 0 else ""
+
+    def newest_pod(self, namespace: str, selector: str, *, started: bool = False) -> str | None:
+        """The newest pod the label selector finds in the store (`started`: only one that has run)."""
+        with self._lock:
+            pods = self.cluster.list(c.CORE_API_VERSION, c.POD_KIND, namespace_for(namespace), label_selector=selector)
+        if started:
+            pods = [p for p in pods if (p.get("status") or {}).get("phase") in (c.PHASE_RUNNING, *c.POD_ENDED_PHASES)]
+        pods.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", int(p["metadata"].get("resourceVersion") or 0)))
+        return pods[-1]["metadata"]["name"] if pods else None
+
+    def follow_pod_log(self, namespace: str, pod: str, container: str | None = None) -> None:
+        """Nothing to follow: every pod's output is copied to this process's terminal already (`stream_output`),
+        or kept in its file only, as asked."""
+        return None
+
+    def pod_log_file(self, namespace: str, pod: str) -> Path | None:
+        """The file the pod's process writes (`<workdir>/<name>/<attempt>/restart-<n>/<hostname>.log`)."""
+        with self._lock:
+            found = next((p for p in self._node.pods.values()
+                          if p.name == pod and p.namespace == namespace_for(namespace) and p.process is not None), None)
+            path = found.process.log_path if found is not None and found.process is not None else None
+        return path if path is not None and path.is_file() else None
+
     # ----- lifecycle --------------------------------------------------------------------------------
 
     def close(self) -> None:

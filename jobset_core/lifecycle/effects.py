@@ -15,6 +15,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.lifecycle import ttl
 from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, Observation
@@ -69,7 +70,7 @@ def _new_causes(step: Step, observation: Observation) -> tuple[dict[str, Any], .
     """The in-cluster restarts of a JobSet whose cause this step's diagnosis found and the attempt does not keep
     yet: kept so that a look after the events expired tells the same story."""
     main = observation.main
-    if step.recorded or step.diagnosis is None or main is None or main.get("kind") != c.JOBSET_KIND:
+    if step.recorded or step.diagnosis is None or main is None or not kinds.read_as(main).restarts_whole:
         return ()
     kept = {entry.get("restart") for entry in observation.restart_causes}
     return tuple(h.to_dict() for h in step.diagnosis.history
@@ -90,7 +91,7 @@ def _annotations(step: Step, handle: Handle, observation: Observation) -> dict[s
     """A gang Job's free replacements (they leave no trace in its status and outlive its pods only here), written
     on the live Job when they changed."""
     main = observation.main
-    if main is None or ev.meta(main).get("deletionTimestamp") or handle.kind != c.JOB_KIND or not step.progress.free_in_place:
+    if main is None or ev.meta(main).get("deletionTimestamp") or kinds.named(handle.kind).restarts_whole or not step.progress.free_in_place:
         return {}
     value = str(step.progress.free_in_place)
     kept = ev.meta(main).get("annotations") or {}

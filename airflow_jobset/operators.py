@@ -58,7 +58,6 @@ from jobset_core import (
     resubmit_free,
     shown_attempt,
 )
-from jobset_core.constants import JOB_KIND
 from jobset_core.runtimes.local import parse_faults
 
 HANDLE_KEY = "jobset_handle"  # task state store key; renaming it breaks in-flight retries
@@ -283,8 +282,7 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         if context.get("task_state_store") is not None:
             context["task_state_store"].set(self.external_id_key, new)
         why = (data.get("diagnosis") or {}).get("kind") or "a free retry"
-        what = "the gang of " if failed.kind == JOB_KIND else ""
-        self.log.info("%s%s runs again as %s within this try (%s, free)", what, failed.name, new["name"], why)
+        self.log.info("%s runs again as %s within this try (%s, free)", failed.in_words, new["name"], why)
         return self.poll_until_complete(new, context)
 
     def _delete_if_asked(self, handle: Handle) -> None:

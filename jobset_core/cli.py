@@ -28,6 +28,7 @@ import yaml
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.constants import (
     CONDITION_COMPLETE,
     CONDITION_COMPLETED,
@@ -96,11 +97,11 @@ def _workload_of(found: dict[str, list[dict[str, Any]]], main: dict[str, Any], n
     """The observation of `main` in a dump, assembled as a live look is. A named workload takes its Jobs and pods
     by the controllers' labels (a namespace's dump holds other workloads); an unnamed one, the file's only
     JobSet, takes all of them."""
-    kind = c.WORKLOAD_KINDS[main["kind"]]  # `main` is one of the file's JobSets or Jobs
+    kind = kinds.named(main["kind"])  # `main` is one of the file's JobSets or Jobs
     own = name_of(main)
 
     def mine(obj: dict[str, Any]) -> bool:
-        return not name or name_of(obj) == own or labels_of(obj).get(kind.member_label) == own
+        return not name or name_of(obj) == own or kind.member_of(obj) == own
 
     evidence = next((cm for cm in found["configmaps"] if name_of(cm) == own + EVIDENCE_CONFIGMAP_SUFFIX), None)
     jobs = [j for j in found["jobs"] if j is not main and mine(j)] if kind.has_child_jobs else []
@@ -182,7 +183,7 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> tuple[Observ
                      refused_seconds=REFUSED_SECONDS)
     runtime = KubernetesRuntime(api_client, namespace, retry=retry, read_only=True)
     main = None
-    for kind in c.WORKLOAD_KINDS.values():  # the JobSet first
+    for kind in (adapter.descriptor for adapter in kinds.all_kinds()):  # the JobSet first
         main = runtime.read(kind.api_version, kind.kind, name, namespace)
         if main is not None:
             break

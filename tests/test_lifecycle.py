@@ -25,6 +25,7 @@ from jobset_core.constants import (
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
 )
+from jobset_core.kinds.gang_job import gang_job_restarts
 from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.actions import Action, AppReport, Ending
 from jobset_core.lifecycle.attempts import adoptable
@@ -33,12 +34,7 @@ from jobset_core.lifecycle.decided import Decided
 from jobset_core.lifecycle.effects import decision_of
 from jobset_core.lifecycle.manifests import next_attempt
 from jobset_core.lifecycle.step import assess
-from jobset_core.policy.ledger import (
-    Ledger,
-    Submission,
-    gang_job_restarts,
-    submission_from_object,
-)
+from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
 from tests.waiting import wait_until
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"

@@ -99,7 +99,8 @@ CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 # ----------------------------------------------------------------------------------------------------
 # The two kinds of workload a run submits, described once: a JobSet, or a gang Job (an Indexed Job whose
-# pods start and fail together). Code that treats them differently asks the descriptor, not `kind == "JobSet"`.
+# pods start and fail together). What each kind does with these names is its adapter's (`jobset_core.kinds`,
+# the one registry of kinds): code that treats them differently asks the adapter, not `kind == "JobSet"`.
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,6 @@ class WorkloadKind:
 JOBSET = WorkloadKind(JOBSET_KIND, JOBSET_API_GROUP, JOBSET_API_VERSION_NAME, JOBSET_PLURAL, JOBSET_NAME_LABEL,
                       RESTART_ATTEMPT_LABEL, has_child_jobs=True)
 GANG_JOB = WorkloadKind(JOB_KIND, BATCH_API_GROUP, "v1", "jobs", JOB_NAME_LABEL, None, has_child_jobs=False)
-WORKLOAD_KINDS = {JOBSET.kind: JOBSET, GANG_JOB.kind: GANG_JOB}
 
 # ----------------------------------------------------------------------------------------------------
 # Finalizers

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import kinds
 from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.lifecycle.decided import Decided
@@ -78,7 +79,7 @@ def _annotations(step: Step, handle: Handle) -> dict[str, str]:
     on the live Job when they changed."""
     facts = step.facts
     sub = facts.submission if facts is not None else None
-    if facts is None or sub is None or facts.deleting_since is not None or handle.kind != c.JOB_KIND:
+    if facts is None or sub is None or facts.deleting_since is not None or kinds.named(handle.kind).restarts_whole:
         return {}
     changed = sub.free_in_place and sub.free_in_place != facts.free_in_place_noted
     return {c.FREE_INTERRUPTIONS_ANNOTATION: str(sub.free_in_place)} if changed else {}
@@ -87,7 +88,7 @@ def _annotations(step: Step, handle: Handle) -> dict[str, str]:
 def _new_causes(step: Step, observation: Observation) -> tuple[dict[str, Any], ...]:
     """The in-cluster restarts of a JobSet whose cause this step's diagnosis found and the attempt does not keep
     yet: kept so that a look after the events expired tells the same story."""
-    if step.recorded or step.diagnosis is None or step.facts is None or step.facts.kind != c.JOBSET_KIND or step.facts.gone:
+    if step.recorded or step.diagnosis is None or step.facts is None or not kinds.named(step.facts.kind).restarts_whole or step.facts.gone:
         return ()
     kept = {entry.get("restart") for entry in observation.restart_causes}
     return tuple(h.to_dict() for h in step.diagnosis.history

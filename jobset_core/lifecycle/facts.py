@@ -17,6 +17,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.lifecycle import ttl
 from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled
 from jobset_core.policy.budget import RetryPolicy
@@ -69,7 +70,7 @@ def free_pod_disruptions(observation: Observation, policy: RetryPolicy) -> int:
     """A per-index Job's disrupted pods that its podFailurePolicy `Ignore`d: each was replaced for free. A gang
     Job fails on a disruption instead (FailJob), and the run decides whether running it again is free."""
     main = observation.main
-    if main is None or main.get("kind") != c.JOB_KIND or not policy.interruptions_free():
+    if main is None or kinds.read_as(main).restarts_whole or not policy.interruptions_free():
         return 0
     if FailureKind.PREEMPTED not in policy.retry_on or not _ignores_disruptions(main):
         return 0

@@ -18,17 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobset_core import evidence as ev
-from jobset_core.constants import (
-    CLEARED_ANNOTATION,
-    CONDITION_FAILED,
-    CONDITION_FAILURE_TARGET,
-    FREE_ANNOTATION,
-    FREE_INTERRUPTIONS_ANNOTATION,
-    JOB_REASON_BACKOFF_LIMIT,
-    JOBSET_KIND,
-    RUN_KEY_LABEL,
-)
+from jobset_core import kinds
+from jobset_core.constants import CLEARED_ANNOTATION, FREE_ANNOTATION, RUN_KEY_LABEL
 from jobset_core.submitted import attempt_of
 
 
@@ -177,62 +168,13 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
     annotations = meta.get("annotations") or {}
     if run_key is not None and labels.get(RUN_KEY_LABEL) != run_key:
         return None
-    attempt = attempt_of(obj)
-    status = obj.get("status") or {}
-    free = annotations.get(FREE_ANNOTATION) == "true"
-    cleared = annotations.get(CLEARED_ANNOTATION) == "true"
-    free_in_place = 0
-    if obj.get("kind") == JOBSET_KIND:
-        restarts = ev.count(status.get("restarts"))
-        # JobSet omits restartsCountTowardsMax while it is 0 (omitempty): absent means no counted restart.
-        counted = min(restarts, ev.count(status.get("restartsCountTowardsMax")))
-    else:
-        restarts = gang_job_restarts(obj)
-        counted = restarts
-        free_in_place = ev.count(annotations.get(FREE_INTERRUPTIONS_ANNOTATION))
+    spent = kinds.read_as(obj).restarts(obj)
     return Submission(
         name=meta.get("name", ""),
-        attempt=attempt,
-        restarts=restarts,
-        counted_restarts=counted,
-        free=free,
-        free_in_place=free_in_place,
-        cleared=cleared,
+        attempt=attempt_of(obj),
+        restarts=spent.restarts,
+        counted_restarts=spent.counted,
+        free=annotations.get(FREE_ANNOTATION) == "true",
+        free_in_place=spent.free_in_place,
+        cleared=annotations.get(CLEARED_ANNOTATION) == "true",
     )
-
-
-def gang_job_restarts(job: Mapping[str, Any]) -> int:
-    """Pods a Job replaced in place after a counted failure: its in-cluster restarts.
-
-    A gang Job of ours (backoffLimit 0) never replaces a pod: it fails and the run starts the gang again
-    as a fresh Job, a resubmission. A per-index Job (and a Job not built by us) replaces failed pods:
-    while it runs, every counted failure (`status.failed`; `Ignore`d ones are never counted) was followed
-    by a replacement. Once the Job controller has decided the Job fails (FailureTarget, then Failed,
-    job_controller.go), it also counts the peers it terminates, and a failed index's last failure was not
-    retried, so `failed` overstates the restarts: after BackoffLimitExceeded exactly `backoffLimit`
-    failures were retried; after any other reason the failures that ended the Job (one, or one per failed
-    index) and the active peers torn down with it were not. A Job never retries more than `backoffLimit`.
-    """
-    status = job.get("status") or {}
-    spec = job.get("spec") or {}
-    failed = ev.count(status.get("failed"))
-    limit = ev.count(spec.get("backoffLimit")) if spec.get("backoffLimit") is not None else failed
-    decided = ev.condition(job, CONDITION_FAILURE_TARGET) or ev.condition(job, CONDITION_FAILED)
-    if decided is None:
-        return min(failed, limit)
-    if decided.get("reason") == JOB_REASON_BACKOFF_LIMIT:
-        return min(failed, limit)
-    parallelism = max(1, ev.count(spec.get("parallelism")) or 1)
-    ended_it = max(1, _indexes_in(status.get("failedIndexes")))
-    peers_torn_down = max(0, parallelism - ev.count(status.get("succeeded")) - ended_it)
-    return min(limit, max(0, failed - ended_it - peers_torn_down))
-
-
-def _indexes_in(text: Any) -> int:
-    """How many indexes a Job status interval list names ("1,3-5" -> 4)."""
-    total = 0
-    for part in str(text or "").split(","):
-        low, _, high = part.strip().partition("-")
-        if low.isdigit():
-            total += (int(high) if high.isdigit() else int(low)) - int(low) + 1
-    return total

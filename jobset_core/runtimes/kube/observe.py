@@ -24,6 +24,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.lifecycle.assemble import (
     assemble,
     members,
@@ -63,8 +64,7 @@ class Observer:
         pods = self.objects.pods(handle.namespace, pod_selector(handle))
         if [pod for pod in pods if self.keeper.on_pod(handle, pod)]:
             self.keeper.store(handle, main)
-        has_jobs = c.WORKLOAD_KINDS[handle.kind].has_child_jobs
-        jobs = self.objects.child_jobs(handle) if main is not None and has_jobs else []
+        jobs = self.objects.child_jobs(handle) if main is not None else []
         workloads = self.workloads(main) if main is not None else []
         kept = self.keeper.pods(handle)
         names = members(handle.name, main, jobs, with_kept(pods, kept), workloads_of(main, workloads, jobs))
@@ -153,7 +153,7 @@ class Tracker:
         self._restarts = 0  # status.restarts when the object's own events were last read
         self._dirty_since: float | None = None  # when a failed pod was first kept and not stored yet
         self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
-        self._roles = {"main", "pods", "events"} | ({"jobs"} if c.WORKLOAD_KINDS[handle.kind].has_child_jobs else set())
+        self._roles = {"main", "events", *kinds.named(handle.kind).member_streams}
 
     @property
     def synced(self) -> bool:
@@ -262,7 +262,7 @@ class Tracker:
         state = state_of(main)
         # A success needs no diagnosis: only a failure is worth reading the last writes again.
         final = state.terminal and state is not State.SUCCEEDED
-        if final and c.WORKLOAD_KINDS[handle.kind].has_child_jobs:
+        if final:  # the child Jobs' last writes (none, and no request, for a kind without child Jobs)
             self.jobs = {ev.name_of(j): j for j in self.observer.objects.child_jobs(handle)}
         jobs = [self.jobs[n] for n in sorted(self.jobs)]
         # A failure is recorded by the object's own event, written with its status: read it from the server at

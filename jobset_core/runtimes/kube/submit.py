@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle
 from jobset_core.model.gang import unserved_workload_api
@@ -36,18 +37,9 @@ def stamp_run_member(obj: dict[str, Any], run_key: str) -> None:
     """Label a gang Job, or a JobSet's Job and pod templates, so the objects the controllers make from them
     (child Jobs copy `replicatedJobs[].template.metadata`, pods copy the pod template) carry the label the
     shared streams select on."""
-    def label(meta_holder: dict[str, Any]) -> None:
-        meta_holder.setdefault("metadata", {}).setdefault("labels", {})[c.RUN_MEMBER_LABEL] = run_key
-
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == c.JOBSET_KIND:
-        for rjob in spec.get("replicatedJobs") or []:
-            template = rjob.setdefault("template", {})
-            label(template)
-            label(template.setdefault("spec", {}).setdefault("template", {}))
-    elif obj.get("kind") == c.JOB_KIND:
-        label(obj)
-        label(spec.setdefault("template", {}))
+    adapter = kinds.of(obj)
+    for holder in adapter.member_templates(obj) if adapter is not None else []:
+        holder.setdefault("metadata", {}).setdefault("labels", {})[c.RUN_MEMBER_LABEL] = run_key
 
 
 def submission_namespace(main: Mapping[str, Any], runtime_namespace: str | None, binding: bool) -> str:

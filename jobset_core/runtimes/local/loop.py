@@ -16,14 +16,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jobset_core import clock
+from jobset_core import clock, kinds
 from jobset_core import constants as c
 from jobset_core.runtimes.local.kubelet import Node
 from jobset_core.runtimes.local.reading import is_live, main_of
 from jobset_core.runtimes.local.state import LocalSubmission
 from jobset_core.sim import Controllers
 from jobset_core.sim.apistore import ObjectStore
-from jobset_core.sim.records import labels, terminal
+from jobset_core.sim.records import terminal
 
 log = logging.getLogger(__name__)
 
@@ -140,10 +140,7 @@ class ControllerLoop:
         return None if due is None else max(0.0, due - clock.current().time())
 
     def _owner(self, pod: Mapping[str, Any]) -> LocalSubmission | None:
-        uid = labels(pod).get(c.JOBSET_UID_LABEL) or next(
-            (r.get("uid") for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == c.JOB_KIND), None
-        )
-        return self._by_uid.get(uid or "")
+        return self._by_uid.get(kinds.owner_uid(pod) or "")
 
     def _busy(self) -> bool:
         return (

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jobset_core import clock
+from jobset_core import clock, kinds
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.errors import SpecError
@@ -40,7 +40,6 @@ from jobset_core.runtimes.local.objects import (
     containers_of,
     run_key_of,
     split_manifests,
-    with_jobset_defaults,
     world_size,
 )
 from jobset_core.runtimes.local.process import LocalProcess, stop_processes, write_notice
@@ -341,8 +340,7 @@ class LocalRuntime:
     # ----- internals: submissions -------------------------------------------------------------------
 
     def _create(self, main: dict[str, Any], run_key: str, attempt: int) -> LocalSubmission:
-        if main["kind"] == c.JOBSET_KIND:
-            main = with_jobset_defaults(main)
+        main = kinds.named(main["kind"]).with_defaults(main)
         queue = admitted_by_kueue(main)
         if queue:
             self._notice(f"{main['metadata']['name']}: Kueue queue {queue!r} is not emulated locally; admitted at once")

@@ -49,6 +49,8 @@ ALLOWED = {
     "jobset_core/sim/": "the emulated controllers, each modelling one upstream controller",
     "jobset_core/testing/server.py": "the offline cluster's echo of the emulated API server's writes, kind by kind",
     "jobset_core/evidence.py:pod_job_name": "a pod's own Job, by its owner reference (a kind's pods belong to a Job)",
+    "jobset_core/evidence.py:pods_named_by": "the Job controller's own events (involvedObject kind Job), as the "
+                                             "diagnosis reads events by their involvedObject kind",
 }
 
 

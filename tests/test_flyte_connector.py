@@ -477,9 +477,9 @@ def test_a_local_runs_log_links_are_the_files_its_pods_wrote(tmp_path: Path) -> 
     with LocalRuntime(workdir=tmp_path, stream_output=False, faults=()) as runtime:
         result = JobSetRun(spec, runtime, run_key="links", sleep=lambda s: None).run()
         assert result.handle is not None and result.succeeded  # every pod ran: each has its file
-        observation = runtime.observe(result.handle)
-        culprit = next(p["metadata"]["name"] for p in observation.pods if "-workers-" in p["metadata"]["name"])
-        links = report.log_links(runtime, observation, Diagnosis(FailureKind.APPLICATION_ERROR, False, "x", pod=culprit),
+        assert result.pods, "the pods its step saw ride on the result"
+        culprit = next(p["metadata"]["name"] for p in result.pods if "-workers-" in p["metadata"]["name"])
+        links = report.log_links(runtime, result.pods, Diagnosis(FailureKind.APPLICATION_ERROR, False, "x", pod=culprit),
                                  leader="leader", namespace=result.handle.namespace, local=True)
 
     by_role = {link.name.split()[0]: Path(link.uri.removeprefix("file://")) for link in links}

@@ -233,6 +233,7 @@ class LocalRuntime:
             h = sub.handle
             self.cluster.patch(sub.api_version, h.kind, h.name, h.namespace, dict(patch))
             self._changed.notify_all()
+        self._loop.ensure_running()  # a controller may have a moment sooner now (a TTL lowered): wake the loop
 
     def read_run_record(self, run_key: str, namespace: str) -> dict[str, Any] | None:
         with self._lock:

@@ -273,3 +273,26 @@ def test_the_records_of_runs_long_over_are_swept_and_no_other(fake: FakeCluster,
 
 def records_keep() -> timedelta:
     return timedelta(seconds=records.RECORD_KEEP_SECONDS)
+
+
+def test_on_the_local_runtime_a_decided_failure_outlives_its_ttl_deletion(tmp_path: Any) -> None:
+    """The embedded default keeps the same promise: a bug with `ttl_seconds_after_finished=0` is decided, the
+    JobSet is then deleted by the emulated TTL controller, and a later look tells the same cause."""
+    import sys
+
+    from jobset_core import LocalRuntime
+    from tests.waiting import wait_until
+
+    bug = "import sys; print('ValueError: bad shard 7', file=sys.stderr); sys.exit(1)"
+    spec = JobSetSpec(name="local-ttl", ttl_seconds_after_finished=0, retry=RetryPolicy(retries=1, backoff=tenacity.wait_none()),
+                      replicated_jobs=[ReplicatedJob("workers", image="i:1", command=[sys.executable, "-c", bug])])
+    with LocalRuntime(workdir=tmp_path, stream_output=False, faults=()) as runtime:
+        first = JobSetRun(spec, runtime, run_key="local-ttl", sleep=lambda s: None).run()
+        assert first.done and first.decision is not None and not first.decision.retry and CAUSE in first.message
+        handle = first.handle
+        assert handle is not None
+        wait_until(lambda: runtime.cluster.get(c.JOBSET_API_VERSION, c.JOBSET_KIND, handle.name, handle.namespace) is None,
+                   "the TTL-after-finished controller")
+        after = JobSetRun.resume(handle, runtime).step(handle)
+    assert after.diagnosis == first.diagnosis and after.decision == first.decision
+    assert "was since deleted" in (after.aftermath or "")

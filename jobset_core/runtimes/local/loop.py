@@ -90,11 +90,13 @@ class ControllerLoop:
         return changed
 
     def ensure_running(self) -> None:
-        """Start the thread unless it runs, and wake it."""
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="jobset-local-controllers", daemon=True)
-            self._thread.start()
-        self._wake.set()
+        """Start the thread unless it runs, and wake it. Under the lock the thread decides to stop under, so a
+        wake never falls between its last look and its end."""
+        with self._changed:
+            self._wake.set()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="jobset-local-controllers", daemon=True)
+                self._thread.start()
 
     def close(self) -> None:
         """Stop the thread (idempotent); it is not started again."""
@@ -127,7 +129,7 @@ class ControllerLoop:
                     self._changed.notify_all()
                     return
                 wait = None if self._closed else self._next_wait()
-                if wait is None:
+                if wait is None and (self._closed or not self._wake.is_set()):  # nothing left, nobody asked since
                     self._thread = None
                     return
 

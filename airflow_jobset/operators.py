@@ -55,9 +55,9 @@ from jobset_core import (
     leader_selector,
     namespace_for,
     reattach,
+    resubmit_free,
     shown_attempt,
 )
-from jobset_core.constants import JOB_KIND
 from jobset_core.runtimes.local import parse_faults
 
 HANDLE_KEY = "jobset_handle"  # task state store key; renaming it breaks in-flight retries
@@ -139,13 +139,8 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
 
     def _get_runtime(self) -> Any:
         if self._runtime_obj is None:
-            self._runtime_obj = make_runtime(
-                self.runtime,
-                conn_id=self.kubernetes_conn_id,
-                namespace=self.namespace,
-                local_faults=self.local_faults,
-                stream_output=self.get_logs,
-            )
+            self._runtime_obj = make_runtime(self.runtime, conn_id=self.kubernetes_conn_id, namespace=self.namespace,
+                                             local_faults=self.local_faults, stream_output=self.get_logs)
         return self._runtime_obj
 
     def _on_event(self, event: RunEvent) -> None:
@@ -279,18 +274,15 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         return data
 
     def _run_again_free(self, context: Any, failed: Handle, data: dict[str, Any]) -> Any:
-        """A free retry: a gang Job's free interruption (the whole gang again as a fresh Job), or a hardware
-        failure (a JobSet the cluster cannot restart away from the broken node), runs again within this try, as
-        a JobSet's free restart happens in the cluster, so a free retry never spends one of Airflow's tries
-        (which are the budget's count). `start` submits it free (the failed attempt's recorded outcome says so)
-        and away from the nodes the run record keeps it off."""
-        new = self.submit_job(context)
-        store = context.get("task_state_store")
-        if store is not None:
-            store.set(self.external_id_key, new)
+        """A free retry (a gang's free interruption, a hardware failure) runs again within this try, so it never
+        spends one of Airflow's tries (the budget's count): the engines' one free re-run path, `resubmit_free`."""
+        self._handle = resubmit_free(failed, self._spec(context), self._get_runtime(),
+                                     engine_attempt=self._engine_attempt(context), on_event=self._on_event)
+        new = self._handle.to_dict()
+        if context.get("task_state_store") is not None:
+            context["task_state_store"].set(self.external_id_key, new)
         why = (data.get("diagnosis") or {}).get("kind") or "a free retry"
-        what = "the gang of " if failed.kind == JOB_KIND else ""
-        self.log.info("%s%s runs again as %s within this try (%s, free)", what, failed.name, new["name"], why)
+        self.log.info("%s runs again as %s within this try (%s, free)", failed.in_words, new["name"], why)
         return self.poll_until_complete(new, context)
 
     def _delete_if_asked(self, handle: Handle) -> None:

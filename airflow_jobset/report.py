@@ -27,10 +27,9 @@ def what(handle: Handle) -> str:
 def log_success(log: logging.Logger, runtime: Runtime, handle: Handle, data: dict[str, Any]) -> None:
     """The success, and the in-cluster restarts it took (a preemption, an eviction), and where."""
     log.info("%s %s", what(handle), data.get("message"))
-    if handle.attempt > 0 or data.get("in_cluster_restarts", 1):  # else there is no history to tell
-        history = restart_history(runtime, handle)
-        if history:
-            log.info("history: %s", history)
+    history = restart_history(data.get("history") or [])
+    if history:
+        log.info("history: %s", history)
 
 
 def log_failure(log: logging.Logger, runtime: Runtime, handle: Handle, data: dict[str, Any], *, tail: bool) -> None:

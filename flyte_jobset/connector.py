@@ -9,6 +9,7 @@ back from the cluster. What a template becomes is `template`'s, what a result sa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import uuid
 from collections.abc import Mapping
@@ -199,15 +200,13 @@ class JobSetConnector(AsyncConnectorBase):
         handle = current_attempt(first, run.attempts) if meta.template else first
         # flytekit's error files say whether the user's exception is recoverable: an input of the decision
         result = run.step(handle, reports=lambda: [e.report() for e in read_user_errors(meta.output_prefix)])
-        if result.done and not result.succeeded and not result.cancelled:
-            report.note_summary(runtime, result)
         message = report.unframed(result.message)
         if result.free_retry and meta.template:
             # Still this Flyte attempt: propeller would count RETRYABLE_FAILED as a spent retry.
             spec = self._spec(unpack_template(meta.template), meta, handle.namespace)
-            result = resubmit_free(result, spec, runtime, engine_attempt=meta.engine_attempt, on_event=report.echo())
-            assert result.handle is not None
-            message = (f"{message}; resubmitted as {result.handle.name} (attempt {shown_attempt(result.handle.attempt)}) "
+            new = resubmit_free(handle, spec, runtime, engine_attempt=meta.engine_attempt, on_event=report.echo())
+            result = dataclasses.replace(result, done=False, handle=new, attempts=[*result.attempts, new], pods=())
+            message = (f"{message}; resubmitted as {new.name} (attempt {shown_attempt(new.attempt)}) "
                        f"within {local_run.flyte_retry(meta.engine_attempt or 0)}")
         return self._answer(meta, run, runtime, result, message)
 
@@ -222,8 +221,7 @@ class JobSetConnector(AsyncConnectorBase):
         if result.done and result.handle is not None:
             info["history"], timeline_uri = report.timeline(run, runtime, result, message, budget, meta.output_prefix)
         report.tell_local_run(phase, message, info, meta.output_prefix, result)
-        observation = runtime.observe(result.handle) if result.handle else None
-        links = report.log_links(runtime, observation, result.diagnosis, leader=meta.leader,
+        links = report.log_links(runtime, result.pods, result.diagnosis, leader=meta.leader,
                                  namespace=result.handle.namespace if result.handle else namespace_for(), local=meta.local,
                                  timeline_uri=timeline_uri)
         return Resource(phase=phase, message=message, log_links=links, custom_info=info)

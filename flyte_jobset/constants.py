@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from jobset_core.constants import PROJECT_PREFIX
-
 # The task type propeller routes to this connector (connector-service `supportedTaskTypes`).
 TASK_TYPE = "jobset"
 
@@ -64,9 +62,6 @@ FLYTEKIT_ERROR_BANNER = "!! End Error Captured by Flyte !!"
 # (flyte/_internal/runtime/taskrunner.py): a tail with it quotes the framing too.
 FLYTE2_ERROR_FRAMING = "Uploaded error to "
 ERROR_FRAMINGS = (FLYTEKIT_ERROR_BANNER, FLYTE2_ERROR_FRAMING)
-
-# Our own annotation on an attempt's JobSet: the one-line cause this connector gave Flyte for it.
-SUMMARY_ANNOTATION = PROJECT_PREFIX + "flyte-summary"
 
 # flytekit's logging level (flytekit/loggers.py LOGGING_ENV_VAR); a local replica runs at CRITICAL so that its
 # logged copy of the user's traceback does not come before the run's one-line cause.

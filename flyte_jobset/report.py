@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from flyte_jobset.user_errors import culprit_trace
 from jobset_core import (
     Diagnosis,
     JobSetRun,
-    Observation,
     RunEvent,
     RunResult,
     Runtime,
@@ -76,28 +75,11 @@ def echo() -> Callable[[RunEvent], None]:
     return lambda event: out(f"[jobset] {event.message}")
 
 
-def earlier_summary(obj: Mapping[str, Any], diagnosis: Diagnosis) -> str:
-    """An earlier attempt's cause as this connector told Flyte then (noted on its object), else re-read."""
-    noted = (ev.meta(obj).get("annotations") or {}).get(c.SUMMARY_ANNOTATION)
-    return noted or unframed(diagnosis.summary)
-
-
-def note_summary(runtime: Runtime, result: RunResult) -> None:
-    """Our one-line cause stays on the attempt's object, so a later Flyte attempt's history quotes it (the
-    user's exception) instead of the log tail flytekit framed with its banner."""
-    if result.handle is None or result.diagnosis is None:
-        return
-    try:
-        runtime.annotate(result.handle, {c.SUMMARY_ANNOTATION: result.diagnosis.summary[:2000]})
-    except Exception as exc:  # noqa: BLE001 - a gone object has nothing left to note
-        log.debug("could not note the summary on %s: %s", result.handle.name, exc)
-
-
 def timeline(run: JobSetRun, runtime: Runtime, result: RunResult, message: str, budget: str,
              output_prefix: str) -> tuple[list[str], str | None]:
     """The run's history lines, and where its timeline page went (None: nowhere to write it)."""
     assert result.handle is not None
-    attempts = run_timeline(run, runtime, result.handle, result, earlier_summary=earlier_summary)
+    attempts = run_timeline(run, runtime, result.handle, result, reword=unframed)
     html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=budget, summary=message)
     return history_lines(attempts, reword=unframed), publish(html, output_prefix)
 
@@ -137,10 +119,10 @@ def timeline_url(uri: str) -> str:
     return template
 
 
-def log_links(runtime: Runtime, observation: Observation | None, diagnosis: Diagnosis | None, *, leader: str,
+def log_links(runtime: Runtime, pods: Sequence[Mapping[str, Any]], diagnosis: Diagnosis | None, *, leader: str,
               namespace: str, local: bool, timeline_uri: str | None = None) -> list[TaskLog]:
-    """Links to the leader's log and, when it failed, the culprit's; on a cluster, the timeline's."""
-    pods = list(observation.pods) if observation is not None else []
+    """Links to the leader's log and, when it failed, the culprit's (among the pods the result's step saw); on a
+    cluster, the timeline's."""
     wanted = [("leader", newest_leader_pod(pods, leader)), ("culprit", pod_named(pods, diagnosis.pod if diagnosis else None))]
     links = []
     for role, pod in wanted:

@@ -28,6 +28,7 @@ import yaml
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.constants import (
     CONDITION_COMPLETE,
     CONDITION_COMPLETED,
@@ -36,6 +37,7 @@ from jobset_core.constants import (
 )
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.evidence import kept_pods, kept_restart_causes, labels_of, name_of
+from jobset_core.lifecycle.actions import Action
 from jobset_core.lifecycle.assemble import (
     assemble,
     diagnose_observation,
@@ -44,6 +46,8 @@ from jobset_core.lifecycle.assemble import (
     with_kept,
 )
 from jobset_core.lifecycle.contract import Observation
+from jobset_core.lifecycle.decided import Decided
+from jobset_core.policy.kinds import FailureKind
 from jobset_core.terminal import EXIT_BROKEN_PIPE as EXIT_BROKEN_PIPE  # the exit codes, for scripts and tests
 from jobset_core.terminal import EXIT_INTERRUPTED, closed_pipe
 from jobset_core.testing.command import add_parser as add_fake_cluster_parser
@@ -93,11 +97,11 @@ def _workload_of(found: dict[str, list[dict[str, Any]]], main: dict[str, Any], n
     """The observation of `main` in a dump, assembled as a live look is. A named workload takes its Jobs and pods
     by the controllers' labels (a namespace's dump holds other workloads); an unnamed one, the file's only
     JobSet, takes all of them."""
-    kind = c.WORKLOAD_KINDS[main["kind"]]  # `main` is one of the file's JobSets or Jobs
+    kind = kinds.named(main["kind"])  # `main` is one of the file's JobSets or Jobs
     own = name_of(main)
 
     def mine(obj: dict[str, Any]) -> bool:
-        return not name or name_of(obj) == own or labels_of(obj).get(kind.member_label) == own
+        return not name or name_of(obj) == own or kind.member_of(obj) == own
 
     evidence = next((cm for cm in found["configmaps"] if name_of(cm) == own + EVIDENCE_CONFIGMAP_SUFFIX), None)
     jobs = [j for j in found["jobs"] if j is not main and mine(j)] if kind.has_child_jobs else []
@@ -156,16 +160,18 @@ def _pick_main(jobsets: list[dict[str, Any]], jobs: list[dict[str, Any]], name: 
     return next(iter([*jobsets, *jobs]), None)
 
 
-def read_live(name: str, namespace: str, api_client: Any = None) -> Observation:
+def read_live(name: str, namespace: str, api_client: Any = None) -> tuple[Observation, Decided | None]:
     """One observation of a JobSet (or, failing that, a Job) by name, through the runtime's own direct look, as
     a run or an engine's poll makes it: its Jobs, pods, events, Kueue's Workload and the evidence a watcher
-    kept of pods a restart deleted and of the restarts' causes (read, never written).
+    kept of pods a restart deleted and of the restarts' causes (read, never written); and, for an attempt a run
+    of ours decided, that decision (from its run record), which stays what it was, also once the workload is gone.
 
     Cluster errors come back as one-line KubeApiErrors: a missing object, a missing namespace, no access,
     no kubeconfig, an unreachable server.
     """
     from kubernetes.client.exceptions import ApiException
 
+    from jobset_core.lifecycle import record as records
     from jobset_core.lifecycle.contract import handle_of
     from jobset_core.runtimes.kube.client import ApiRetry
     from jobset_core.runtimes.kube.identity import default_api_client
@@ -177,21 +183,39 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> Observation:
                      refused_seconds=REFUSED_SECONDS)
     runtime = KubernetesRuntime(api_client, namespace, retry=retry, read_only=True)
     main = None
-    for kind in c.WORKLOAD_KINDS.values():  # the JobSet first
+    for kind in (adapter.descriptor for adapter in kinds.all_kinds()):  # the JobSet first
         main = runtime.read(kind.api_version, kind.kind, name, namespace)
         if main is not None:
             break
     if main is None:
-        jobsets = "" if runtime.objects.served_versions(c.JOBSET_API_GROUP) else (
-            f", and the cluster does not serve JobSets (the JobSet CRD {c.JOBSET_CRD} is not installed)")
-        raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}{jobsets}")
-    handle = handle_of(main, labels_of(main).get(RUN_KEY_LABEL, ""), namespace)
+        found = _gone_but_decided(runtime, name, namespace)
+        if found is None:
+            jobsets = "" if runtime.objects.served_versions(c.JOBSET_API_GROUP) else (
+                f", and the cluster does not serve JobSets (the JobSet CRD {c.JOBSET_CRD} is not installed)")
+            raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}{jobsets}")
+        return Observation(None), found
+    run_key = labels_of(main).get(RUN_KEY_LABEL, "")
+    handle = handle_of(main, run_key, namespace)
+    decided = records.decided_for(runtime.read_run_record(run_key, namespace), name) if run_key else None
     try:
-        return runtime.observe(handle)
+        return runtime.observe(handle), decided
     except ApiException as exc:
         from jobset_core.runtimes.kube.api_errors import explain_api_error
 
         raise explain_api_error(exc, ("list", "events", ""), api_client) from None
+
+
+def _gone_but_decided(runtime: Any, name: str, namespace: str) -> Decided | None:
+    """The decision a run of ours recorded on attempt `name`, whose workload is gone (its TTL, a person)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from jobset_core.lifecycle import record as records
+
+    try:
+        found = runtime.records.holding(namespace, name)
+    except ApiException:  # a Role without list on configmaps: nothing more to tell than "not found"
+        return None
+    return records.decided_for(found[1], name) if found is not None else None
 
 
 def render(d: Diagnosis) -> str:
@@ -249,6 +273,7 @@ def outcome(observation: Observation, diagnosis: Diagnosis) -> int:
 
 
 def explain(args: argparse.Namespace) -> int:
+    decided = None
     if args.from_file:
         seen = observe_dump(read_dump(args.from_file), args.name)
     else:
@@ -257,7 +282,9 @@ def explain(args: argparse.Namespace) -> int:
         from jobset_core.model.workload import namespace_for
         from jobset_core.runtimes.kube.identity import kubeconfig_namespace
 
-        seen = read_live(args.name, namespace_for(args.namespace, pointed=kubeconfig_namespace()))
+        seen, decided = read_live(args.name, namespace_for(args.namespace, pointed=kubeconfig_namespace()))
+    if decided is not None:
+        return explain_decided(args, seen, decided)
     if seen.main is None and not (seen.jobs or seen.pods or seen.events):
         raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
     # a dump is judged as of when it was taken (the latest moment its objects record), a live look as of now
@@ -270,6 +297,34 @@ def explain(args: argparse.Namespace) -> int:
     if args.html:
         print(f"timeline written to {args.html}")
     return outcome(seen, result)
+
+
+def explain_decided(args: argparse.Namespace, seen: Observation, decided: Decided) -> int:
+    """An attempt a run decided: that decision, as the run and its engine were told it, not judged again from
+    what the cluster left of it; and what became of the workload since."""
+    from jobset_core.lifecycle.contract import Handle
+    from jobset_core.lifecycle.endings import aftermath
+    from jobset_core.lifecycle.facts import facts_of
+
+    handle = Handle(decided.kind, decided.name, args.namespace or "", "", decided.attempt)
+    since = aftermath(decided, handle, facts_of(handle, seen, submitted_policy(seen.main)))
+    diagnosis = decided.diagnosis or Diagnosis(FailureKind.UNKNOWN, False, f"{decided.kind} {decided.name} {decided.action}",
+                                               failed=decided.action is not Action.SUCCEEDED)
+    if args.json:
+        print(json.dumps({**diagnosis.to_dict(), "decision": decided.decision.to_dict() if decided.decision else None,
+                          "aftermath": since}, indent=2))
+    else:
+        lines = [render(diagnosis)]
+        if decided.decision is not None:
+            lines.append(f"decision: {decided.decision.reason}")
+        if since:
+            lines.append(f"since: {since}")
+        print("\n".join(lines))
+    if args.html and seen.pods:
+        write_timeline(args.html, seen, diagnosis)
+    if decided.action is Action.SUCCEEDED:
+        return EXIT_SUCCEEDED
+    return EXIT_FAILED
 
 
 def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, now: datetime | None = None) -> None:

@@ -197,24 +197,6 @@ def claim_names(pod: Mapping[str, Any]) -> list[str]:
     return claims
 
 
-def pod_templates(obj: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    """The pod templates of a JobSet (one per replicated Job) or of a Job."""
-    if not obj:
-        return []
-    if obj.get("kind") == c.JOB_KIND:
-        return [as_map(spec_of(obj).get("template"))]
-    return [
-        as_map(spec_of(as_map(as_map(rj).get("template"))).get("template"))
-        for rj in as_list(spec_of(obj).get("replicatedJobs"))
-    ]
-
-
-def template_claims(obj: Mapping[str, Any] | None) -> list[str]:
-    """The PersistentVolumeClaims a JobSet's or Job's pods mount: a claim that never binds says why only in its
-    own events, so they are read with the pods'."""
-    return [claim for template in pod_templates(obj) for claim in claim_names(template)]
-
-
 def pod_job_name(pod: Mapping[str, Any]) -> str | None:
     labels = labels_of(pod)
     for key in c.JOB_NAME_LABELS:
@@ -411,17 +393,6 @@ def kept_restart_causes(config_map: Mapping[str, Any] | None) -> list[dict[str, 
     """The restart causes an evidence ConfigMap holds; none when absent or unreadable (each entry is read, and
     an unreadable one skipped, by the diagnosis)."""
     return _kept_list(config_map, c.EVIDENCE_RESTARTS_KEY)
-
-
-def child_job_names(main: Mapping[str, Any]) -> list[str]:
-    """A JobSet's child Jobs by the names its controller gives them, `<jobset>-<replicatedJob>-<index>`: a
-    restart deletes and recreates them, and a look in between lists none, though their events (which
-    failure the restart answered) are still there under those names."""
-    if main.get("kind") != c.JOBSET_KIND:
-        return []
-    name = name_of(main)
-    rjobs = as_list(spec_of(main).get("replicatedJobs"))
-    return [f"{name}-{as_map(rj).get('name')}-{i}" for rj in rjobs for i in range(count(as_map(rj).get("replicas")) or 1)]
 
 
 def job_names_of_pods(pods: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -1,4 +1,4 @@
-"""What a submitted workload and its members say of themselves, read by the kind descriptor (`constants.WorkloadKind`).
+"""What a submitted workload and its members say of themselves, read through its kind (`jobset_core.kinds`).
 
 A JobSet and a gang Job say the same things in different places: which kind they are, which run submission
 made them (our ledger's attempt annotation), which workload a pod or child Job belongs to, which in-cluster
@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import kinds
 
 
 def workload_kind(obj_or_kind: Mapping[str, Any] | str | None) -> c.WorkloadKind | None:
     """The descriptor of a JobSet or gang Job (an object, or its `kind`); None for any other kind."""
-    kind = obj_or_kind.get("kind") if isinstance(obj_or_kind, Mapping) else obj_or_kind
-    return c.WORKLOAD_KINDS.get(kind) if isinstance(kind, str) else None
+    adapter = kinds.of(obj_or_kind)
+    return adapter.descriptor if adapter is not None else None
 
 
 def _count(value: Any) -> int:
@@ -53,11 +54,8 @@ def restart_of(member: Mapping[str, Any] | None) -> int:
 def owner_of(member: Mapping[str, Any] | None) -> tuple[c.WorkloadKind, str] | None:
     """The workload a pod or child Job belongs to, from its labels: (descriptor, name), the JobSet first (a
     JobSet's pods also carry their child Job's name); None when it names neither."""
-    labels = _meta(member).get("labels")
-    if not isinstance(labels, Mapping):
-        return None
-    for kind in c.WORKLOAD_KINDS.values():
-        name = labels.get(kind.member_label)
-        if isinstance(name, str) and name:
-            return kind, name
+    for adapter in kinds.all_kinds():
+        name = adapter.member_of(member or {})
+        if name is not None:
+            return adapter.descriptor, name
     return None

@@ -59,6 +59,7 @@ from jobset_core import (  # noqa: E402
     leader_selector,
     spec_to_dict,
 )
+from jobset_core.lifecycle.record import entries  # noqa: E402
 from jobset_core.testing import LocalApiServer, RequestRecord  # noqa: E402
 from tests.airflow_support import StateStore, TaskInstance, Tries, run_tries, use_cluster  # noqa: E402
 from tests.kube_driver import JOBSET_API, ClusterDriver  # noqa: E402
@@ -991,7 +992,7 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
 
     stored = Handle("JobSet", "t-1", NS, "k", 1)
     record = cleared_record({"ended": [{"name": "t-0", "attempt": 0, "countedRestarts": 1}]}, [obj(1)], stored.name, stored.attempt)
-    assert [(e["name"], e["attempt"], e["cleared"]) for e in record["ended"]] == [("t-0", 0, True), ("t-1", 1, True)]
+    assert [(sub.name, sub.attempt, sub.cleared) for sub, _ in entries(record)] == [("t-0", 0, True), ("t-1", 1, True)]
     assert taken_over(record, stored) and not taken_over(record, Handle("JobSet", "t-2", NS, "k", 2))
     assert not taken_over(None, stored)
 
@@ -1041,6 +1042,32 @@ def test_a_gpu_fault_runs_the_jobset_again_within_the_try_away_from_its_node(
     second = [p for p in server.list("v1", "Pod", NS)
               if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == outcome.value["handle"]["name"]]
     assert second and not {p["spec"]["nodeName"] for p in second} & bad
+
+
+def test_a_trigger_handed_over_after_the_cluster_deleted_the_jobset_reports_the_same_decision(
+    server: LocalApiServer, driver: ClusterDriver
+) -> None:
+    """ttlSecondsAfterFinished 0: the trigger decides, the TTL is then released and the cluster deletes the JobSet;
+    a trigger handed to another triggerer afterwards (a new process) reports the decision, not a deletion."""
+    ti = ti_for("deleted-after-decision")
+    driver.exit("leader-0-0", 2, after=0.3, message="ValueError: bad shard 7")
+    spec = dataclasses.replace(make_spec(), ttl_seconds_after_finished=0)
+    op = JobSetOperator(task_id="train", jobset=spec, kubernetes_conn_id=CONN, deferrable=True,
+                        retry=RetryPolicy(retries=2, backoff=tenacity.wait_none()))
+    trigger = deferred(op, ti)
+    first = in_thread(lambda: first_event(trigger)).payload
+    assert first["outcome"] == "failure" and "bad shard 7" in first["result"]["message"]
+    driver.run_until(lambda: not jobsets(server), what="the TTL-after-finished controller")
+
+    classpath, kwargs = trigger.serialize()
+    handed_over = import_string(classpath)(**json.loads(json.dumps(kwargs)))
+    again = in_thread(lambda: first_event(handed_over)).payload
+    assert again["outcome"] == "failure"
+    assert again["result"]["diagnosis"] == first["result"]["diagnosis"]
+    assert again["result"]["decision"] == first["result"]["decision"]
+    assert "was since deleted" in again["result"]["message"]
+    with pytest.raises(AirflowFailException, match="bad shard 7"):
+        op.execute_complete({"ti": ti}, again)
 
 
 @pytest.mark.parametrize(

@@ -28,12 +28,9 @@ ALLOWED_OVER_LIMIT: dict[str, int] = {}
 
 MAX_CORE_MODULE_LINES = 500
 MAX_ENGINE_MODULE_LINES = 350
-# "<file relative to the repository>": lines when listed. Each is still to be split (both are being changed on
-# other branches; whoever brings one under the limit takes it off).
-MODULES_OVER_SIZE: dict[str, int] = {
-    "jobset_core/diagnosis/pods.py": 502,
-    "airflow_jobset/operators.py": 353,
-}
+# "<file relative to the repository>": lines when listed. Each is still to be split; whoever brings one under the
+# limit takes it off.
+MODULES_OVER_SIZE: dict[str, int] = {}
 
 
 def _functions(blocks: Iterable[Function | Class], outer: str = "") -> Iterator[tuple[str, int]]:

@@ -29,7 +29,7 @@ from flyte_jobset import JobSetConnector, JobSetMeta, jobset_task
 from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR
 from jobset_core import Kueue, RetryPolicy, SpecError
 from jobset_core.testing import LocalApiServer
-from tests.kube_driver import ClusterDriver
+from tests.kube_driver import JOBSET_API, ClusterDriver
 from tests.test_kube_runtime import NS, condition, driver, jobsets, leftovers, make_runtime, server  # noqa: F401
 
 PHASE_TIMEOUT = 25.0
@@ -442,6 +442,26 @@ def test_a_hardware_fault_is_resubmitted_within_the_flyte_attempt_away_from_its_
     assert pods and all(p["spec"]["nodeName"] != bad for p in pods)
 
 
+def test_a_get_after_the_jobset_was_deleted_tells_the_decision_it_was_given(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+) -> None:
+    """Propeller asks again after the JobSet is gone (a person, a TTL, a namespace cleanup): the same phase and
+    cause, read from the decision's record, and what became of the JobSet."""
+    meta = running(flyte, driver)
+    driver.exit("leader-0-0", 3, after=0.1, message="ValueError: bad shard 7")
+    ended = flyte.until_terminal(meta)
+    assert ended.phase == TaskExecution.FAILED and "bad shard 7" in ended.message
+    server.delete(JOBSET_API, "JobSet", meta.handle["name"], NS, "Background")
+    driver.run_until(lambda: not jobsets(server) and not server.list("v1", "Pod", NS), what="the JobSet and its pods to go")
+
+    after = flyte.get(meta)
+    assert after.phase == ended.phase
+    assert after.message.startswith(ended.message) and "was since deleted" in after.message, after.message
+    assert after.custom_info["diagnosis"] == ended.custom_info["diagnosis"]
+
+
 def test_a_local_runs_log_links_are_the_files_its_pods_wrote(tmp_path: Path) -> None:
     """On the local runtime the leader's and the culprit's links are the files their processes wrote, found
     through the runtime's `pod_log_file`."""
@@ -457,9 +477,9 @@ def test_a_local_runs_log_links_are_the_files_its_pods_wrote(tmp_path: Path) -> 
     with LocalRuntime(workdir=tmp_path, stream_output=False, faults=()) as runtime:
         result = JobSetRun(spec, runtime, run_key="links", sleep=lambda s: None).run()
         assert result.handle is not None and result.succeeded  # every pod ran: each has its file
-        observation = runtime.observe(result.handle)
-        culprit = next(p["metadata"]["name"] for p in observation.pods if "-workers-" in p["metadata"]["name"])
-        links = report.log_links(runtime, observation, Diagnosis(FailureKind.APPLICATION_ERROR, False, "x", pod=culprit),
+        assert result.pods, "the pods its step saw ride on the result"
+        culprit = next(p["metadata"]["name"] for p in result.pods if "-workers-" in p["metadata"]["name"])
+        links = report.log_links(runtime, result.pods, Diagnosis(FailureKind.APPLICATION_ERROR, False, "x", pod=culprit),
                                  leader="leader", namespace=result.handle.namespace, local=True)
 
     by_role = {link.name.split()[0]: Path(link.uri.removeprefix("file://")) for link in links}

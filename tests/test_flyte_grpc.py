@@ -24,9 +24,10 @@ from flytekit import PodTemplate, Resources
 from kubernetes.client import V1Container, V1ContainerPort, V1PodSpec
 
 from flyte_jobset import jobset_task
-from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR, SUMMARY_ANNOTATION, TIMELINE_LINK_NAME
+from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR, TIMELINE_LINK_NAME
 from jobset_core import Coscheduling, Kueue, RetryPolicy, Volcano, make_run_key
 from jobset_core import constants as jc
+from jobset_core.lifecycle import record as records
 from jobset_core.testing import FakeCluster, FakeClusterServer
 from tests.flyte_grpc_support import Attempt, ConnectorServer, Propeller, serialize
 
@@ -156,6 +157,12 @@ def run_objects(cluster: FakeCluster, execution_name: str) -> list[dict[str, Any
     run_key = make_run_key("flytesnacks", "development", execution_name, "n0")
     found = [js for js in cluster.jobsets() if (js["metadata"].get("labels") or {}).get(jc.RUN_KEY_LABEL) == run_key]
     return sorted(found, key=lambda js: int(js["metadata"]["annotations"][jc.ATTEMPT_ANNOTATION]))
+
+
+def run_record(cluster: FakeCluster, obj: dict[str, Any]) -> dict[str, Any]:
+    """The run record of the run `obj` belongs to, as any process reads it."""
+    meta = obj["metadata"]
+    return cluster.runtime(meta["namespace"]).read_run_record(meta["labels"][jc.RUN_KEY_LABEL], meta["namespace"]) or {}
 
 
 def container(js: dict[str, Any], replicated_job: str) -> dict[str, Any]:
@@ -325,8 +332,9 @@ def test_a_recoverable_error_is_retried_and_earlier_causes_are_our_one_line_diag
     assert history and all("!! End Error" not in line for line in history), history
     assert any(exception in line for line in history), history
     assert len(history) == len(set(history))
-    noted = run_objects(cluster, name)[0]["metadata"]["annotations"][SUMMARY_ANNOTATION]
-    assert exception in noted
+    first = run_objects(cluster, name)[0]
+    decided = records.decided_for(run_record(cluster, first), first["metadata"]["name"])
+    assert decided is not None and exception in decided.diagnosis.summary, "the decision keeps the user's own words"
     cleanup(propeller, attempts, cluster, name)
 
 

@@ -27,6 +27,7 @@ from jobset_core import (
     make_run_key,
 )
 from jobset_core import constants as c
+from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.record import AVOIDED
 from jobset_core.model.placement import avoided_nodes
 from jobset_core.runtimes.kube.client import ApiRetry
@@ -115,7 +116,9 @@ def test_the_engines_next_attempt_reads_the_nodes_to_avoid_from_the_run_record(c
     final = again.follow(second)
     assert final.succeeded, final.message
     assert all(p["spec"]["nodeName"] != bad_node for p in pods_of(server, second.name))
-    assert runtime.read_run_record(key, NS) is None  # the run is over: its record goes
+    record = runtime.read_run_record(key, NS)  # the run is over: its record stays a day for later looks, then goes
+    assert record is not None and records.expires_at(record) is not None
+    assert records.decided_for(record, handle.name).free, "the free retry, as it was decided"
 
 
 def test_counting_hardware_failures_spends_the_count_and_a_spent_budget_ends_the_run(cluster: Any) -> None:

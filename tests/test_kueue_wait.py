@@ -27,6 +27,7 @@ from jobset_core import (
     ReplicatedJob,
     RetryPolicy,
     SpecError,
+    kinds,
 )
 from jobset_core import constants as c
 from jobset_core.diagnosis import diagnose
@@ -62,7 +63,7 @@ def jobset_spec(gang: Kueue) -> JobSetSpec:
 
 def suspended(cluster: FakeCluster, handle: Handle) -> dict[str, Any] | None:
     """The attempt's object once its controller wrote it suspended (the JobSet's `Suspended` condition)."""
-    kind = c.WORKLOAD_KINDS[handle.kind]
+    kind = kinds.named(handle.kind).descriptor
     obj = cluster.server.get(kind.api_version, handle.kind, handle.name, handle.namespace)
     if obj is None or not obj["spec"].get("suspend"):
         return None
@@ -74,7 +75,7 @@ def suspended(cluster: FakeCluster, handle: Handle) -> dict[str, Any] | None:
 
 
 def gone(cluster: FakeCluster, handle: Handle) -> bool:
-    return cluster.server.get(c.WORKLOAD_KINDS[handle.kind].api_version, handle.kind, handle.name, NS) is None
+    return cluster.server.get(kinds.named(handle.kind).descriptor.api_version, handle.kind, handle.name, NS) is None
 
 
 def run_in_thread(run: JobSetRun) -> dict[str, RunResult]:

@@ -28,6 +28,8 @@ FLOORS = {
     "jobset_core.constants": VOCABULARY,
     "jobset_core.evidence": VOCABULARY,
     "jobset_core.submitted": VOCABULARY,
+    # One adapter per kind of workload and the one registry of them: JSON in, facts out, below every reader.
+    "jobset_core.kinds": VOCABULARY,
     "jobset_core.controller_rules": VOCABULARY,
     "jobset_core.clock": VOCABULARY,
     "jobset_core.offload": VOCABULARY,

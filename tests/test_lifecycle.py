@@ -22,20 +22,19 @@ from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
     CANCELLED_ANNOTATION,
     FREE_INTERRUPTIONS_ANNOTATION,
-    OUTCOME_ANNOTATION,
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
 )
+from jobset_core.kinds.gang_job import gang_job_restarts
+from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.actions import Action, AppReport, Ending
-from jobset_core.lifecycle.attempts import adoptable, next_is_free, next_submission_free, outcome_annotation
+from jobset_core.lifecycle.attempts import adoptable
 from jobset_core.lifecycle.contract import Handle, Observation, State, state_of
+from jobset_core.lifecycle.decided import Decided
+from jobset_core.lifecycle.effects import decision_of
+from jobset_core.lifecycle.manifests import next_attempt
 from jobset_core.lifecycle.step import assess
-from jobset_core.policy.ledger import (
-    Ledger,
-    Submission,
-    gang_job_restarts,
-    submission_from_object,
-)
+from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
 from tests.waiting import wait_until
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
@@ -180,11 +179,14 @@ def test_a_later_restart_waits_for_its_own_evidence_though_the_condition_keeps_t
 
 def test_an_application_error_fails_without_retry() -> None:
     data = capture("A2-app-error-after-restart")
-    step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW)
+    handle, seen = handle_for(data["jobset"]), observation_of(data)
+    step = assess(handle, seen, Ledger(), policy(retries=2), NOW)
     assert step.action is Action.FAILED
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.APPLICATION_ERROR
     assert step.decision is not None and not step.decision.retry
-    assert json.loads(outcome_annotation(step)[OUTCOME_ANNOTATION]) == {"kind": "ApplicationError", "retry": False, "counted": True}
+    decided = decision_of(step, handle, NOW)
+    assert decided is not None and (decided.action, decided.free, decided.decision.counted) == (Action.FAILED, False, True)
+    assert Decided.from_dict(json.loads(json.dumps(decided.to_dict()))) == decided, "one shape, read back the same"
 
 
 def test_the_applications_own_report_is_an_input_of_the_decision_and_of_what_is_recorded() -> None:
@@ -197,7 +199,8 @@ def test_the_applications_own_report_is_an_input_of_the_decision_and_of_what_is_
     assert step.action is Action.RESUBMIT and step.decision is not None and step.decision.retry
     assert step.diagnosis is not None and step.diagnosis.retryable
     assert "ConnectionError: parameter server went away (recoverable user exception)" in step.diagnosis.summary
-    assert json.loads(outcome_annotation(step)[OUTCOME_ANNOTATION])["retry"] is True
+    decided = decision_of(step, handle_for(data["jobset"]), NOW)
+    assert decided is not None and decided.action is Action.RESUBMIT and decided.decision.retry is True
     fatal = replace(report, recoverable=False, line="ValueError: bad config")
     step = assess(handle_for(data["jobset"]), observation_of(data), Ledger(), policy(retries=2), NOW, reports=[fatal])
     assert step.action is Action.FAILED and "(non-recoverable user exception)" in step.diagnosis.summary
@@ -219,17 +222,20 @@ def test_free_interruptions_over_the_cap_end_the_attempt_with_a_clear_reason() -
     js["status"].update(restarts=3)
     js["status"].pop("restartsCountTowardsMax")
     step = assess(handle_for(js), observation_of(data), Ledger(), policy(retries=1, count_interruptions=False, max_interruptions=2), NOW)
-    assert step.action is Action.END_ATTEMPT and step.ended is not None and step.ending is Ending.OVER_CAP
+    assert step.action is Action.END_ATTEMPT and step.spent is not None and step.ending is Ending.OVER_CAP
     assert step.decision is not None and not step.decision.retry
     assert step.decision.reason == "not retrying: stopped after 3 free interruptions, more than max_interruptions=2"
     assert step.diagnosis is not None and step.diagnosis.failed and not step.diagnosis.retryable
     assert "stopped after 3 free interruptions, more than max_interruptions=2; last: restart 3" in step.diagnosis.summary
 
-    # The attempt is deleted; from the record alone any process decides the same.
-    ledger = Ledger().with_ended([step.ended])
-    after = assess(handle_for(js), Observation(None), ledger, policy(retries=1, count_interruptions=False, max_interruptions=2), NOW)
-    assert after.action is Action.FAILED and after.decision is not None
-    assert after.decision.reason == step.decision.reason
+    # The attempt is deleted; from the record alone any process reports the same decision.
+    decided = decision_of(step, handle_for(js), NOW)
+    assert decided is not None and (decided.action, decided.ending) == (Action.FAILED, Ending.OVER_CAP)
+    ledger = Ledger().with_ended([step.spent])
+    after = assess(handle_for(js), Observation(None), ledger, policy(retries=1, count_interruptions=False, max_interruptions=2),
+                   NOW, decided=decided)
+    assert after.action is Action.FAILED and after.decision == step.decision and after.recorded
+    assert after.diagnosis == step.diagnosis and after.aftermath is None, "the run deleted it itself"
     assert after.ledger.free_interruptions == 3
 
 
@@ -263,9 +269,11 @@ def test_a_stuck_image_pull_ends_the_attempt_and_its_spend_is_recorded() -> None
     step = assess(handle_for(js), Observation(js, pods=[pod]), Ledger(), policy(retries=2), NOW)
     assert step.action is Action.END_ATTEMPT and step.ending is Ending.STUCK
     assert step.diagnosis is not None and step.diagnosis.kind is FailureKind.IMAGE_PULL_ERROR
-    assert step.ended is not None and step.ended.counted_attempts == 1
-    after = assess(handle_for(js), Observation(None), Ledger().with_ended([step.ended]), policy(retries=2), NOW)
-    assert after.action is Action.FAILED and after.ledger.counted_attempts == 1
+    assert step.spent is not None and step.spent.counted_attempts == 1
+    decided = decision_of(step, handle_for(js), NOW)
+    assert decided is not None and decided.action is Action.FAILED and decided.ending is Ending.STUCK
+    after = assess(handle_for(js), Observation(None), Ledger().with_ended([step.spent]), policy(retries=2), NOW, decided=decided)
+    assert after.action is Action.FAILED and after.ledger.counted_attempts == 1 and after.decision == step.decision
 
 
 def test_a_pull_back_off_within_its_grace_period_waits() -> None:
@@ -301,10 +309,18 @@ def test_an_in_flight_job_failure_is_waited_for_not_ended() -> None:
     assert step.action is Action.WAIT
 
 
-def test_the_engines_next_attempt_reads_whether_it_is_free() -> None:
-    free = {"metadata": {"annotations": {OUTCOME_ANNOTATION: json.dumps({"kind": "Preempted", "retry": True, "counted": False})}}}
-    counted = {"metadata": {"annotations": {OUTCOME_ANNOTATION: json.dumps({"kind": "Preempted", "retry": True, "counted": True})}}}
-    assert next_is_free(free) is True and next_is_free(counted) is False and next_is_free({"metadata": {}}) is None
+def test_the_engines_next_attempt_reads_whether_it_is_free_from_the_one_record() -> None:
+    free = RetryDecision(True, "retrying", counted=False)
+    counted = RetryDecision(True, "retrying")
+    record: dict[str, Any] = {}
+    for n, decision in enumerate((free, counted)):
+        decided = Decided(f"t-{n}", n, Action.RESUBMIT, NOW, decision=decision)
+        record = records.with_decided(record, Submission(f"t-{n}", n), decided, {})
+    record = json.loads(json.dumps(record))  # what another process reads back
+    assert records.decided_for(record, "t-0").free is True and records.decided_for(record, "t-1").free is False
+    assert records.decided_for(record, "t-2") is None and records.newest_decided(record).name == "t-1"
+    again = records.with_decided(record, Submission("t-1", 1), Decided("t-1", 1, Action.FAILED, NOW), {})
+    assert records.decided_for(again, "t-1").action is Action.RESUBMIT, "a decision once made is never rewritten"
 
 
 def test_states_of_jobsets_and_jobs() -> None:
@@ -400,12 +416,14 @@ def test_starting_takes_over_the_newest_live_attempt_else_the_newest_success_nev
     assert adoptable([attempt(0)], {"t-0"}) is None
 
 
-def test_the_next_submission_is_free_only_when_the_newest_attempt_was_decided_a_free_retry() -> None:
-    data = capture("A1-preempted-restarted")
-    obj = data["jobset"]
-    ledger = Ledger((Submission(obj["metadata"]["name"], 0),))
-    assert next_submission_free(ledger, [obj]) == (None, obj), "nothing recorded: look once"
-    noted = copy.deepcopy(obj)
-    noted["metadata"].setdefault("annotations", {})[OUTCOME_ANNOTATION] = json.dumps({"kind": "Preempted", "retry": True, "counted": False})
-    assert next_submission_free(ledger, [noted]) == (True, None)
-    assert next_submission_free(Ledger(), []) == (False, None)
+def test_the_next_submission_is_free_only_when_the_decision_before_it_was_a_free_retry() -> None:
+    ledger = Ledger((Submission("t-0", 0),))
+    free = Decided("t-0", 0, Action.RESUBMIT, NOW, decision=RetryDecision(True, "retrying", counted=False))
+    counted = Decided("t-0", 0, Action.RESUBMIT, NOW, decision=RetryDecision(True, "retrying", final_attempt=True))
+    assert next_attempt(ledger, policy(retries=2), free, {}).free is True
+    assert next_attempt(ledger, policy(retries=2), free, {}).final is False, "a free attempt is never the last"
+    assert (next_attempt(ledger, policy(retries=2), counted, {}).free, next_attempt(ledger, policy(retries=2), counted, {}).final) == (False, True)
+    first = next_attempt(Ledger(), policy(retries=0), None, {"n1": "broken"})
+    assert (first.number, first.free, first.final, dict(first.avoid)) == (0, False, True, {}), "the first attempt avoids nothing yet"
+
+

@@ -99,7 +99,8 @@ CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 # ----------------------------------------------------------------------------------------------------
 # The two kinds of workload a run submits, described once: a JobSet, or a gang Job (an Indexed Job whose
-# pods start and fail together). Code that treats them differently asks the descriptor, not `kind == "JobSet"`.
+# pods start and fail together). What each kind does with these names is its adapter's (`jobset_core.kinds`,
+# the one registry of kinds): code that treats them differently asks the adapter, not `kind == "JobSet"`.
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,6 @@ class WorkloadKind:
 JOBSET = WorkloadKind(JOBSET_KIND, JOBSET_API_GROUP, JOBSET_API_VERSION_NAME, JOBSET_PLURAL, JOBSET_NAME_LABEL,
                       RESTART_ATTEMPT_LABEL, has_child_jobs=True)
 GANG_JOB = WorkloadKind(JOB_KIND, BATCH_API_GROUP, "v1", "jobs", JOB_NAME_LABEL, None, has_child_jobs=False)
-WORKLOAD_KINDS = {JOBSET.kind: JOBSET, GANG_JOB.kind: GANG_JOB}
 
 # ----------------------------------------------------------------------------------------------------
 # Finalizers
@@ -331,75 +331,6 @@ CONTAINERS_NOT_READY_MESSAGE = "containers with unready status: [{names}]"
 POD_REASON_COMPLETED, POD_REASON_FAILED = "PodCompleted", "PodFailed"
 
 # ----------------------------------------------------------------------------------------------------
-# Containers (kubelet pkg/kubelet/images/types.go, container/sync_result.go, kubelet_pods.go; CRI runtimes)
-
-REASON_OOM_KILLED = "OOMKilled"
-REASON_CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
-CONTAINER_STATUS_UNKNOWN_MESSAGE = "The container could not be located when the pod was terminated"
-REASON_START_ERROR = "StartError"
-REASON_CONTAINER_CANNOT_RUN = "ContainerCannotRun"
-REASON_ERROR = "Error"
-REASON_COMPLETED = "Completed"
-REASON_INVALID_IMAGE_NAME = "InvalidImageName"
-REASON_ERR_IMAGE_PULL = "ErrImagePull"
-REASON_IMAGE_PULL_BACKOFF = "ImagePullBackOff"
-REASON_ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
-REASON_CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
-REASON_CREATE_CONTAINER_ERROR = "CreateContainerError"
-REASON_RUN_CONTAINER_ERROR = "RunContainerError"
-REASON_CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
-# terminationMessagePolicy: the log tail becomes the message when none was written (core/types.go)
-TERMINATION_MESSAGE_FALLBACK_TO_LOGS = "FallbackToLogsOnError"
-SIDECAR_RESTART_POLICY = "Always"  # an init container with restartPolicy Always is a sidecar (1.29+)
-SIGTERM_EXIT_CODE = 143
-SIGKILL_EXIT_CODE = 137
-# containerd CRI (internal/cri/server/helpers.go): a container the runtime could not start is recorded as
-# terminated with reason StartError and this exit code ("128 is the same with Docker's behavior").
-START_ERROR_EXIT_CODE = 128
-# What the runtime says when the image's command cannot run (runc libcontainer/standard_init_linux.go wraps
-# the execve error as `exec <path>: <errno>`; Go's os/exec.ErrNotFound; containerd's task creation error).
-EXEC_FORMAT_ERROR = "exec format error"  # ENOEXEC: the binary is for another CPU architecture
-EXECUTABLE_NOT_FOUND = "executable file not found in $PATH"
-# containerd internal/cri/server/container_create.go: `failed to generate container %q spec: %w` (CreateContainerError)
-CREATE_CONTAINER_FAILED_PREFIX = "failed to generate container"
-CRIO_CREATE_FAILED_PREFIX = "container create failed"  # cri-o internal/oci/runtime_oci.go CreateContainer
-RUNTIME_START_PREFIXES = (
-    "failed to create containerd task",  # containerd internal/cri/server/container_start.go (StartError)
-    "OCI runtime create failed",
-    "runc create failed",
-    CREATE_CONTAINER_FAILED_PREFIX,
-)
-
-# ----------------------------------------------------------------------------------------------------
-# Kubelet probes (pkg/kubelet/prober/prober.go, pkg/kubelet/kuberuntime/kuberuntime_manager.go and
-# kuberuntime_container.go, pkg/kubelet/events/event.go)
-
-EVENT_UNHEALTHY = "Unhealthy"  # events.ContainerUnhealthy: "%s probe failed: %s" / "%s probe errored: %v"
-EVENT_KILLING = "Killing"  # events.KillingContainer: the kill reason, or "Stopping container %s"
-PROBE_FAILED_FORMAT = "{probe} probe failed: {output}"  # probeType is "Liveness", "Readiness" or "Startup"
-PROBE_ERRORED_FORMAT = "{probe} probe errored: {output}"
-# "Container %s failed liveness probe" / "Container %s failed startup probe", then ", will be restarted"
-# when the container restarts in place (computePodActions).
-PROBE_KILL_FORMAT = "Container {container} failed {probe} probe"
-PROBE_KILL_RESTART_SUFFIX = ", will be restarted"
-KILL_STOPPING_FORMAT = "Stopping container {container}"
-PROBE_LIVENESS = "liveness"
-PROBE_STARTUP = "startup"
-REASON_LIVENESS_PROBE = "LivenessProbe"  # kuberuntime containerKillReason reasonLivenessProbe
-REASON_STARTUP_PROBE = "StartupProbe"  # reasonStartupProbe
-
-# ----------------------------------------------------------------------------------------------------
-# Kubelet container and image events (pkg/kubelet/events/event.go, images/image_manager.go,
-# kuberuntime/kuberuntime_container.go)
-
-EVENT_FAILED = "Failed"  # FailedToPullImage, FailedToCreateContainer and FailedToStartContainer share it
-EVENT_STARTED = "Started"  # StartedContainer: "Started container %s"
-EVENT_BACK_OFF = "BackOff"  # BackOffPullImage ("Back-off pulling image %q"), BackOffStartContainer
-PULL_FAILED_PREFIX = "Failed to pull image"  # "Failed to pull image %q: %v"
-PULL_BACK_OFF_PREFIX = "Back-off pulling image"  # "Back-off pulling image %q"
-KUBELET_ERROR_PREFIX = "Error: "  # "Error: %v": ErrImagePull, ImagePullBackOff, create and start errors
-
-# ----------------------------------------------------------------------------------------------------
 # Events (reasons on pods, Jobs, JobSets and Kueue Workloads)
 
 EVENT_PREEMPTED = "Preempted"  # kube-scheduler preemption.go
@@ -503,5 +434,6 @@ LINUX_MAX_ARG_STRLEN = 32 * 4096
 # The API server's answers, the hardware vocabulary and this project's own strings, named here too
 from jobset_core.constants.apiserver import *  # noqa: E402, F403
 from jobset_core.constants.hardware import *  # noqa: E402, F403
+from jobset_core.constants.kubelet import *  # noqa: E402, F403
 from jobset_core.constants.project import *  # noqa: E402, F403
 from jobset_core.constants.workload_api import *  # noqa: E402, F403

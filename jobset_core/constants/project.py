@@ -14,7 +14,6 @@ RUN_MEMBER_LABEL = PROJECT_PREFIX + "run-member"
 ATTEMPT_ANNOTATION = PROJECT_PREFIX + "attempt"
 FREE_ANNOTATION = PROJECT_PREFIX + "free-attempt"
 POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
-OUTCOME_ANNOTATION = PROJECT_PREFIX + "outcome"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
 # On a gang Job run again after its gang failed: every earlier gang restart and its cause (JSON list)
 GANG_RESTARTS_ANNOTATION = PROJECT_PREFIX + "gang-restarts"
@@ -40,7 +39,19 @@ EVIDENCE_PODS_KEY = "pods.json"  # its data key: a JSON list of compacted pods
 # Its other data key: a JSON list of the in-cluster restarts' causes as the watcher judged them when it saw
 # each restart (`HistoryEntry.to_dict()` each), kept next to the pods they name.
 EVIDENCE_RESTARTS_KEY = "restarts.json"
-RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: attempts the run deleted itself
+RUN_RECORD_PREFIX = "jobset-run-"  # ConfigMap `jobset-run-<run key>`: every attempt's spending and decision
+# On a run record whose run is over: the epoch second after which any process may delete it (a label, so a sweep
+# lists only those, by label selector).
+RUN_RECORD_EXPIRES_LABEL = PROJECT_PREFIX + "record-expires"
+RUN_RECORD_EXPIRES_KEY = "expiresAt"  # the same moment in the record itself (RFC 3339), where the run reads it
+# The user's `ttlSecondsAfterFinished`, on a workload a run submitted: the workload's own field holds this plus
+# `TTL_HOLD_SECONDS` until the run has recorded its decision, then the run lowers it to this (see
+# `lifecycle/ttl.py`), so the cluster never deletes a finished workload before its failure is decided and kept.
+TTL_ANNOTATION = PROJECT_PREFIX + "ttl-seconds-after-finished"
+# How much longer than the user's TTL the cluster keeps a finished workload when no process of ours comes to record
+# its decision (a watcher that crashed): an hour, the API server's default --event-ttl, the time a failure's events
+# stay anyway. Never stuck: the cluster's own TTL controller still deletes it then.
+TTL_HOLD_SECONDS = 3600
 # The offline cluster's own kind: a fault to play, created from outside (`jobset fake-cluster fate`, kubectl)
 FATE_API_VERSION = "fakecluster.jobset-plugins.io/v1"
 FATE_KIND, FATE_PLURAL = "Fate", "fates"

@@ -8,7 +8,7 @@ turns at a moment the objects already name (the wait's start plus the grace peri
 the earliest of them instead of looking every second.
 
 The moments are read from the same fields, with the same grace periods, as the judgements themselves
-(`pods.waiting_grace`, `pods.waiting_since`, `kueue_admission.admission_deadline`); a moment named too early
+(`waiting.waiting_grace`, `waiting.waiting_since`, `kueue_admission.admission_deadline`); a moment named too early
 costs one look that finds nothing new, one named too late would delay a decision, so every candidate is kept,
 even when another finding may win.
 Pure, no I/O.
@@ -23,7 +23,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis.kueue_admission import admission_deadline
-from jobset_core.diagnosis.pods import waiting_grace, waiting_since
+from jobset_core.diagnosis.waiting import waiting_grace, waiting_since
 from jobset_core.policy.grace import Grace
 
 
@@ -44,7 +44,7 @@ def _after(since: datetime | None, seconds: float | None) -> list[datetime]:
 
 def pod_deadlines(pod: Mapping[str, Any], grace: Grace) -> list[datetime]:
     """A pod's moments: each waiting container's grace, the unschedulable timeout, an unbound claim's grace,
-    and the Terminating timeout (`pods.waiting_finding`, `_pending_finding`, `stuck_terminating`,
+    and the Terminating timeout (`waiting.waiting_finding`, `pods._pending_finding`, `pods.stuck_terminating`,
     `signals.claim_finding`)."""
     status = ev.status_of(pod)
     out: list[datetime] = []

@@ -16,6 +16,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.diagnosis.model import LONG_AGO
 
 Obj = dict[str, Any]
@@ -112,9 +113,9 @@ def _namespace(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> str:
 
 def _claims(jobset: Obj | None, jobs: list[Obj], pods: list[Obj]) -> set[str]:
     """The PersistentVolumeClaims the workload's pods mount (their events say why a claim never binds)."""
-    claims = set(ev.template_claims(jobset))
+    claims = set(kinds.template_claims(jobset))
     for obj in jobs:
-        claims.update(ev.template_claims({"kind": c.JOB_KIND, **obj}))
+        claims.update(kinds.template_claims({"kind": c.JOB_KIND, **obj}))
     return claims | {name for pod in pods for name in ev.claim_names(pod)}
 
 

@@ -3,10 +3,9 @@ itself, and tell whether a kept attempt is one to reattach to.
 
 An engine's own retry counter is the budget's count (Flyte's `retries`, Airflow's tries), so a retry that spends
 nothing must happen inside the same engine attempt: `resubmit_free` starts the run's next attempt (free: the
-failed attempt's recorded outcome says so) and hands back the result as still running on it. A clear makes every
-earlier attempt history (`record.cleared_record`) and deletes them through the one scoped delete
-(`cancel.cancel_attempts`, which an engine's cleanup calls too). Reattaching follows the one adoption rule: what
-`JobSetRun.start` would take over.
+failed attempt's recorded decision says so), for every engine alike. A clear makes every earlier attempt history
+(`record.cleared_record`) and deletes them through the one scoped delete (`cancel.cancel_attempts`, which an
+engine's cleanup calls too). Reattaching follows the one adoption rule: what `JobSetRun.start` would take over.
 """
 
 from __future__ import annotations
@@ -17,11 +16,12 @@ from enum import StrEnum
 
 from jobset_core.constants import CANCELLED_ANNOTATION, CLEARED_ANNOTATION
 from jobset_core.lifecycle import record as records
+from jobset_core.lifecycle.actions import Action
 from jobset_core.lifecycle.attempts import adoptable
 from jobset_core.lifecycle.cancel import cancel_attempts
 from jobset_core.lifecycle.contract import Handle, Runtime, State, handle_of, state_of
 from jobset_core.lifecycle.drive import JobSetRun
-from jobset_core.lifecycle.result import RunEvent, RunResult
+from jobset_core.lifecycle.result import RunEvent
 from jobset_core.model.spec import GangJobSpec, JobSetSpec
 
 
@@ -33,14 +33,14 @@ def start_attempt(spec: JobSetSpec | GangJobSpec, runtime: Runtime, *, run_key: 
     return run.start()
 
 
-def resubmit_free(result: RunResult, spec: JobSetSpec | GangJobSpec, runtime: Runtime, *, engine_attempt: int | None,
-                  on_event: Callable[[RunEvent], None] | None = None) -> RunResult:
-    """A free retry (`result.free_retry`) within this engine attempt: the next attempt submitted (or adopted, when
-    another call of the engine already did), and the result as still running on it."""
-    assert result.handle is not None, "a free retry follows an attempt"
-    spec = dataclasses.replace(spec, namespace=result.handle.namespace)
-    new = start_attempt(spec, runtime, run_key=result.handle.run_key, engine_attempt=engine_attempt, on_event=on_event)
-    return dataclasses.replace(result, done=False, handle=new, attempts=[*result.attempts, new])
+def resubmit_free(failed: Handle, spec: JobSetSpec | GangJobSpec, runtime: Runtime, *, engine_attempt: int | None,
+                  on_event: Callable[[RunEvent], None] | None = None) -> Handle:
+    """The one way an engine runs a free retry (its result's `free_retry`) within its own attempt, so a free retry
+    never spends one of the engine's tries: the run's next attempt, submitted free and away from the nodes the
+    run avoids (the decision recorded on `failed` says so), or adopted when another call of the engine already
+    submitted it. The engine keeps the new handle and follows it."""
+    spec = dataclasses.replace(spec, namespace=failed.namespace)
+    return start_attempt(spec, runtime, run_key=failed.run_key, engine_attempt=engine_attempt, on_event=on_event)
 
 
 def clear_attempts(runtime: Runtime, run_key: str, namespace: str, stored: Handle | None) -> list[str]:
@@ -68,10 +68,14 @@ class Reattach(StrEnum):
 
 def reattach(runtime: Runtime, kept: Handle) -> Reattach:
     """Whether a kept attempt is the one the run would take over now (`JobSetRun.start`'s adoption rule: the
-    newest live attempt, else the newest that succeeded; never one being deleted, cancelled or cleared)."""
+    newest live attempt, else the newest that succeeded, on the cluster or, once its TTL deleted it, on record;
+    never one being deleted, cancelled or cleared)."""
     objects = runtime.find(kept.run_key, kept.namespace)
-    cleared = records.cleared_names(runtime.read_run_record(kept.run_key, kept.namespace) or {})
-    taken = adoptable(objects, cleared)
-    if taken is None or handle_of(taken, kept.run_key, kept.namespace).name != kept.name:
+    record = runtime.read_run_record(kept.run_key, kept.namespace) or {}
+    taken = adoptable(objects, records.cleared_names(record))
+    if taken is None:  # its success may be on record only: the cluster deleted it after its TTL
+        done = records.newest_decided(record)
+        return Reattach.SUCCEEDED if done is not None and done.name == kept.name and done.action is Action.SUCCEEDED else Reattach.ENDED
+    if handle_of(taken, kept.run_key, kept.namespace).name != kept.name:
         return Reattach.ENDED
     return Reattach.SUCCEEDED if state_of(taken) is State.SUCCEEDED else Reattach.RECONNECT

@@ -1,54 +1,63 @@
 """The run's story for an engine's report: every attempt with its pods and diagnosis (the timeline), and one
 line per in-cluster restart and final cause (the history).
 
-An engine's run spans engine attempts (Flyte's attempts, Airflow's tries): the attempts of earlier ones are still
-on the cluster under the run key, so the report reads them from there, not from what this process remembers.
-This attempt's diagnosis is the result's (it may quote the application's own report, and an attempt the run ended
-itself is already deleted); an earlier one's is read again, and an engine may word it as it told it then.
+An engine's run spans engine attempts (Flyte's attempts, Airflow's tries): how each earlier attempt ended is its
+decision, read from the run record (`lifecycle.decided`: the cause the engine was told then, the application's own
+words included, also once the cluster deleted the workload); this attempt's is the result's, a success's in-cluster
+restarts included. Nothing is diagnosed again: the pods still on the cluster are read only to draw them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from jobset_core import evidence as ev
-from jobset_core.diagnosis import Diagnosis
-from jobset_core.lifecycle.contract import Handle, Runtime, State, handle_of
+from jobset_core.diagnosis import Diagnosis, HistoryEntry
+from jobset_core.lifecycle import record as records
+from jobset_core.lifecycle.contract import Handle, Runtime, handle_of
 from jobset_core.lifecycle.drive import JobSetRun
 from jobset_core.lifecycle.result import RunResult
 from jobset_core.timeline import AttemptTimeline
 
-# How an engine words an earlier attempt's cause: (its object, its diagnosis now) -> one line
-Summary = Callable[[Mapping[str, Any], Diagnosis], str]
 
-
-def worth_drawing(diagnosis: Diagnosis, state: State) -> Diagnosis | None:
-    """An attempt's diagnosis when it has something to say: it failed, or it restarted in the cluster (a JobSet's
-    restarts, a gang Job's replaced pods)."""
-    return diagnosis if state is State.FAILED or diagnosis.history else None
+def _worth_drawing(diagnosis: Diagnosis | None) -> Diagnosis | None:
+    """A diagnosis when it has something to say: a failure, or in-cluster restarts (a JobSet's restarts, a gang
+    Job's replaced pods)."""
+    return diagnosis if diagnosis is not None and (diagnosis.failed or diagnosis.history) else None
 
 
 def run_timeline(run: JobSetRun, runtime: Runtime, handle: Handle, result: RunResult, *,
-                 earlier_summary: Summary | None = None) -> list[AttemptTimeline]:
-    """Every attempt of the run, oldest first, ending with `handle`'s (described by `result`)."""
+                 reword: Callable[[str], str] = lambda s: s) -> list[AttemptTimeline]:
+    """Every attempt of the run, oldest first, ending with `handle`'s (described by `result`, with the pods its
+    step saw); an earlier one as its recorded decision says it (its summary as `reword` gives it), drawn with the
+    pods still on the cluster."""
+    record = runtime.read_run_record(handle.run_key, handle.namespace) or {}
+    objects = {ev.name_of(o): o for o in runtime.find(handle.run_key, handle.namespace)}
+    names = sorted({*objects, *(sub.name for sub, _ in records.entries(record))} - {handle.name},
+                   key=lambda name: _number(name, objects, record))
     attempts = []
-    for obj in sorted(runtime.find(handle.run_key, handle.namespace),
-                      key=lambda o: handle_of(o, handle.run_key, handle.namespace).attempt):
-        if ev.name_of(obj) == handle.name:
-            continue
-        observation = runtime.observe(handle_of(obj, handle.run_key, handle.namespace))
-        diagnosis = worth_drawing(run.diagnose(observation), observation.state)
-        if diagnosis is not None and earlier_summary is not None:
-            diagnosis = dataclasses.replace(diagnosis, summary=earlier_summary(obj, diagnosis))
-        attempts.append(AttemptTimeline(ev.name_of(obj), observation.pods, diagnosis, str(observation.state)))
-    current = runtime.observe(handle)
+    for name in names:
+        decided = records.decided_for(record, name)
+        diagnosis = _worth_drawing(decided.diagnosis if decided is not None else None)
+        if diagnosis is not None:
+            diagnosis = dataclasses.replace(diagnosis, summary=reword(diagnosis.summary))
+        obj = objects.get(name)
+        pods = runtime.observe(handle_of(obj, handle.run_key, handle.namespace)).pods if obj is not None else []
+        outcome = str(decided.action) if decided is not None else "gone"
+        attempts.append(AttemptTimeline(name, pods, diagnosis, outcome))
     diagnosis = result.diagnosis
-    if diagnosis is None and current.main is not None:  # a success: its in-cluster restarts, if any
-        diagnosis = worth_drawing(run.diagnose(current), current.state)
-    attempts.append(AttemptTimeline(handle.name, current.pods, diagnosis, result.message))
+    if diagnosis is None and result.history:  # a success: its in-cluster restarts
+        diagnosis = Diagnosis(result.history[-1].kind, True, result.message, failed=False, history=list(result.history))
+    attempts.append(AttemptTimeline(handle.name, result.pods, diagnosis, result.message))
     return attempts
+
+
+def _number(name: str, objects: dict, record: dict) -> int:
+    obj = objects.get(name)
+    if obj is not None:
+        return handle_of(obj, "", "").attempt
+    return next((sub.attempt for sub, _ in records.entries(record) if sub.name == name), 0)
 
 
 def history_lines(attempts: Sequence[AttemptTimeline], *, reword: Callable[[str], str] = lambda s: s) -> list[str]:
@@ -68,7 +77,10 @@ def history_lines(attempts: Sequence[AttemptTimeline], *, reword: Callable[[str]
     return list(dict.fromkeys(lines))
 
 
-def restart_history(runtime: Runtime, handle: Handle) -> str:
-    """The in-cluster restarts of an attempt in one line (a preemption, an eviction, and where); empty when none."""
-    run = JobSetRun.resume(handle, runtime)
-    return run.diagnose(runtime.observe(handle)).history_line()
+def restart_history(history: Sequence[HistoryEntry]) -> str:
+    """A result's in-cluster restarts in one line (a preemption, an eviction, and where; `RunResult.history`, or
+    its `to_dict()["history"]` read back); empty when none."""
+    entries = [h if isinstance(h, HistoryEntry) else HistoryEntry.from_dict(h) for h in history]
+    if not entries:
+        return ""
+    return Diagnosis(entries[-1].kind, True, "", history=entries).history_line()

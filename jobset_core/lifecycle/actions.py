@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from jobset_core.diagnosis import Diagnosis
+from jobset_core.lifecycle.facts import Facts
 from jobset_core.lifecycle.standing import Progress
 from jobset_core.policy.budget import RetryDecision
 from jobset_core.policy.ledger import Ledger, Submission
@@ -38,32 +40,46 @@ class Ending(StrEnum):
 
 @dataclass(frozen=True)
 class Step:
-    """What to do next. `ended` (END_ATTEMPT) is what the attempt spent, to record before deleting it, and
-    `ending` why the run ends it; `next_look_at` when a waiting run must look again without a change."""
+    """What to do next.
+
+    A step that ends the attempt (SUCCEEDED, FAILED, RESUBMIT, END_ATTEMPT) is a decision: `spent` is what the
+    attempt spent, `ending` why the run ends it itself (END_ATTEMPT); the driver records it once
+    (`lifecycle.decided`) before acting on it. `recorded` says the decision was read back from that record, so
+    there is nothing to record, and `aftermath` what became of the workload since (deleted by its TTL, by
+    someone). `next_look_at` is when a waiting run must look again without a change."""
 
     action: Action
     progress: Progress
     diagnosis: Diagnosis | None = None
     decision: RetryDecision | None = None
-    ended: Submission | None = None
+    spent: Submission | None = None
     cancelled: bool = False
     ledger: Ledger = Ledger()  # what the run has spent, the live attempt as observed
     ending: Ending | None = None
     # A WAIT's earliest time-based judgement (a grace period, a timeout): when the run must look again even
     # if nothing changes; None when only a change can change the answer. The watch sleeps until then.
     next_look_at: datetime | None = None
+    recorded: bool = False
+    aftermath: str | None = None
+    # The attempt's pods as this look saw them (the observation's own objects, not copies): what an engine shows
+    # beside the result (log links, the timeline) without looking again.
+    pods: tuple[dict[str, Any], ...] = ()
+    facts: Facts | None = None  # what the look said of the attempt's own object, read once (`lifecycle.facts`)
 
     @property
     def note(self) -> str:
         parts = [self.diagnosis.summary] if self.diagnosis is not None else []
         if self.decision is not None:
             parts.append(self.decision.reason)
+        if self.aftermath:
+            parts.append(self.aftermath)
         return "; ".join(parts)
 
     @property
-    def free_retry(self) -> bool:
-        """The step decided a retry that spends nothing: the next submission is free."""
-        return self.action is Action.RESUBMIT and self.decision is not None and self.decision.free
+    def decides(self) -> bool:
+        """Whether this step ends the attempt with a decision to record (a cancel is no decision: the run is
+        stopped and its record deleted)."""
+        return self.action is not Action.WAIT and not self.cancelled
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.diagnosis import Diagnosis, diagnose
 from jobset_core.diagnosis.podgroups import is_workload_pod_group
 from jobset_core.lifecycle.contract import Observation
@@ -44,7 +45,7 @@ def members(name: str, main: Mapping[str, Any] | None, jobs: Iterable[Mapping[st
     names = {name, *(ev.name_of(j) for j in jobs), *(ev.name_of(p) for p in pods), *ev.job_names_of_pods(pods),
              *(ev.name_of(w) for w in workloads)}
     if main is not None:
-        names.update([ev.name_of(main), *ev.child_job_names(main), *ev.template_claims(main)])
+        names.update([ev.name_of(main), *kinds.child_job_names(main), *kinds.template_claims(main)])
     names.discard("")
     return names
 
@@ -149,10 +150,10 @@ def diagnose_observation(observation: Observation, policy: RetryPolicy, now: dat
     """`diagnose` on one observation, with the policy's exit codes and grace periods: the one way a look is
     judged, by a run's step, by `jobset explain` and by the watcher that keeps the restart causes."""
     main = observation.main
-    is_jobset = main is not None and main.get("kind") == c.JOBSET_KIND
-    jobs = observation.jobs if is_jobset or main is None else [main, *(j for j in observation.jobs if j is not main)]
+    # the diagnosis reads a JobSet and Jobs: a kind hands its workload over as one or the other
+    jobset, jobs = (None, observation.jobs) if main is None else kinds.read_as(main).diagnosis_objects(main, observation.jobs)
     return diagnose(
-        jobset=main if is_jobset else None,
+        jobset=jobset,
         jobs=jobs,
         pods=observation.pods,
         events=observation.events,

@@ -1,21 +1,16 @@
-"""A run's attempts as the cluster keeps them: which one a (re)started run takes over, which one is current,
-and what each carries about how it ended, so that the next attempt knows whether it is free without
-diagnosing pods that may be gone by then. Pure, no I/O.
+"""A run's attempts as the cluster keeps them: which one a (re)started run takes over and which one is current.
+How each ended is its decision's (`lifecycle.decided`, in the run record), not the object's. Pure, no I/O.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.constants import CANCELLED_ANNOTATION, FREE_INTERRUPTIONS_ANNOTATION, OUTCOME_ANNOTATION
-from jobset_core.lifecycle.actions import Action, Step
-from jobset_core.lifecycle.contract import Handle, Observation, State, state_of
-from jobset_core.lifecycle.endings import recorded_outcome
-from jobset_core.policy.ledger import Ledger, submission_from_object
+from jobset_core.constants import CANCELLED_ANNOTATION
+from jobset_core.lifecycle.contract import Handle, State, state_of
+from jobset_core.policy.ledger import submission_from_object
 
 
 def attempt_number(obj: Mapping[str, Any]) -> int:
@@ -51,72 +46,3 @@ def adoptable(objects: Sequence[Mapping[str, Any]], cleared: set[str]) -> Mappin
 def _is_cleared(obj: Mapping[str, Any]) -> bool:
     sub = submission_from_object(obj)
     return sub is not None and sub.cleared
-
-
-def newest_object(ledger: Ledger, objects: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The object of the run's newest attempt, when it is still on the cluster and no clear made it history."""
-    newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
-    if newest is None or newest.cleared:
-        return None
-    return next((o for o in objects if ev.name_of(o) == newest.name), None)
-
-
-def next_submission_free(ledger: Ledger, objects: Sequence[Mapping[str, Any]]) -> tuple[bool | None, Mapping[str, Any] | None]:
-    """Whether the engine's resubmission after the run's newest attempt is free, from what was recorded: its
-    outcome in the run record (an attempt the run ended itself, stuck or over the cap, never makes the next one
-    free), else the outcome written on its object. (None, obj) when nothing says: the caller looks at `obj`
-    once and asks the step (`Step.free_retry`)."""
-    newest = max(ledger.submissions, key=lambda s: s.attempt, default=None)
-    if newest is None or newest.cleared or recorded_outcome(newest)[0] is not None:
-        return False, None
-    obj = newest_object(ledger, objects)
-    if obj is None:
-        return False, None
-    known = next_is_free(obj)
-    return (known, None) if known is not None else (None, obj)
-
-
-def before_next(ledger: Ledger, objects: Sequence[Mapping[str, Any]], *, gang: bool) -> tuple[bool | None, Mapping[str, Any] | None]:
-    """What the run knows, before its next submission, of the attempt before it: (whether the next one is free,
-    the attempt to look at once so that the step decides what was not recorded). A gang Job whose gang failed
-    is looked at even when its outcome is recorded: the next Job records why, as a restart of the gang."""
-    free, look_at = next_submission_free(ledger, objects)
-    if look_at is None and gang:
-        newest = newest_object(ledger, objects)
-        look_at = newest if newest is not None and state_of(newest) is State.FAILED else None
-    return free, look_at
-
-
-def next_is_free(obj: Mapping[str, Any]) -> bool | None:
-    """Whether the attempt after `obj` is free, from its decided outcome; None when nothing was recorded."""
-    raw = (ev.meta(obj).get("annotations") or {}).get(OUTCOME_ANNOTATION)
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or "counted" not in data:
-        return None
-    return bool(data.get("retry")) and not data["counted"]
-
-
-def outcome_annotation(step: Step) -> dict[str, str]:
-    """What a driver writes on an attempt once its failure is decided, so the engine's next attempt knows
-    whether it is free without diagnosing pods that may be gone by then (read back by `next_is_free`)."""
-    if step.action not in (Action.RESUBMIT, Action.FAILED) or step.decision is None or step.diagnosis is None:
-        return {}
-    outcome = {"kind": str(step.diagnosis.kind), "retry": step.decision.retry, "counted": step.decision.counted}
-    return {OUTCOME_ANNOTATION: json.dumps(outcome, sort_keys=True)}
-
-
-def notes_for(step: Step, handle: Handle, observation: Observation) -> dict[str, str]:
-    """The annotations a driver writes on the live attempt after this step, only those that changed: a gang
-    Job's free replacements (they leave no trace in its status and outlive its pods only here), and how
-    a decided failure was decided (so the engine's next attempt knows whether it is free)."""
-    main = observation.main
-    if main is None or ev.meta(main).get("deletionTimestamp"):
-        return {}
-    wanted = dict(outcome_annotation(step))
-    if handle.kind == c.JOB_KIND and step.progress.free_in_place:
-        wanted[FREE_INTERRUPTIONS_ANNOTATION] = str(step.progress.free_in_place)
-    kept = ev.meta(main).get("annotations") or {}
-    return {key: value for key, value in wanted.items() if kept.get(key) != value}

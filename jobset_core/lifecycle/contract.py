@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.constants import CANCELLED_ANNOTATION
 from jobset_core.submitted import attempt_of
 
@@ -50,12 +51,7 @@ def state_of(obj: Mapping[str, Any] | None) -> State:
         return State.FAILED
     if (obj.get("spec") or {}).get("suspend") or ev.condition(obj, c.CONDITION_SUSPENDED):
         return State.SUSPENDED
-    status = obj.get("status") or {}
-    if obj.get("kind") == c.JOB_KIND:  # a Job counts its pods; a JobSet its child Jobs, per replicated job
-        return State.RUNNING if status.get("active") or status.get("ready") else State.PENDING
-    if any(ev.count(r.get("active")) for r in status.get("replicatedJobsStatus") or []):
-        return State.RUNNING
-    return State.PENDING
+    return State.RUNNING if kinds.read_as(obj).running(obj) else State.PENDING
 
 
 
@@ -106,7 +102,7 @@ def marked_cancelled(obj: Mapping[str, Any] | None) -> bool:
 class Handle:
     """Where a submission lives: enough to observe, watch and cancel it from any process."""
 
-    kind: str  # the `kind` of a workload descriptor: c.JOBSET_KIND or c.JOB_KIND
+    kind: str  # the `kind` of a workload, one of `kinds.KINDS`: c.JOBSET_KIND or c.JOB_KIND
     name: str
     namespace: str
     run_key: str
@@ -124,6 +120,11 @@ class Handle:
             "adopted": self.adopted,
         }
 
+    @property
+    def in_words(self) -> str:
+        """The workload as a line names it: "train", or "the gang of train" for a gang Job."""
+        return kinds.named(self.kind).in_words(self.name)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Handle:
         """Rebuild a handle an engine kept; a clear ValueError when it is not one (a corrupted state store)."""
@@ -132,8 +133,8 @@ class Handle:
         missing = [k for k in ("kind", "name", "namespace", "runKey", "attempt") if k not in data]
         if missing:
             raise ValueError(f"not a jobset-plugins handle: missing {', '.join(missing)}")
-        if data["kind"] not in c.WORKLOAD_KINDS:
-            raise ValueError(f"handle kind {data['kind']!r} is not JobSet or Job")
+        if kinds.of(data["kind"]) is None:
+            raise ValueError(f"handle kind {data['kind']!r} is not {' or '.join(kinds.KINDS)}")
         return cls(
             kind=str(data["kind"]),
             name=str(data["name"]),
@@ -165,7 +166,8 @@ class Runtime(Protocol):
     a change (`send`/`asend`: a `time.monotonic()` value, or None): the step's next time-based judgement. A
     watch that honours it wakes a quiet attempt only then (the Kubernetes runtime); one that ignores it must
     look on its own schedule (the local runtime's tick).
-    The run record is a small document per run key that outlives the attempts the run deletes itself.
+    The run record is a small document per run key that outlives the attempts, whoever deletes them: it keeps
+    each attempt's decision (`lifecycle.decided`), and a runtime may delete a record once its `expiresAt` passed.
 
     Pod logs are what an engine shows besides the result (a culprit's last lines, the leader's output, the
     leader followed live), read by pod name in the attempt's namespace. A log that cannot be read (the pod is
@@ -191,6 +193,15 @@ class Runtime(Protocol):
     def awatch(self, handle: Handle) -> AsyncIterator[Observation]: ...
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None: ...
+
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+        """Keep the causes of in-cluster restarts the step judged (`HistoryEntry.to_dict()` each), beside the
+        attempt, for looks made once their events expired: a look itself never writes."""
+        ...
+
+    def release(self, handle: Handle, ttl_seconds: int) -> None:
+        """Lower the workload's `ttlSecondsAfterFinished` to `ttl_seconds` (the user's): its decision is kept."""
+        ...
 
     def cancel(self, handle: Handle) -> None: ...
 

@@ -24,13 +24,7 @@ from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
-from jobset_core.lifecycle.attempts import (
-    adoptable,
-    attempt_number,
-    before_next,
-    is_live,
-    notes_for,
-)
+from jobset_core.lifecycle.attempts import adoptable, attempt_number, is_live
 from jobset_core.lifecycle.cancel import cancel_attempts
 from jobset_core.lifecycle.contract import (
     Handle,
@@ -41,12 +35,15 @@ from jobset_core.lifecycle.contract import (
     marked_cancelled,
 )
 from jobset_core.lifecycle.course import Act, Course, Look, Wait, adrive, drive, monotonic_at
-from jobset_core.lifecycle.manifests import Attempt, attempt_manifests
+from jobset_core.lifecycle.decided import Decided
+from jobset_core.lifecycle.effects import decision_of
+from jobset_core.lifecycle.manifests import attempt_manifests, next_attempt
 from jobset_core.lifecycle.memory import Resumed, RunMemory
 from jobset_core.lifecycle.naming import attempt_name, make_run_key
-from jobset_core.lifecycle.reporting import RUN_LOG, Reporter
+from jobset_core.lifecycle.reporting import RUN_LOG, Reporter, shown_attempt
 from jobset_core.lifecycle.result import EventType, RunEvent, RunResult
-from jobset_core.lifecycle.step import assess, diagnose_observation, follows
+from jobset_core.lifecycle.step import assess, diagnose_observation
+from jobset_core.lifecycle.upkeep import Upkeep
 from jobset_core.model.gang import WorkloadAPI
 from jobset_core.model.spec import GangJobSpec, JobSetSpec
 from jobset_core.model.workload import namespace_for
@@ -114,6 +111,7 @@ class JobSetRun:
         self._now = now
         self._reporter = Reporter(on_event)
         self._memory = RunMemory()
+        self._books = Upkeep(runtime, run_key, self.namespace, self._memory)
         self.handle: Handle | None = None
         self.attempts: list[Handle] = []
 
@@ -133,7 +131,7 @@ class JobSetRun:
         if not isinstance(handle, Handle):
             handle = Handle.from_dict(handle)
         run = cls(spec, runtime, run_key=handle.run_key, engine_attempt=engine_attempt, resubmit=resubmit, on_event=on_event, now=now)
-        run.namespace = handle.namespace
+        run.namespace = run._books.namespace = handle.namespace
         run.handle = handle
         objects = runtime.find(handle.run_key, handle.namespace)
         record = runtime.read_run_record(handle.run_key, handle.namespace)
@@ -227,19 +225,19 @@ class JobSetRun:
 
     def _take(self, handle: Handle, observation: Observation,
               reports: Callable[[], Sequence[AppReport]] | None = None) -> Step:
-        """Assess one observation, report it, and note on the cluster what it changed."""
+        """Assess one observation, report it, and do on the cluster what the step asks (`effects_of`): the
+        decision into the run record first, then the workload's TTL released, then its annotations."""
         memory = self._memory
         if observation.cancelled or marked_cancelled(observation.main):
             memory.seen_cancelled.add(handle.name)  # once gone, it was cancelled, not deleted by someone else
         cancelled = memory.cancel.is_set() or handle.name in memory.seen_cancelled
         found = tuple(reports()) if reports is not None and observation.state is State.FAILED else ()
-        step = assess(handle, observation, memory.ledger, self.policy, self._now(), cancelled=cancelled, reports=found)
+        decided = records.decided_for(memory.record, handle.name)
+        step = assess(handle, observation, memory.ledger, self.policy, self._now(), decided=decided,
+                      cancelled=cancelled, reports=found)
         self._reporter.gang(handle, observation)
         self._reporter.step(handle, step)
-        self._keep_off(handle, step)
-        notes = notes_for(step, handle, observation)
-        if notes:
-            self._annotate(handle, notes)
+        self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now())
         return step
 
     def _apply(self, handle: Handle, step: Step, polling: bool) -> Outcome:
@@ -253,14 +251,11 @@ class JobSetRun:
     def _on_succeeded(self, handle: Handle, step: Step, polling: bool) -> Outcome:
         result = self._result(handle, step)
         self._emit(EventType.SUCCEEDED, f"{handle.name} {result.message}", handle)
-        self._delete_record()
         return result
 
     def _on_failed(self, handle: Handle, step: Step, polling: bool) -> Outcome:
-        """The run is over: the record goes, as nothing later needs it."""
-        result = self._report_decided(handle, step)
-        self._delete_record()
-        return result
+        """The run is over: its record stays for later looks (`record.over`, written with the decision)."""
+        return self._report_decided(handle, step)
 
     def _on_resubmit(self, handle: Handle, step: Step, polling: bool) -> Outcome:
         """A retry: the engine's to make (it gets the decision, and the record stays for its next attempt), or
@@ -271,20 +266,17 @@ class JobSetRun:
         if polling:
             return self._resubmit_when_due(handle, step)
         self._emit(EventType.FAILED, step.note, handle)
-        if step.decision.delay_seconds:
+        if step.decision.delay_seconds and not step.recorded:
             self._reporter.backoff(handle, step.decision)
         return step.decision.delay_seconds
 
     def _on_end_attempt(self, handle: Handle, step: Step, polling: bool) -> Outcome:
-        """Record what the attempt spent where it outlives the attempt, then delete it, then decide again."""
-        assert step.ended is not None
-        record = records.with_ended(self._record(), step.ended, self.policy.to_annotation())
-        self._write_record(record)
+        """The decision is recorded (`_effects`): delete the attempt, then do what the decision calls for."""
         what = "cannot make progress" if step.ending is Ending.STUCK else "is stopped"
         self._emit(EventType.STUCK, f"{handle.name} {what}: {step.diagnosis.summary if step.diagnosis else ''}; ending it", handle)
         self.runtime.cancel(handle)
-        self._memory.ledger = self._ledger(record=record)
-        return self._apply(handle, assess(handle, Observation(None), self._memory.ledger, self.policy, self._now()), polling)
+        then = Action.RESUBMIT if step.decision is not None and step.decision.retry else Action.FAILED
+        return self._apply(handle, dataclasses.replace(step, action=then, ledger=self._memory.ledger), polling)
 
     def _report_decided(self, handle: Handle, step: Step) -> RunResult:
         result = self._result(handle, step)
@@ -295,27 +287,24 @@ class JobSetRun:
         return RunResult.of(step, handle, self.attempts, done=done)
 
     def _resubmit_when_due(self, handle: Handle, step: Step) -> RunResult:
-        """A poller's retry: its due time is kept in the run record, so whichever process polls next waits for
-        the same backoff; once due, the next attempt is submitted and the result carries its handle."""
+        """A poller's retry: due when the decision's backoff, counted from the recorded decision, has passed, so
+        whichever process polls next waits for the same moment; then the next attempt is submitted and the result
+        carries its handle."""
         assert step.decision is not None
-        record = self._record()
-        now = self._now()
-        due = ev.parse_time(record.get(records.NOT_BEFORE))
-        if due is None and step.decision.delay_seconds:
-            due = datetime.fromtimestamp(now.timestamp() + step.decision.delay_seconds, UTC)
-            record.update({records.NOT_BEFORE: due.isoformat(), records.POLICY: self.policy.to_annotation()})
-            self._write_record(record)
+        decided = records.decided_for(self._memory.record, handle.name)
+        due = decided.due if decided is not None else None
+        if not step.recorded and step.decision.delay_seconds:
             self._reporter.backoff(handle, step.decision)
-        if due is not None and now < due:
+        if due is not None and self._now() < due:
             return self._result(handle, step, done=False)
-        if record.pop(records.NOT_BEFORE, None) is not None:
-            self._write_record(record)
-        new = self._resubmit(step)
+        new = self._resubmit(step, handle)
         return RunResult(False, new, step.diagnosis, step.decision, step.ledger, list(self.attempts), done=False, progress=step.progress)
 
-    def _resubmit(self, step: Step) -> Handle:
-        assert step.decision is not None
-        return self._submit(self._ledger(), free=not step.decision.counted, after=step.diagnosis)
+    def _resubmit(self, step: Step, handle: Handle | None = None) -> Handle:
+        """The run's next attempt, following the decision recorded on the one before it."""
+        handle = handle or self.handle
+        follows = records.decided_for(self._memory.record, handle.name) if handle is not None else None
+        return self._submit(self._ledger(), follows=follows)
 
     # ----- events -----------------------------------------------------------------------------------
 
@@ -323,40 +312,15 @@ class JobSetRun:
         self._reporter.emit(type_, message, handle or self.handle)
 
     def _annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
-        try:
-            self.runtime.annotate(handle, annotations)
-        except Exception as exc:  # noqa: BLE001 - bookkeeping; a gone object has nothing left to note
-            log.warning("could not annotate %s %s: %s", handle.kind, handle.name, exc)
+        self._books.annotate(handle, annotations)
 
     # ----- the cluster's memory of this run ---------------------------------------------------------
 
     def _record(self) -> dict[str, Any]:
-        record = self.runtime.read_run_record(self.run_key, self.namespace) or {}
-        self._memory.record = dict(record)
-        return record
+        return self._books.read()
 
     def _write_record(self, record: Mapping[str, Any]) -> None:
-        self.runtime.write_run_record(self.run_key, self.namespace, record)
-        self._memory.wrote_record(record)
-
-    def _delete_record(self) -> None:
-        if not self._memory.record_absent:
-            self.runtime.delete_run_record(self.run_key, self.namespace)
-
-    def _keep_off(self, handle: Handle, step: Step) -> None:
-        """A retry after a hardware failure: the nodes it implicated go into the run record (once), so this and
-        every later attempt, submitted by any process, is placed away from them."""
-        decision = step.decision
-        if decision is None or not decision.avoid_nodes or step.action is not Action.RESUBMIT:
-            return
-        known = records.avoided_nodes(self._memory.record if self._memory.record is not None else self._record())
-        if all(node in known for node in decision.avoid_nodes):
-            return
-        # what failed, as the summary says it first ("HardwareFailure: GPU on node n reported Xid 79: fallen off the
-        # bus"), without the pod's details: it is said again for every node and on every later attempt
-        why = (step.diagnosis.summary if step.diagnosis is not None else decision.reason).split(" (", 1)[0]
-        record = records.with_avoided(self._record(), decision.avoid_nodes, why, handle.attempt)
-        self._write_record(record)
+        self._books.write(record)
 
     def _step_ledger(self) -> Ledger:
         """The ledger a poll decides with: what `resume` read moments ago (once), else a fresh read."""
@@ -376,8 +340,7 @@ class JobSetRun:
         engine = self.engine_attempt
         if before_current and engine is not None:
             engine = engine - 1 if engine > 0 else None
-        ended = records.ended_submissions(record)
-        return Ledger.from_objects(objects, self.run_key, engine).with_ended(ended)
+        return Ledger.from_objects(objects, self.run_key, engine).with_ended(records.submissions(record))
 
     def _fix_policy(self, objects: list[dict[str, Any]], record: Mapping[str, Any] | None) -> None:
         """Once anything was submitted, the run decides with the policy it was submitted with."""
@@ -414,19 +377,40 @@ class JobSetRun:
         obj = adoptable(mine, records.cleared_names(record))
         if obj is not None:
             return self._adopt(obj, mine, record)
+        done = records.newest_decided(record)
+        if done is not None and done.action is Action.SUCCEEDED:  # it succeeded and the cluster has since deleted it
+            return self._adopt_decided(done, mine, record)
         if self.spec is None:
             raise SpecError("spec", "is needed to submit", "pass the spec to JobSetRun")
         if not objects:
             self._emit(EventType.POLICY, f"retry budget: {self.policy.describe()}")
         ledger = self._ledger(objects, record, before_current=True)
-        free, look_at = before_next(ledger, mine, gang=isinstance(self.spec, GangJobSpec))
-        after = None
-        if look_at is not None:  # one look at the attempt before: the step decides what the next one follows
-            handle = handle_of(look_at, self.run_key, self.namespace)
-            step = assess(handle, self.runtime.observe(handle), self._ledger(objects, record), self.policy, self._now())
-            free_retry, after = follows(step)
-            free = free_retry if free is None else free
-        return self._submit(ledger, free=bool(free), after=after)
+        return self._submit(ledger, follows=self._decision_before(ledger, mine, record))
+
+    def _decision_before(self, ledger: Ledger, objects: list[dict[str, Any]], record: Mapping[str, Any]) -> Decided | None:
+        """The decision on the run's newest attempt, which the next one follows: from the run record, else (no
+        process decided it yet: a watcher that stopped before it ended) from one look, decided and recorded now."""
+        newest = max((s for s in ledger.submissions if not s.cleared), key=lambda s: s.attempt, default=None)
+        if newest is None:
+            return None
+        decided = records.decided_for(record, newest.name)
+        obj = next((o for o in objects if ev.name_of(o) == newest.name), None)
+        if decided is not None or obj is None:
+            return decided
+        handle = handle_of(obj, self.run_key, self.namespace)
+        observation = self.runtime.observe(handle)
+        step = assess(handle, observation, self._ledger(objects, record), self.policy, self._now())
+        self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now())
+        return records.decided_for(self._memory.record, handle.name) or decision_of(step, handle, self._now())
+
+    def _adopt_decided(self, done: Decided, objects: list[dict[str, Any]], record: Mapping[str, Any]) -> Handle:
+        """The run's attempt succeeded and its workload is gone (its TTL): report that success, never run again."""
+        self.handle = Handle(done.kind, done.name, self.namespace, self.run_key, done.attempt, adopted=True)
+        self._memory.ledger = self._ledger(objects, record)
+        self.attempts = sorted({h.name: h for h in [*(handle_of(o, self.run_key, self.namespace) for o in objects),
+                                                    self.handle]}.values(), key=lambda h: h.attempt)
+        self._memory.started_here = True
+        return self.handle
 
     def _adopt(self, obj: Mapping[str, Any], objects: list[dict[str, Any]], record: Mapping[str, Any]) -> Handle:
         self.handle = handle_of(obj, self.run_key, self.namespace)
@@ -434,7 +418,7 @@ class JobSetRun:
         self.attempts = [handle_of(o, self.run_key, self.namespace) for o in objects]
         self._memory.started_here = True
         if is_live(obj):
-            self._emit(EventType.ADOPTED, f"adopted {self.handle.kind} {self.handle.name} (attempt {self.handle.attempt}) instead of submitting again")
+            self._emit(EventType.ADOPTED, f"adopted {self.handle.kind} {self.handle.name} (attempt {shown_attempt(self.handle.attempt)}) instead of submitting again")
         return self.handle
 
     def _gang_for_cluster(self) -> Any:
@@ -446,15 +430,15 @@ class JobSetRun:
             return gang
         return gang.for_cluster(served(SCHEDULING_API_GROUP))
 
-    def _submit(self, ledger: Ledger, *, free: bool, after: Diagnosis | None = None) -> Handle:
-        """Submit the run's next attempt; `after` is why the one before it failed (a gang Job carries the
-        causes of its gang's restarts)."""
+    def _submit(self, ledger: Ledger, *, follows: Decided | None) -> Handle:
+        """Submit the run's next attempt, following the decision on the one before it (free or counted, the last
+        one or not; a gang Job carries the causes of its gang's restarts), away from the nodes the run avoids."""
         assert self.spec is not None
-        remaining = self.policy.remaining(ledger)
-        number = ledger.next_attempt
-        final = not free and remaining <= 1
-        avoid = records.avoided_nodes(self._memory.record or {}) if number > 0 else {}
-        attempt = Attempt(number, remaining, final, free, after, avoid)
+        record = self._memory.record or {}
+        if records.expires_at(record) is not None:  # a run said to be over goes on after all: keep its record
+            self._write_record(records.reopened(record))
+        attempt = next_attempt(ledger, self.policy, follows, records.avoided_nodes(record))
+        number, avoid = attempt.number, attempt.avoid
         manifests = attempt_manifests(self.spec, self.policy, attempt, run_key=self.run_key, namespace=self.namespace,
                                       engine_attempt=self.engine_attempt, gang=self._gang_for_cluster())
         self.handle = self.runtime.submit(manifests, run_key=self.run_key, attempt=number)

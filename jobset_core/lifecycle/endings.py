@@ -1,24 +1,26 @@
 """The endings no running attempt shows: a cancel, a deletion by someone else, free interruptions past the cap,
-and an attempt the run ended itself and reads back later. Pure, no I/O.
+and an attempt decided before, read back from its record. Pure, no I/O.
 
-Each is still the policy's decision (`RetryPolicy.decide_cancelled`, `decide_deleted`, `decide_over_cap`); this
-module says the diagnosis in the run's own words, and what an ended attempt records so that any later process
-decides from it exactly as the one that ended it did.
+Each is still the policy's decision (`RetryPolicy.decide_cancelled`, `decide_deleted`, `decide_over_cap`), or the
+recorded one (`lifecycle.decided`); this module says the diagnosis in the run's own words.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import datetime
 
-from jobset_core.diagnosis import Diagnosis, diagnose
-from jobset_core.lifecycle.actions import Action, Ending, Step
+from jobset_core import evidence as ev
+from jobset_core.diagnosis import Diagnosis
+from jobset_core.lifecycle.actions import Action, Step
+from jobset_core.lifecycle.assemble import diagnose_observation
 from jobset_core.lifecycle.contract import Handle, Observation
+from jobset_core.lifecycle.decided import Decided
+from jobset_core.lifecycle.facts import Facts
 from jobset_core.lifecycle.standing import Progress
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.kinds import FailureKind
-from jobset_core.policy.ledger import Ledger, Submission
+from jobset_core.policy.ledger import Ledger
 
 REASON_CANCELLED = "Cancelled"
 REASON_DELETED = "Deleted"
@@ -43,32 +45,26 @@ def over_cap(diagnosis: Diagnosis, ledger: Ledger, policy: RetryPolicy) -> Diagn
     )
 
 
-def ended(current: Submission | None, handle: Handle, why: Ending, diagnosis: Diagnosis) -> Submission:
-    """What an attempt the run ends itself spent, with why and its diagnosis: kept in the run record."""
-    base = current or Submission(handle.name, handle.attempt)
-    outcome = {"ended": str(why), "diagnosis": diagnosis.to_dict()}
-    return replace(base, outcome=json.dumps(outcome, sort_keys=True))
+def as_decided(decided: Decided, handle: Handle, facts: Facts, progress: Progress, ledger: Ledger) -> Step:
+    """An attempt decided before, by this process or another: the same decision, read from its record, with what
+    became of the workload since (the decision is not judged again from what the cluster left of it)."""
+    return Step(decided.action, progress, decided.diagnosis, decided.decision, ledger=ledger, ending=decided.ending,
+                recorded=True, aftermath=aftermath(decided, handle, facts))
 
 
-def recorded_outcome(sub: Submission) -> tuple[Ending | None, Diagnosis | None]:
-    """(why the run ended it, its diagnosis) from a recorded outcome; (None, None) when unreadable."""
-    try:
-        data = json.loads(sub.outcome or "")
-        why = data.get("ended")
-        return (Ending(why) if why in set(Ending) else None), Diagnosis.from_dict(data["diagnosis"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None, None
-
-
-def after_ended(recorded: Submission, progress: Progress, ledger: Ledger, policy: RetryPolicy) -> Step:
-    """The run deleted this attempt itself: decide from what it recorded, as the deleting process did."""
-    why, diagnosis = recorded_outcome(recorded)
-    if diagnosis is None:
-        diagnosis = Diagnosis(FailureKind.UNKNOWN, True, f"Unknown: {recorded.name} was ended by this run")
-    if why is Ending.OVER_CAP:
-        text = diagnosis.evidence[0] if diagnosis.evidence else diagnosis.summary
-        return Step(Action.FAILED, progress, diagnosis, policy.decide_over_cap(ledger, text))
-    return decided(diagnosis, ledger, policy, progress)
+def aftermath(decided: Decided, handle: Handle, facts: Facts) -> str | None:
+    """What became of a decided attempt's workload, when it is gone or going, and what the run can tell of why:
+    its TTL after finished (the cluster's to apply once the decision was kept), or nothing of the run's doing."""
+    if decided.ending is not None:  # the run ended and deleted it itself: the summary says so already
+        return None
+    what = f"{handle.kind} {handle.name}"
+    by = (f" (its ttlSecondsAfterFinished is {decided.ttl_seconds}s, held until this decision was kept)"
+          if decided.ttl_seconds is not None else " (not by this run)")
+    if facts.gone:
+        return f"{what} was since deleted{by}"
+    if facts.deleting_since is not None:
+        return f"{what} is being deleted since {ev.format_time(facts.deleting_since)}{by}"
+    return None
 
 
 def decided(diagnosis: Diagnosis, ledger: Ledger, policy: RetryPolicy, progress: Progress) -> Step:
@@ -90,12 +86,13 @@ def cancelled(handle: Handle, progress: Progress, ledger: Ledger, policy: RetryP
 def deleted_outside(
     handle: Handle, observation: Observation, progress: Progress, ledger: Ledger, policy: RetryPolicy, now: datetime
 ) -> Step:
-    """Deleted by someone else (kubectl delete, a namespace cleanup): a resubmission would be a zombie."""
+    """Deleted by someone else (kubectl delete, a namespace cleanup) before any process decided it: a
+    resubmission would be a zombie. What is left of it (pods kept or Terminating, events) may say what it was
+    doing before; the one way a look is judged (`diagnose_observation`) says it."""
     summary = f"Unknown: {handle.kind} {handle.name} was deleted before it finished, outside this run"
     diagnosis = Diagnosis(FailureKind.UNKNOWN, False, summary, reason=REASON_DELETED)
     if observation.pods or observation.jobs:
-        found = diagnose(jobs=observation.jobs, pods=observation.pods, events=observation.events, now=now, grace=policy.grace,
-                         nodes=observation.nodes, signatures=policy.all_signatures)
+        found = diagnose_observation(observation, policy, now)
         if found.failed:
             diagnosis = replace(found, retryable=False, summary=f"{summary}; before that: {found.summary}")
     return Step(Action.FAILED, progress, diagnosis, policy.decide_deleted(f"{handle.kind} {handle.name}", ledger))

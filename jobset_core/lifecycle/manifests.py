@@ -1,7 +1,8 @@
 """The objects of one attempt: the spec's manifests, named for the attempt and marked with what the run keeps
 on them (run key, attempt number, the policy, free or not, the nodes to avoid, a gang's restarts so far).
 
-Pure: the driver decides which attempt, how many remain and what it follows; this builds what it submits.
+Pure: which attempt comes next follows from the ledger and the decision before it (`next_attempt`); this builds
+what it submits, with the user's TTL held until the run has recorded its decision (`lifecycle.ttl`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from jobset_core.constants import (
     RUN_KEY_LABEL,
 )
 from jobset_core.diagnosis import Diagnosis, HistoryEntry
+from jobset_core.lifecycle import ttl
+from jobset_core.lifecycle.decided import Decided
 from jobset_core.lifecycle.naming import attempt_name
 from jobset_core.model.placement import avoid_nodes, strip_interruptible
 from jobset_core.model.spec import GangJobSpec, JobSetSpec
 from jobset_core.policy.budget import RetryPolicy
+from jobset_core.policy.ledger import Ledger
 
 GANG_HISTORY_LIMIT = 50  # entries kept on a Job (an annotation's room is finite; the cap keeps the newest)
 GANG_SUMMARY_LIMIT = 300  # characters of each cause kept
@@ -33,14 +37,34 @@ GANG_SUMMARY_LIMIT = 300  # characters of each cause kept
 @dataclasses.dataclass(frozen=True)
 class Attempt:
     """Which attempt is submitted and how: its number, the attempts left before it, whether it is the last
-    one (on demand capacity when the policy says so) or free, the failure it follows and the nodes it avoids."""
+    one (on demand capacity when the policy says so), the decision on the attempt before it (`follows`: free or
+    counted, the failure it follows) and the nodes it avoids."""
 
     number: int
     remaining: int
     final: bool = False
-    free: bool = False
-    after: Diagnosis | None = None
+    follows: Decided | None = None
     avoid: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def free(self) -> bool:
+        """It spends nothing of the count: the decision before it said so (`Decided.free`)."""
+        return self.follows is not None and self.follows.free
+
+    @property
+    def after(self) -> Diagnosis | None:
+        """Why the attempt before it failed (a gang Job carries the causes of its gang's restarts)."""
+        return self.follows.failed if self.follows is not None else None
+
+
+def next_attempt(ledger: Ledger, policy: RetryPolicy, follows: Decided | None, avoid: Mapping[str, str]) -> Attempt:
+    """The run's next attempt after what `ledger` spent: the last one when the decision before it said so (or,
+    with nothing decided before it, when the budget has one attempt left); a free one never is."""
+    remaining = policy.remaining(ledger)
+    decision = follows.decision if follows is not None else None
+    final = decision.final_attempt if decision is not None and decision.retry else remaining <= 1
+    attempt = Attempt(ledger.next_attempt, remaining, follows=follows, avoid=avoid if ledger.next_attempt > 0 else {})
+    return dataclasses.replace(attempt, final=final and not attempt.free)
 
 
 def attempt_manifests(spec: JobSetSpec | GangJobSpec, policy: RetryPolicy, attempt: Attempt, *, run_key: str,
@@ -58,7 +82,7 @@ def attempt_manifests(spec: JobSetSpec | GangJobSpec, policy: RetryPolicy, attem
         main = avoid_nodes(main, attempt.avoid)
         main.setdefault("metadata", {}).setdefault("annotations", {})[AVOIDED_NODES_ANNOTATION] = json.dumps(
             dict(attempt.avoid), sort_keys=True)
-    manifests[-1] = main
+    manifests[-1] = ttl.hold(main)
     for obj in manifests:
         obj.setdefault("metadata", {})["namespace"] = namespace
     meta = main["metadata"]

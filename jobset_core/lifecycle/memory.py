@@ -32,17 +32,12 @@ class RunMemory:
     seen_cancelled: set[str] = field(default_factory=set)  # attempts seen marked cancelled by any process
     ledger: Ledger = field(default_factory=Ledger)  # what the run spent, as last read or built here
     started_here: bool = False  # `start()` of this object submitted or adopted the handle, and built `ledger`
-    record: dict[str, Any] | None = None  # the run record as last read or written (None: not read yet)
-    # The record was read and found absent, and not written since: nothing to delete at the end (one request
-    # less per run; the record only exists once an attempt was ended).
-    record_absent: bool = False
+    record: dict[str, Any] | None = None  # the run record as last read or written (None: not read yet; {}: none)
     resumed: Resumed | None = None
 
     def read_record(self, record: Mapping[str, Any] | None) -> None:
         """A fresh read of the whole record (None: there is none)."""
-        self.record_absent = record is None
         self.record = dict(record or {})
 
     def wrote_record(self, record: Mapping[str, Any]) -> None:
-        self.record_absent = False
         self.record = dict(record)

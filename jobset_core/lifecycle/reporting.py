@@ -18,6 +18,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, Observation, State
 from jobset_core.lifecycle.manifests import Attempt
@@ -78,7 +79,7 @@ class Reporter:
     def gang(self, handle: Handle, observation: Observation) -> None:
         """Name the Workload the Job controller made for a gang Job, once (it gangs the pods, not we)."""
         seen = self._reported.setdefault(handle.name, _Reported())
-        if seen.gang is None and handle.kind == c.JOB_KIND:
+        if seen.gang is None and kinds.named(handle.kind).gang_by_controller:
             line = controller_workload_line(observation)
             if line is not None and "PodGroup" in line:
                 self.emit(EventType.POLICY, line, handle)
@@ -124,11 +125,8 @@ def shown_attempt(number: int) -> int:
 def restart_line(handle: Handle, progress: Progress, number: int, cause: FailureKind | None) -> str:
     """A restart as the run's events say it: a JobSet's in-cluster restart and what it spent, or a gang Job's
     restart (the whole gang run again as this Job, or a per-index retry in place)."""
-    what = cause or "cause not recorded"
-    if handle.kind == c.JOB_KIND:
-        return f"{handle.name}: restart {number} of the gang ({what})"
-    limit = f" of {progress.max_restarts}" if progress.max_restarts is not None else ""
-    return f"in-cluster restart {number} ({what}); {progress.counted_restarts}{limit} counted restarts used"
+    return kinds.named(handle.kind).restart_line(handle.name, number, cause or "cause not recorded",
+                                                 progress.counted_restarts, progress.max_restarts)
 
 
 def gang_mode_line(main: Mapping[str, Any], extras: Sequence[Mapping[str, Any]]) -> str | None:
@@ -152,12 +150,12 @@ def gang_mode_line(main: Mapping[str, Any], extras: Sequence[Mapping[str, Any]])
 def controller_workload_line(observation: Observation) -> str | None:
     """The Workload and PodGroup the Job controller made for the observed Job, from its events, or None."""
     main = observation.main
-    if main is None or main.get("kind") != c.JOB_KIND:
+    if main is None or not kinds.read_as(main).gang_by_controller:
         return None
     made = []
     for event in observation.events:
         kind, name = ev.involved(event)
-        if kind == c.JOB_KIND and name == ev.name_of(main) and ev.as_str(event.get("reason")) in (
+        if kind == main.get("kind") and name == ev.name_of(main) and ev.as_str(event.get("reason")) in (
                 c.EVENT_WORKLOAD_CREATED, c.EVENT_POD_GROUP_CREATED):
             made.append(ev.event_message(event))
     if not made:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from jobset_core.diagnosis import Diagnosis
+from jobset_core.diagnosis import Diagnosis, HistoryEntry
 from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, State
 from jobset_core.lifecycle.standing import Progress
@@ -57,6 +57,14 @@ class RunResult:
     done: bool = True
     progress: Progress | None = None
     cancelled: bool = False
+    # What became of a decided attempt's workload since its decision (deleted by its TTL, by someone), said
+    # beside the decision, which stays what it was.
+    aftermath: str | None = None
+    # Every in-cluster restart of the attempt and its cause (a success's too: a preemption it survived), so an
+    # engine tells the story without looking at the cluster again.
+    history: tuple[HistoryEntry, ...] = ()
+    # The attempt's pods as the step saw them (for log links and the timeline; not in `to_dict`).
+    pods: tuple[dict[str, Any], ...] = ()
 
     @property
     def state(self) -> State | None:
@@ -64,23 +72,23 @@ class RunResult:
 
     @property
     def free_retry(self) -> bool:
-        """The step decided a retry that spends nothing and needs a fresh submission (a free interruption):
-        an engine that owns resubmission runs the task again within the same engine attempt, never
-        reporting a failure its retry counter would count."""
-        decision = self.decision
-        return self.done and not self.succeeded and not self.cancelled and decision is not None and decision.free
+        """The run's decision is a retry that spends nothing (`RetryDecision.free`, the one answer): an engine
+        that owns resubmission runs the task again within the same engine attempt, never reporting a failure its
+        retry counter would count; never after a cancel."""
+        return self.done and not self.succeeded and not self.cancelled and self.decision is not None and self.decision.free
 
     @property
     def message(self) -> str:
+        after = f"; {self.aftermath}" if self.aftermath else ""
         if self.succeeded:
             note = f"; {self.progress.kueue}" if self.progress is not None and self.progress.kueue else ""
-            return f"succeeded ({self.ledger.describe()}){note}"
+            return f"succeeded ({self.ledger.describe()}){note}{after}"
         if not self.done:
             return self.progress.message if self.progress is not None else "running"
         parts = [self.diagnosis.summary if self.diagnosis else "failed"]
         if self.decision is not None:
             parts.append(self.decision.reason)
-        return "; ".join(parts)
+        return "; ".join(parts) + after
 
     @classmethod
     def of(cls, step: Step, handle: Handle, attempts: Sequence[Handle], *, done: bool = True) -> RunResult:
@@ -97,6 +105,9 @@ class RunResult:
             done=done,
             progress=step.progress,
             cancelled=step.cancelled,
+            aftermath=step.aftermath if final else None,
+            history=tuple(step.diagnosis.history) if step.diagnosis is not None else (),
+            pods=step.pods,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,4 +124,6 @@ class RunResult:
             "ledger": self.ledger.describe(),
             "in_cluster_restarts": self.ledger.in_cluster_restarts,
             "attempts": [h.to_dict() for h in self.attempts],
+            "aftermath": self.aftermath,
+            "history": [h.to_dict() for h in self.history],
         }

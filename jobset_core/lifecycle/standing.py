@@ -14,6 +14,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.lifecycle.contract import Observation, State
 from jobset_core.policy.kinds import FailureKind
@@ -126,40 +127,19 @@ def progress_of(
     if main is None:
         return Progress(state)
     current = current or submission_from_object(main) or Submission(ev.name_of(main), 0)
-    status = main.get("status") or {}
-    spec = main.get("spec") or {}
-    kueue = _kueue_note(diagnosis)
+    adapter = kinds.read_as(main)
     pods = count_pods(observation.pods)
     state = state_from_pods(state, pods)
-    if main.get("kind") != c.JOBSET_KIND:
-        return _gang_job_progress(main, state, current, kueue, diagnosis, pods)
-    wanted = {rj.get("name"): ev.count(rj.get("replicas")) or 1 for rj in spec.get("replicatedJobs") or []}
-    ready = sum(
-        1
-        for r in status.get("replicatedJobsStatus") or []
-        if ev.count(r.get("ready")) + ev.count(r.get("succeeded")) >= wanted.get(r.get("name"), 1)
-    )
-    max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
-    causes = _restart_causes(diagnosis, current.restarts, observation.jobs if not state.terminal else None, now)
+    ready, total, unit = adapter.readiness(main, pods.ready + pods.succeeded)
+    if adapter.restarts_whole:  # numbered restarts, each cause matched to its number
+        restarts = current.restarts
+        causes = _restart_causes(diagnosis, restarts, observation.jobs if not state.terminal else None, now)
+    else:  # pods replaced in place: the gang restarts the run recorded, then each replacement the history found
+        causes = tuple(h.kind for h in (diagnosis.history if diagnosis else []) if h.restart is not None)
+        restarts = len(causes)
     return Progress(
-        state, ready, len(wanted), "replicated jobs", current.restarts, current.counted_restarts, max_restarts, causes, kueue,
-        pods=pods,
-    )
-
-
-def _gang_job_progress(main: Mapping[str, Any], state: State, current: Submission, kueue: str | None,
-                       diagnosis: Diagnosis | None, pods: PodCounts) -> Progress:
-    """A gang Job's progress: its pods ready or done out of its parallelism, counted from the pods; its
-    restarts and their causes (the diagnosis's history: the gang restarts the run recorded on the Job, then
-    the pods a per-index Job replaced in place)."""
-    spec = main.get("spec") or {}
-    total = ev.count(spec.get("parallelism")) or 1
-    ready = min(total, pods.ready + pods.succeeded)
-    causes = tuple(h.kind for h in (diagnosis.history if diagnosis else []) if h.restart is not None)
-    limit = ev.count(spec.get("backoffLimit")) if spec.get("backoffLimitPerIndex") is not None else None
-    return Progress(
-        state, ready, total, "pods", len(causes), current.counted_restarts,
-        limit, causes, kueue, current.free_in_place, pods,
+        state, ready, total, unit, restarts, current.counted_restarts, adapter.restart_limit(main), causes,
+        _kueue_note(diagnosis), current.free_in_place, pods,
     )
 
 

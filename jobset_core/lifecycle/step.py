@@ -14,14 +14,13 @@ itself. Nothing is remembered between two calls.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core import evidence as ev
-from jobset_core.constants import CANCELLED_ANNOTATION
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.diagnosis.deadlines import next_deadline
 from jobset_core.diagnosis.excerpt import quote_in_log_excerpt
@@ -29,14 +28,16 @@ from jobset_core.lifecycle import endings
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.assemble import diagnose_observation
 from jobset_core.lifecycle.contract import Handle, Observation, State
+from jobset_core.lifecycle.decided import Decided
+from jobset_core.lifecycle.facts import Facts, facts_of
 from jobset_core.lifecycle.standing import PodCounts, Progress, cause_deadline, progress_of
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.kinds import FailureKind
-from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
+from jobset_core.policy.ledger import Ledger, Submission
 
 # The step's vocabulary, importable from here as before the rooms were split.
 __all__ = ["STUCK_REASONS", "Action", "AppReport", "PodCounts", "Progress", "Step", "assess", "diagnose_observation",
-           "follows", "next_look_at", "progress_of", "refine"]
+           "next_look_at", "progress_of", "refine"]
 
 # Waiting reasons (kubelet, scheduler, Kueue) the cluster never ends by itself: a Job whose pods wait in
 # them stays active forever, so the watcher ends the attempt after the policy's grace period.
@@ -87,6 +88,7 @@ def assess(
     policy: RetryPolicy,
     now: datetime,
     *,
+    decided: Decided | None = None,
     cancelled: bool = False,
     reports: Sequence[AppReport] = (),
 ) -> Step:
@@ -94,49 +96,48 @@ def assess(
 
     `ledger` is what the run spent, from the cluster and the run record; the live attempt's entry is
     refreshed here from the observation, which is newer than any listing. The step carries the ledger it
-    decided with. `reports` are what the application reported of its failure (see `refine`): an input of the
-    decision, never a second decision after it.
+    decided with. `decided` is how the attempt was decided before, read from the run record by whoever looks:
+    a decision stays decided, whatever the cluster did to the workload since. `reports` are what the
+    application reported of its failure (see `refine`): an input of the decision, never a second decision after it.
     """
-    current = _current_submission(handle, observation, policy)
-    recorded = next((s for s in ledger.submissions if s.name == handle.name and s.outcome), None)
-    if current is not None and recorded is None:
+    facts = facts_of(handle, observation, policy)
+    current = facts.submission
+    progress_for = partial(progress_of, observation, now=now, current=current)
+    seen = {"pods": tuple(observation.pods), "facts": facts}
+    if cancelled or facts.cancelled:
+        return replace(endings.cancelled(handle, progress_for(None), ledger, policy), **seen)
+    if decided is not None:
+        return replace(endings.as_decided(decided, handle, facts, progress_for(decided.diagnosis), ledger), **seen)
+    if current is not None:
         ledger = ledger.with_submission(current)
-    step = _assess(handle, observation, ledger, policy, now, current, recorded, cancelled, reports)
-    return replace(step, ledger=ledger)
+    step = _assess(handle, observation, facts, ledger, policy, now, reports)
+    spent = current or next((s for s in ledger.submissions if s.name == handle.name), Submission(handle.name, handle.attempt))
+    return replace(step, ledger=ledger, spent=spent if step.decides else None, **seen)
 
 
 def _assess(
     handle: Handle,
     observation: Observation,
+    facts: Facts,
     ledger: Ledger,
     policy: RetryPolicy,
     now: datetime,
-    current: Submission | None,
-    recorded: Submission | None,
-    cancelled: bool,
     reports: Sequence[AppReport] = (),
 ) -> Step:
-    main = observation.main
-    diagnosis, policy = refine(diagnose_observation(observation, policy, now) if main is not None else None, reports, policy)
-    progress = progress_of(observation, diagnosis, now, current)
-
-    if cancelled or (main is not None and ev.meta(main).get("annotations", {}).get(CANCELLED_ANNOTATION)):
-        return endings.cancelled(handle, progress, ledger, policy)
-    if recorded is not None and (main is None or ev.meta(main).get("deletionTimestamp")):
-        return endings.after_ended(recorded, progress, ledger, policy)
-    state = observation.state
-    if state is State.GONE:
+    diagnosis, policy = refine(diagnose_observation(observation, policy, now) if not facts.gone else None, reports, policy)
+    progress = progress_of(observation, diagnosis, now, facts.submission)
+    if facts.state is State.GONE:
         return endings.deleted_outside(handle, observation, progress, ledger, policy, now)
-    if state is State.SUCCEEDED:
-        return Step(Action.SUCCEEDED, progress)
-    assert diagnosis is not None and main is not None
-    if state is State.FAILED:
+    if facts.state is State.SUCCEEDED:
+        return Step(Action.SUCCEEDED, progress, diagnosis if diagnosis is not None and diagnosis.history else None)
+    assert diagnosis is not None
+    if facts.state is State.FAILED:
         return endings.decided(diagnosis, ledger, policy, progress)
-    if _stuck(diagnosis, observation):
-        return _ending(Ending.STUCK, diagnosis, policy.decide(diagnosis, ledger), handle, current, progress)
+    if _stuck(diagnosis, facts):
+        return _ending(Ending.STUCK, diagnosis, policy.decide(diagnosis, ledger), progress)
     if policy.over_interruption_cap(ledger):
         over = endings.over_cap(diagnosis, ledger, policy)
-        return _ending(Ending.OVER_CAP, over, policy.decide_over_cap(ledger), handle, current, progress)
+        return _ending(Ending.OVER_CAP, over, policy.decide_over_cap(ledger), progress)
     return Step(Action.WAIT, progress, diagnosis, next_look_at=next_look_at(observation, policy, progress, now))
 
 
@@ -150,64 +151,11 @@ def next_look_at(observation: Observation, policy: RetryPolicy, progress: Progre
     return min(moments, default=None)
 
 
-def _ending(why: Ending, diagnosis: Diagnosis, decision: Any, handle: Handle, current: Submission | None,
-            progress: Progress) -> Step:
-    """End a live attempt the cluster would never end: what it spent goes into the run record first."""
-    spent = endings.ended(current, handle, why, diagnosis)
-    return Step(Action.END_ATTEMPT, progress, diagnosis, decision, ended=spent, ending=why)
+def _ending(why: Ending, diagnosis: Diagnosis, decision: Any, progress: Progress) -> Step:
+    """End a live attempt the cluster would never end: the decision is recorded before it is deleted."""
+    return Step(Action.END_ATTEMPT, progress, diagnosis, decision, ending=why)
 
 
-def follows(step: Step) -> tuple[bool, Diagnosis | None]:
-    """What the run's next submission takes from the step on the attempt before it: whether it is free, and the
-    failure it follows (a gang Job records it as a restart of the gang); None when nothing failed."""
-    failure = step.diagnosis if step.diagnosis is not None and step.diagnosis.failed and not step.cancelled else None
-    return step.free_retry, failure
-
-
-def _decided(diagnosis: Diagnosis, ledger: Ledger, policy: RetryPolicy, progress: Progress) -> Step:
-    decision = policy.decide(diagnosis, ledger)
-    return Step(Action.RESUBMIT if decision.retry else Action.FAILED, progress, diagnosis, decision)
-
-
-def _stuck(diagnosis: Diagnosis, observation: Observation) -> bool:
+def _stuck(diagnosis: Diagnosis, facts: Facts) -> bool:
     """A waiting state the cluster never ends, and no controller has decided a failure meanwhile."""
-    if not diagnosis.failed or diagnosis.reason not in STUCK_REASONS:
-        return False
-    objects = [o for o in (observation.main, *observation.jobs) if o is not None]
-    return not any(ev.condition(o, c.CONDITION_FAILURE_TARGET) or ev.condition(o, c.CONDITION_FAILED) for o in objects)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Accounting of the live attempt
-
-
-def free_pod_disruptions(observation: Observation, policy: RetryPolicy) -> int:
-    """A per-index Job's disrupted pods that its podFailurePolicy `Ignore`d: each was replaced for free. A gang
-    Job fails on a disruption instead (FailJob), and the run decides whether running it again is free."""
-    main = observation.main
-    if main is None or main.get("kind") != c.JOB_KIND or not policy.interruptions_free():
-        return 0
-    if FailureKind.PREEMPTED not in policy.retry_on or not _ignores_disruptions(main):
-        return 0
-    return len({ev.name_of(p) for p in observation.pods if ev.condition(p, c.CONDITION_DISRUPTION_TARGET)})
-
-
-def _ignores_disruptions(job: Mapping[str, Any]) -> bool:
-    """Whether the Job's podFailurePolicy `Ignore`s a DisruptionTarget pod (it is then replaced in place)."""
-    rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
-    for rule in rules:
-        types = {p.get("type") for p in rule.get("onPodConditions") or []}
-        if c.CONDITION_DISRUPTION_TARGET in types:
-            return rule.get("action") == c.IGNORE
-    return False
-
-
-def _current_submission(handle: Handle, observation: Observation, policy: RetryPolicy) -> Submission | None:
-    main = observation.main
-    if main is None:
-        return None
-    sub = submission_from_object(main)
-    if sub is None:
-        return None
-    observed = free_pod_disruptions(observation, policy)
-    return replace(sub, name=handle.name, free_in_place=max(sub.free_in_place, observed))
+    return diagnosis.failed and diagnosis.reason in STUCK_REASONS and not facts.controller_decided

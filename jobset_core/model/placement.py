@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import kinds
 from jobset_core.policy.interruptible import Interruptible
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -29,16 +30,10 @@ MAX_AVOIDED_NODES = 16
 
 
 def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pod specs of a JobSet's replicated jobs or of a Job, created where missing (for writing)."""
-    if manifest.get("kind") not in (c.JOBSET_KIND, c.JOB_KIND):
-        return []
-    spec = manifest.setdefault("spec", {})
-    if manifest.get("kind") == c.JOBSET_KIND:
-        return [
-            rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
-            for rj in spec.get("replicatedJobs", [])
-        ]
-    return [spec.setdefault("template", {}).setdefault("spec", {})]
+    """The pod specs of a JobSet's replicated jobs or of a Job, created where missing (for writing); none for
+    any other kind."""
+    adapter = kinds.of(manifest)
+    return adapter.pod_specs(manifest) if adapter is not None else []
 
 
 def _exclusion(node: str) -> dict[str, Any]:

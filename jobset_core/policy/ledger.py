@@ -6,9 +6,9 @@ Every JobSet or Job of one run carries `RUN_KEY_LABEL` and `ATTEMPT_ANNOTATION`;
 free interruption also carries `FREE_ANNOTATION`, so the submission itself is not counted. A gang Job's
 free interruptions retried in place (a per-index Job `Ignore`s them) leave no trace in its status, so the
 watcher keeps their count in `FREE_INTERRUPTIONS_ANNOTATION`; a gang Job run again as a whole is a
-submission like any other. Attempts the run deletes itself (stuck, over the free cap)
-are kept in the run record (`Submission.to_dict`), because their objects, and so their part of the ledger,
-are gone. An attempt the user cleared to run the task again (`CLEARED_ANNOTATION`, or `cleared` in the run
+submission like any other. Every decided attempt is also kept in the run record (`Submission.to_dict`, beside
+its decision), because its object, and so its part of the ledger, may be gone: the run ended it (stuck, over the
+free cap), the cluster deleted it after its TTL, someone deleted it. An attempt the user cleared to run the task again (`CLEARED_ANNOTATION`, or `cleared` in the run
 record) stays in the history and keeps its attempt number, but spends nothing: the run starts over.
 """
 
@@ -18,18 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobset_core import evidence as ev
-from jobset_core.constants import (
-    CLEARED_ANNOTATION,
-    CONDITION_FAILED,
-    CONDITION_FAILURE_TARGET,
-    FREE_ANNOTATION,
-    FREE_INTERRUPTIONS_ANNOTATION,
-    JOB_REASON_BACKOFF_LIMIT,
-    JOBSET_KIND,
-    OUTCOME_ANNOTATION,
-    RUN_KEY_LABEL,
-)
+from jobset_core import kinds
+from jobset_core.constants import CLEARED_ANNOTATION, FREE_ANNOTATION, RUN_KEY_LABEL
 from jobset_core.submitted import attempt_of
 
 
@@ -42,8 +32,6 @@ class Submission:
     restarts: int = 0
     counted_restarts: int = 0
     free: bool = False
-    outcome: str | None = None
-
     free_in_place: int = 0  # a gang Job's pods replaced for free (podFailurePolicy Ignore)
     cleared: bool = False  # thrown away by the user to run again: history only
 
@@ -66,7 +54,6 @@ class Submission:
             "restarts": self.restarts,
             "countedRestarts": self.counted_restarts,
             "free": self.free,
-            "outcome": self.outcome,
             "freeInPlace": self.free_in_place,
             "cleared": self.cleared,
         }
@@ -79,7 +66,6 @@ class Submission:
             restarts=int(data.get("restarts", 0)),
             counted_restarts=int(data.get("countedRestarts", 0)),
             free=bool(data.get("free", False)),
-            outcome=data.get("outcome"),
             free_in_place=int(data.get("freeInPlace", 0)),
             cleared=bool(data.get("cleared", False)),
         )
@@ -182,64 +168,13 @@ def submission_from_object(obj: Mapping[str, Any], run_key: str | None = None) -
     annotations = meta.get("annotations") or {}
     if run_key is not None and labels.get(RUN_KEY_LABEL) != run_key:
         return None
-    attempt = attempt_of(obj)
-    status = obj.get("status") or {}
-    free = annotations.get(FREE_ANNOTATION) == "true"
-    cleared = annotations.get(CLEARED_ANNOTATION) == "true"
-    outcome = annotations.get(OUTCOME_ANNOTATION)
-    free_in_place = 0
-    if obj.get("kind") == JOBSET_KIND:
-        restarts = ev.count(status.get("restarts"))
-        # JobSet omits restartsCountTowardsMax while it is 0 (omitempty): absent means no counted restart.
-        counted = min(restarts, ev.count(status.get("restartsCountTowardsMax")))
-    else:
-        restarts = gang_job_restarts(obj)
-        counted = restarts
-        free_in_place = ev.count(annotations.get(FREE_INTERRUPTIONS_ANNOTATION))
+    spent = kinds.read_as(obj).restarts(obj)
     return Submission(
         name=meta.get("name", ""),
-        attempt=attempt,
-        restarts=restarts,
-        counted_restarts=counted,
-        free=free,
-        outcome=outcome,
-        free_in_place=free_in_place,
-        cleared=cleared,
+        attempt=attempt_of(obj),
+        restarts=spent.restarts,
+        counted_restarts=spent.counted,
+        free=annotations.get(FREE_ANNOTATION) == "true",
+        free_in_place=spent.free_in_place,
+        cleared=annotations.get(CLEARED_ANNOTATION) == "true",
     )
-
-
-def gang_job_restarts(job: Mapping[str, Any]) -> int:
-    """Pods a Job replaced in place after a counted failure: its in-cluster restarts.
-
-    A gang Job of ours (backoffLimit 0) never replaces a pod: it fails and the run starts the gang again
-    as a fresh Job, a resubmission. A per-index Job (and a Job not built by us) replaces failed pods:
-    while it runs, every counted failure (`status.failed`; `Ignore`d ones are never counted) was followed
-    by a replacement. Once the Job controller has decided the Job fails (FailureTarget, then Failed,
-    job_controller.go), it also counts the peers it terminates, and a failed index's last failure was not
-    retried, so `failed` overstates the restarts: after BackoffLimitExceeded exactly `backoffLimit`
-    failures were retried; after any other reason the failures that ended the Job (one, or one per failed
-    index) and the active peers torn down with it were not. A Job never retries more than `backoffLimit`.
-    """
-    status = job.get("status") or {}
-    spec = job.get("spec") or {}
-    failed = ev.count(status.get("failed"))
-    limit = ev.count(spec.get("backoffLimit")) if spec.get("backoffLimit") is not None else failed
-    decided = ev.condition(job, CONDITION_FAILURE_TARGET) or ev.condition(job, CONDITION_FAILED)
-    if decided is None:
-        return min(failed, limit)
-    if decided.get("reason") == JOB_REASON_BACKOFF_LIMIT:
-        return min(failed, limit)
-    parallelism = max(1, ev.count(spec.get("parallelism")) or 1)
-    ended_it = max(1, _indexes_in(status.get("failedIndexes")))
-    peers_torn_down = max(0, parallelism - ev.count(status.get("succeeded")) - ended_it)
-    return min(limit, max(0, failed - ended_it - peers_torn_down))
-
-
-def _indexes_in(text: Any) -> int:
-    """How many indexes a Job status interval list names ("1,3-5" -> 4)."""
-    total = 0
-    for part in str(text or "").split(","):
-        low, _, high = part.strip().partition("-")
-        if low.isdigit():
-            total += (int(high) if high.isdigit() else int(low)) - int(low) + 1
-    return total

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jobset_core import constants as c
+from jobset_core import kinds
 from jobset_core.errors import SpecError
 from jobset_core.sim.apistore import errors
 from jobset_core.sim.apistore.errors import ApiError
@@ -59,7 +60,7 @@ def fault_of(fate: Obj) -> Fault:
 
 def workloads_named(server: LocalApiServer, namespace: str | None, pattern: str) -> list[Obj]:
     """The JobSets (and gang Jobs of ours, which no JobSet owns) in `namespace` whose name matches `pattern`."""
-    return [obj for kind in c.WORKLOAD_KINDS.values()
+    return [obj for kind in (adapter.descriptor for adapter in kinds.all_kinds())
             for obj in server.list(kind.api_version, kind.kind, namespace, shared=True)
             if fnmatch.fnmatchcase(obj["metadata"]["name"], pattern)
             and c.JOBSET.member_label not in (obj["metadata"].get("labels") or {})]  # a JobSet's child Job is none

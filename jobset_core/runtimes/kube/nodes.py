@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.runtimes.kube.api_errors import KubeApiError
 from jobset_core.runtimes.kube.client import ApiRetry
 
@@ -48,7 +49,7 @@ def _resources_ask_gpus(spec: Mapping[str, Any]) -> bool:
 
 def gpu_workload(main: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]]) -> bool:
     """Whether some pod (or pod template) requests or limits a GPU (`c.GPU_RESOURCE_NAMES`)."""
-    templates = [ev.spec_of(template) for template in ev.pod_templates(main)]
+    templates = [ev.spec_of(template) for template in kinds.pod_templates(main)]
     return any(_resources_ask_gpus(spec) for spec in [*templates, *(ev.spec_of(pod) for pod in pods)])
 
 

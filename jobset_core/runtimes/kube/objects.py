@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.lifecycle.contract import Handle
 from jobset_core.runtimes.kube.api_errors import KubeApiError, explain_api_error
 from jobset_core.runtimes.kube.client import ApiRetry
@@ -25,8 +26,7 @@ from jobset_core.runtimes.kube.client import ApiRetry
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-PLURALS = {
-    **{kind.kind: kind.plural for kind in c.WORKLOAD_KINDS.values()},
+PLURALS = {  # the other kinds a run writes or reads; a workload's plural is its kind's (`plural_of`)
     c.POD_GROUP_KIND: "podgroups",
     c.WORKLOAD_KIND: "workloads",
     c.SERVICE_KIND: "services",
@@ -43,14 +43,20 @@ def group_version(api_version: str) -> tuple[str, str]:
     return "", api_version
 
 
+def plural_of(kind: str) -> str:
+    """Where objects of `kind` are served (`<plural>` of the REST path)."""
+    adapter = kinds.of(kind)
+    return adapter.descriptor.plural if adapter is not None else PLURALS[kind]
+
+
 def main_api_version(handle: Handle) -> str:
     """The apiVersion of an attempt's object (a JobSet, or a gang Job)."""
-    return c.WORKLOAD_KINDS[handle.kind].api_version
+    return kinds.named(handle.kind).descriptor.api_version
 
 
 def pod_selector(handle: Handle) -> str:
     """The label the controllers put on an attempt's pods."""
-    return f"{c.WORKLOAD_KINDS[handle.kind].member_label}={handle.name}"
+    return kinds.named(handle.kind).member_selector(handle.name)
 
 
 class KubeObjects:
@@ -80,12 +86,12 @@ class KubeObjects:
                           c.CONFIG_MAP_KIND: self.core.create_namespaced_config_map}[kind]
                 return self.sanitize(self.retry.call(method, ns, obj))
             return self.retry.call(
-                self.custom.create_namespaced_custom_object, group=group, version=version, namespace=ns, plural=PLURALS[kind], body=obj
+                self.custom.create_namespaced_custom_object, group=group, version=version, namespace=ns, plural=plural_of(kind), body=obj
             )
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            raise explain_api_error(exc, ("create", PLURALS[kind], group), self.api_client) from None
+            raise explain_api_error(exc, ("create", plural_of(kind), group), self.api_client) from None
 
     def get(self, api_version: str, kind: str, name: str, namespace: str) -> Obj | None:
         """One object by name, or None when it does not exist."""
@@ -96,7 +102,7 @@ class KubeObjects:
                 return self.sanitize(self.retry.call(method, name, namespace))
             group, version = group_version(api_version)
             found = self.retry.call(
-                self.custom.get_namespaced_custom_object, group=group, version=version, namespace=namespace, plural=PLURALS[kind], name=name
+                self.custom.get_namespaced_custom_object, group=group, version=version, namespace=namespace, plural=plural_of(kind), name=name
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -119,7 +125,7 @@ class KubeObjects:
         group, version = group_version(obj["apiVersion"])
         self.retry.call(
             self.custom.patch_namespaced_custom_object, group=group, version=version, namespace=meta["namespace"],
-            plural=PLURALS[obj["kind"]], name=meta["name"], body=patch,
+            plural=plural_of(obj["kind"]), name=meta["name"], body=patch,
         )
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str,
@@ -135,27 +141,34 @@ class KubeObjects:
             group, version = group_version(api_version)
             self.retry.call(
                 self.custom.delete_namespaced_custom_object, group=group, version=version, namespace=namespace,
-                plural=PLURALS[kind], name=name, body=options,
+                plural=plural_of(kind), name=name, body=options,
             )
         except ApiException as exc:
             if exc.status != 404:
                 raise
 
     def put_config_map(self, body: Obj) -> None:
-        """Create a ConfigMap, or replace the data of the one of that name."""
+        """Create a ConfigMap, or replace the data (and merge the labels: a None value removes one) of the one of
+        that name."""
         meta = body["metadata"]
+        labels = dict(meta.get("labels") or {})
+        created = {**body, "metadata": {**meta, "labels": {k: v for k, v in labels.items() if v is not None}}}
         try:
-            self.retry.call(self.core.create_namespaced_config_map, meta["namespace"], body)
+            self.retry.call(self.core.create_namespaced_config_map, meta["namespace"], created)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self.retry.call(self.core.patch_namespaced_config_map, meta["name"], meta["namespace"], {"data": body["data"]})
+            patch = {"metadata": {"labels": labels}, "data": body["data"]} if labels else {"data": body["data"]}
+            self.retry.call(self.core.patch_namespaced_config_map, meta["name"], meta["namespace"], patch)
 
     # ----- lists ----------------------------------------------------------------------------------------
 
     def pods(self, namespace: str, label_selector: str | None = None, field_selector: str | None = None) -> list[Obj]:
         kwargs = {k: v for k, v in (("label_selector", label_selector), ("field_selector", field_selector)) if v}
         return self.sanitize(self.retry.call(self.core.list_namespaced_pod, namespace, **kwargs).items)
+
+    def config_maps(self, namespace: str, label_selector: str) -> list[Obj]:
+        return self.sanitize(self.retry.call(self.core.list_namespaced_config_map, namespace, label_selector=label_selector).items)
 
     def events(self, namespace: str | None, field_selector: str | None) -> list[Obj]:
         """Events selected by the server, or (no selector) the namespace's, from the API server's watch cache
@@ -175,11 +188,15 @@ class KubeObjects:
         return self.events(ev.meta(obj).get("namespace"), selector)
 
     def child_jobs(self, handle: Handle) -> list[Obj]:
-        """A JobSet's Jobs, by the label its controller puts on them."""
+        """A JobSet's Jobs, by the label its controller puts on them; none, without a request, for a kind
+        without child Jobs."""
+        selector = kinds.named(handle.kind).child_job_selector(handle.name)
+        if selector is None:
+            return []
         job = c.GANG_JOB  # a child Job is served where a gang Job is
         listing = self.retry.call(
             self.custom.list_namespaced_custom_object, group=job.group, version=job.version, namespace=handle.namespace,
-            plural=job.plural, label_selector=f"{c.JOBSET.member_label}={handle.name}",
+            plural=job.plural, label_selector=selector,
         )
         items = listing.get("items", [])
         for item in items:
@@ -248,7 +265,7 @@ class KubeObjects:
         """Every JobSet and Job of one run (the ledger), across attempts."""
         selector = f"{c.RUN_KEY_LABEL}={run_key}"
         out: list[Obj] = []
-        for kind in c.WORKLOAD_KINDS.values():
+        for kind in (adapter.descriptor for adapter in kinds.all_kinds()):
             try:
                 listing = self.retry.call(
                     self.custom.list_namespaced_custom_object, group=kind.group, version=kind.version, namespace=namespace,

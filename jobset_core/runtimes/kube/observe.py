@@ -9,8 +9,9 @@ already gone and of the restarts' causes, so a watch, a poll and `jobset explain
 same facts.
 
 At a decision (an attempt that failed, or whose restart count moved) the observer also reads the node facts
-of a GPU workload (`nodes.py`), stores what the keeper holds before the decision is taken, and keeps the
-cause of every new in-cluster restart as the run's own diagnosis tells it (`note_restart_causes`).
+of a GPU workload (`nodes.py`) and stores the failed pods the keeper holds before the decision is taken. A look
+judges nothing and decides nothing: the cause of each in-cluster restart is kept when the run's step asks for it
+(`KubernetesRuntime.keep_restart_causes`), from the diagnosis the step made of this very observation.
 """
 
 from __future__ import annotations
@@ -21,19 +22,16 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobset_core import clock
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.lifecycle.assemble import (
     assemble,
-    diagnose_observation,
     members,
-    submitted_policy,
     with_kept,
     workloads_of,
 )
 from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled, state_of
-from jobset_core.policy.kinds import FailureKind
 from jobset_core.runtimes.kube.api_errors import KubeApiError
 from jobset_core.runtimes.kube.keeper import EvidenceKeeper
 from jobset_core.runtimes.kube.nodes import NodeFacts, NodeReader, failed_pod_nodes, gpu_workload
@@ -49,9 +47,6 @@ EVENT_LISTS_PER_LOOK = 2
 # A gang torn down by a restart fails pod by pod within moments: its failures are stored in one write this
 # long after the first, not one write each (a decision, or the end of the watch, stores them at once).
 EVIDENCE_FLUSH_SECONDS = 0.5
-# While a restart's cause is not found yet (its Job's failure event may arrive after the restart itself), the
-# watch diagnoses again when new events came, but not more often than this: a gang's events come in floods.
-CAUSE_RETRY_SECONDS = 2.0
 
 
 class Observer:
@@ -69,15 +64,12 @@ class Observer:
         pods = self.objects.pods(handle.namespace, pod_selector(handle))
         if [pod for pod in pods if self.keeper.on_pod(handle, pod)]:
             self.keeper.store(handle, main)
-        has_jobs = c.WORKLOAD_KINDS[handle.kind].has_child_jobs
-        jobs = self.objects.child_jobs(handle) if main is not None and has_jobs else []
+        jobs = self.objects.child_jobs(handle) if main is not None else []
         workloads = self.workloads(main) if main is not None else []
         kept = self.keeper.pods(handle)
         names = members(handle.name, main, jobs, with_kept(pods, kept), workloads_of(main, workloads, jobs))
         seen = self.assemble(handle, main, jobs=jobs, pods=pods, events=self.events_named(handle.namespace, names),
                              workloads=workloads, decision=True)
-        if self.note_restart_causes(handle, seen):
-            self.keeper.store(handle, main)
         self.keeper.forget(handle)
         return seen
 
@@ -116,25 +108,14 @@ class Observer:
         gone = ev.pods_named_by(found, wanted) - set(wanted)  # the event rule: pods its Jobs' events name
         return found + self.events_named(namespace, gone) if gone else found
 
-    def lacks_restart_causes(self, handle: Handle, main: Mapping[str, Any] | None) -> bool:
-        """Whether an in-cluster restart of this JobSet has no cause kept yet (and this runtime keeps them)."""
-        if self.keeper.read_only or main is None or main.get("kind") != c.JOBSET_KIND:
-            return False
-        restarts = ev.count((main.get("status") or {}).get("restarts"))
-        known = self.keeper.known_restarts(handle)
-        return not all(number in known for number in range(1, restarts + 1))
-
-    def note_restart_causes(self, handle: Handle, seen: Observation) -> bool:
-        """Keep the cause of each in-cluster restart not kept yet, as the run's own diagnosis tells it now
-        (with the policy the workload was submitted with); True when one was new. Diagnosed only while a
-        restart lacks its cause, so a look at an attempt whose causes are kept costs nothing more."""
-        main = seen.main
-        if main is None or not self.lacks_restart_causes(handle, main):
-            return False
-        known = self.keeper.known_restarts(handle)
-        history = diagnose_observation(seen, submitted_policy(main), clock.utcnow()).history
-        found = [h.to_dict() for h in history if h.restart is not None and h.restart not in known and h.kind is not FailureKind.UNKNOWN]
-        return self.keeper.keep_causes(handle, found)
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+        """Keep the causes of in-cluster restarts the run's step judged (`HistoryEntry.to_dict()` each) in the
+        attempt's evidence ConfigMap, in one write when any is new; nothing for a reader (`jobset explain`)."""
+        if self.keeper.read_only or not causes:
+            return
+        if self.keeper.keep_causes(handle, causes):
+            self.keeper.store(handle)
+        self.keeper.forget(handle)
 
 
 @dataclass(frozen=True)
@@ -152,8 +133,9 @@ class Tracker:
 
     The tracker is told of a change only when it concerns the attempt: its object, Jobs and pods by their
     keys, and the events of its members (`follow_events`: each member's events key, joined as the members
-    become known), so a quiet attempt is never looked at. What it must do later by itself (store kept
-    evidence, look again for a restart's cause) it names as `due()`, for the watch's one timer.
+    become known), so a quiet attempt is never looked at (a restart's cause that comes late comes as an event
+    of a member, or the step names the moment to look again). What it must do later by itself (store kept
+    evidence) it names as `due()`, for the watch's one timer.
     """
 
     def __init__(self, observer: Observer, handle: Handle) -> None:
@@ -166,15 +148,12 @@ class Tracker:
         self.events: Subscription | None = None  # the events stream's cache (no messages: `follow_events`)
         self.event_sink: Callable[[tuple[str, str, Any]], None] | None = None
         self._followed: dict[str, Subscription] = {}  # member name -> its events key's subscription
-        self._cause_due: float | None = None  # monotonic: look again for a missing restart cause then
         self.workloads = _Workloads()
         self._synced: set[str] = set()
         self._restarts = 0  # status.restarts when the object's own events were last read
-        self._events_seen = -1  # how many events the last try to find a restart's cause saw
-        self._next_cause_try = 0.0  # monotonic: no earlier try unless at a decision
         self._dirty_since: float | None = None  # when a failed pod was first kept and not stored yet
         self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
-        self._roles = {"main", "pods", "events"} | ({"jobs"} if c.WORKLOAD_KINDS[handle.kind].has_child_jobs else set())
+        self._roles = {"main", "events", *kinds.named(handle.kind).member_streams}
 
     @property
     def synced(self) -> bool:
@@ -197,14 +176,8 @@ class Tracker:
 
     def due(self) -> float | None:
         """When this tracker needs a turn although no message came (`time.monotonic()`): kept failures to
-        store `EVIDENCE_FLUSH_SECONDS` after the first, or a restart's cause to look for again; None: never."""
-        moments = [m for m in (self._cause_due, None if self._dirty_since is None else self._dirty_since + EVIDENCE_FLUSH_SECONDS)
-                   if m is not None]
-        return min(moments, default=None)
-
-    def wants_look(self, now: float) -> bool:
-        """A restart's cause is due to be looked for again: the next turn must build an observation."""
-        return self._cause_due is not None and now >= self._cause_due
+        store `EVIDENCE_FLUSH_SECONDS` after the first; None: never."""
+        return None if self._dirty_since is None else self._dirty_since + EVIDENCE_FLUSH_SECONDS
 
     def followed(self) -> list[Subscription]:
         """The subscriptions to the members' events keys, for whoever unsubscribes the watch."""
@@ -271,8 +244,8 @@ class Tracker:
         streamed) are listed again when the attempt's object moved (and at a timed look, as their writers
         never write the object); at the end, the Jobs and the object's own events are read once more, since
         the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs. A
-        decision (the end, or a move of the restart count) stores what the keeper holds once, after the
-        restart causes are noted: one write for a restart, not one for its pods and one for its cause."""
+        decision (the end, or a move of the restart count) stores what the keeper holds before the step
+        decides."""
         main, handle = self.main, self.handle
         self.keeper.load(handle)  # once: what an earlier process kept of the attempt's failed pods
         if main is None:
@@ -289,15 +262,14 @@ class Tracker:
         state = state_of(main)
         # A success needs no diagnosis: only a failure is worth reading the last writes again.
         final = state.terminal and state is not State.SUCCEEDED
-        if final and c.WORKLOAD_KINDS[handle.kind].has_child_jobs:
+        if final:  # the child Jobs' last writes (none, and no request, for a kind without child Jobs)
             self.jobs = {ev.name_of(j): j for j in self.observer.objects.child_jobs(handle)}
         jobs = [self.jobs[n] for n in sorted(self.jobs)]
-        # A restart is recorded by the object's own event, written with its status: read it from the server
-        # when the count moves, as the event stream may deliver it after the status that a decision uses.
         # A failure is recorded by the object's own event, written with its status: read it from the server at
-        # the end, as the event stream may deliver it after the status the decision uses. An in-cluster restart
-        # is no decision of the run: its cause comes from the kept pods and the streamed events, and is tried
-        # again as late events arrive (`_note_restart_causes`), without a read of its own.
+        # the end, as the event stream may deliver it after the status the decision uses. A move of the restart
+        # count is a decision point too (node facts are read, kept failures stored), but reads no event of its
+        # own: the restart's cause comes from the kept pods and the streamed events, and a late one comes as an
+        # event of a member, which wakes this watch.
         restarts = ev.count((main.get("status") or {}).get("restarts"))
         reread = final or restarts != self._restarts
         self._restarts = restarts
@@ -309,8 +281,7 @@ class Tracker:
             events += self.observer.objects.events_of(main)
         seen = self.observer.assemble(handle, main, jobs=jobs, pods=pods, events=events, workloads=self.workloads.items,
                                       decision=reread, cancelled=self.cancelled)
-        self._note_restart_causes(seen, reread)
-        if reread:  # a decision: the failures and the restart causes seen so far are stored before it, in one write
+        if reread:  # a decision: the failures seen so far are stored before it
             self.flush(now=True)
         return seen
 
@@ -323,23 +294,6 @@ class Tracker:
         if version != self.workloads.resource_version or (not changed and ev.labels_of(main).get(c.KUEUE_QUEUE_LABEL)) \
                 or (not changed and _workload_api_gang(main)):  # nor the scheduler (a held gang's bound)
             self.workloads = _Workloads(self.observer.workloads(main), version)
-
-    def _note_restart_causes(self, seen: Observation, reread: bool) -> None:
-        """At a decision and at the end, and between them while a restart's cause is missing and new events
-        came (at most every `CAUSE_RETRY_SECONDS`: a try too soon is made due then): keep the causes found
-        (stored with the next write, at once at the end)."""
-        now = time.monotonic()
-        self._cause_due = None
-        if not (reread or seen.state.terminal) and len(seen.events) == self._events_seen:
-            return
-        if not (reread or seen.state.terminal) and now < self._next_cause_try:
-            if self.observer.lacks_restart_causes(self.handle, seen.main):
-                self._cause_due = self._next_cause_try
-            return
-        self._events_seen, self._next_cause_try = len(seen.events), now + CAUSE_RETRY_SECONDS
-        if self.observer.note_restart_causes(self.handle, seen):
-            self._dirty()
-            self.flush(now=seen.state.terminal)
 
     def _cached_events(self, names: Iterable[str], *, follow: bool = True) -> list[Obj]:
         """The members' events from the stream's cache, after joining their keys (`follow_events`) while the
@@ -405,7 +359,7 @@ def watch_steps(tracker: Tracker) -> Generator[Command, Any, None]:
         batch = yield Wait(_earliest(look_at, tracker.due()))
         changed = yield Call(tracker.apply, (batch,))
         now = time.monotonic()
-        if not tracker.synced or not (changed or (look_at is not None and now >= look_at) or tracker.wants_look(now)):
+        if not tracker.synced or not (changed or (look_at is not None and now >= look_at)):
             continue
         observation = yield Call(tracker.observation, (changed,))
         look_at = yield observation

@@ -25,7 +25,7 @@ from typing import Any
 
 from kubernetes import client
 
-from jobset_core import constants as c
+from jobset_core import kinds
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.model.workload import namespace_for
 from jobset_core.offload import offload
@@ -39,7 +39,15 @@ from jobset_core.runtimes.kube.nodes import NodeReader
 from jobset_core.runtimes.kube.objects import KubeObjects
 from jobset_core.runtimes.kube.observe import Call, Observer, Tracker, Wait, watch_steps
 from jobset_core.runtimes.kube.run_record import RunRecords, run_record_name
-from jobset_core.runtimes.kube.streams import EVENTS, JOBS, JOBSETS, PODS, InformerHub, Subscription
+from jobset_core.runtimes.kube.streams import (
+    EVENTS,
+    MEMBER_STREAMS,
+    InformerHub,
+    Resource,
+    Subscription,
+    member_key,
+    workload_stream,
+)
 from jobset_core.runtimes.kube.submit import Submitter
 from jobset_core.runtimes.kube.timers import Timers
 
@@ -156,6 +164,14 @@ class KubernetesRuntime:
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
         """Merge annotations into the JobSet/Job (a metadata merge patch: the webhooks allow it)."""
         self.submitter.annotate(handle, annotations)
+
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+        """Keep what the run's step judged of in-cluster restarts, for when their events are gone."""
+        self.observer.keep_restart_causes(handle, causes)
+
+    def release(self, handle: Handle, ttl_seconds: int) -> None:
+        """Let the cluster apply the user's TTL to a workload whose decision is recorded (`lifecycle.ttl`)."""
+        self.submitter.release(handle, ttl_seconds)
 
     def cancel(self, handle: Handle) -> None:
         """Delete with foreground propagation and wait until gone (bounded); safe to call twice."""
@@ -282,15 +298,9 @@ class KubernetesRuntime:
         Each message is relabelled with the role the stream plays for this attempt (its object, its Jobs,
         its pods), so the tracker does not care whether a gang Job arrived on the Job stream.
         """
-        name = handle.name
-        if c.WORKLOAD_KINDS[handle.kind].has_child_jobs:
-            wanted = [("main", JOBSETS, f"name:{name}"), ("jobs", JOBS, f"jobset:{name}"), ("pods", PODS, f"jobset:{name}")]
-        else:
-            wanted = [("main", JOBS, f"name:{name}"), ("pods", PODS, f"job:{name}")]
-        wanted.append(("events", EVENTS, None))
         subscriptions: list[Subscription] = []
         try:
-            for role, resource, key in wanted:
+            for role, resource, key in streams_of(handle):
                 subscriptions.append(self.informers.subscribe(handle.namespace, resource, key, _relabel(role, sink)))
         except BaseException:
             self.informers.unsubscribe(subscriptions)
@@ -310,6 +320,14 @@ class KubernetesRuntime:
             self.keeper.release_finalizers(handle)
         except Exception as exc:  # noqa: BLE001 - best effort; cancel() and cleanup() retry it
             log.warning("could not release evidence finalizers of %s: %s", handle.name, exc)
+
+
+def streams_of(handle: Handle) -> list[tuple[str, Resource, str | None]]:
+    """(role, stream, key) of each shared stream an attempt joins, as its kind says: the workload itself by
+    name, each of its member streams (child Jobs, pods) under its members' key, and the events last."""
+    adapter = kinds.named(handle.kind)
+    members = [(role, MEMBER_STREAMS[role], member_key(adapter.kind, handle.name)) for role in adapter.member_streams]
+    return [("main", workload_stream(adapter.descriptor), f"name:{handle.name}"), *members, ("events", EVENTS, None)]
 
 
 # What the timer puts into a blocking watch's inbox when its moment comes: a turn without a message.

@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.runtimes.kube.client import explained, is_transient
 
 
@@ -69,23 +70,13 @@ def _name_key(obj: Mapping[str, Any]) -> list[str]:
     return [f"name:{ev.name_of(obj)}"]
 
 
-def _job_keys(obj: Mapping[str, Any]) -> list[str]:
-    """A gang Job is looked up by name, a JobSet's child Job by its JobSet (jobset_controller.go labels)."""
-    keys = _name_key(obj)
-    owner = ev.labels_of(obj).get(c.JOBSET_NAME_LABEL)
-    if owner:
-        keys.append(f"jobset:{owner}")
-    return keys
+def member_key(kind: str, name: str) -> str:  # where the members (child Jobs, pods) of a workload are found
+    return f"{kind.lower()}:{name}"
 
 
-def _pod_keys(obj: Mapping[str, Any]) -> list[str]:
-    labels = ev.labels_of(obj)
-    keys = []
-    if labels.get(c.JOBSET_NAME_LABEL):
-        keys.append(f"jobset:{labels[c.JOBSET_NAME_LABEL]}")
-    if labels.get(c.JOB_NAME_LABEL):
-        keys.append(f"job:{labels[c.JOB_NAME_LABEL]}")
-    return keys
+def _member_keys(obj: Mapping[str, Any]) -> list[str]:
+    """The workloads an object is a member of, by their member labels (a JobSet's pod is also its Job's)."""
+    return [member_key(adapter.kind, name) for adapter in kinds.all_kinds() if (name := adapter.member_of(obj))]
 
 
 def _event_keys(obj: Mapping[str, Any]) -> list[str]:
@@ -109,9 +100,18 @@ class Resource:
         return self.api_version == c.CORE_API_VERSION
 
 
-JOBSETS = Resource(c.JOBSET.plural, c.JOBSET.kind, c.JOBSET.api_version, c.RUN_KEY_LABEL, _name_key)
-JOBS = Resource(c.GANG_JOB.plural, c.GANG_JOB.kind, c.GANG_JOB.api_version, c.RUN_MEMBER_LABEL, _job_keys)
-PODS = Resource("pods", c.POD_KIND, c.CORE_API_VERSION, c.RUN_MEMBER_LABEL, _pod_keys)
+# A gang Job is looked up by name, a JobSet's child Job by its JobSet (jobset_controller.go labels)
+JOBS = Resource(c.GANG_JOB.plural, c.GANG_JOB.kind, c.GANG_JOB.api_version, c.RUN_MEMBER_LABEL, lambda obj: [*_name_key(obj), *_member_keys(obj)])
+PODS = Resource("pods", c.POD_KIND, c.CORE_API_VERSION, c.RUN_MEMBER_LABEL, _member_keys)
+MEMBER_STREAMS = {"jobs": JOBS, "pods": PODS}  # by the role they play for a workload (`member_streams`)
+
+
+def workload_stream(kind: c.WorkloadKind) -> Resource:
+    """The stream a workload arrives on: its kind's, selected by the run key; a gang Job's is the Job stream."""
+    return JOBS if kind.plural == JOBS.source else Resource(kind.plural, kind.kind, kind.api_version, c.RUN_KEY_LABEL, _name_key)
+
+
+JOBSETS = workload_stream(c.JOBSET)
 # Events carry no labels of ours: the stream is the namespace's, filtered here by the objects of each run.
 EVENTS = Resource("events", c.EVENT_KIND, c.CORE_API_VERSION, None, _event_keys)
 

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle
 from jobset_core.model.gang import unserved_workload_api
@@ -36,18 +37,9 @@ def stamp_run_member(obj: dict[str, Any], run_key: str) -> None:
     """Label a gang Job, or a JobSet's Job and pod templates, so the objects the controllers make from them
     (child Jobs copy `replicatedJobs[].template.metadata`, pods copy the pod template) carry the label the
     shared streams select on."""
-    def label(meta_holder: dict[str, Any]) -> None:
-        meta_holder.setdefault("metadata", {}).setdefault("labels", {})[c.RUN_MEMBER_LABEL] = run_key
-
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == c.JOBSET_KIND:
-        for rjob in spec.get("replicatedJobs") or []:
-            template = rjob.setdefault("template", {})
-            label(template)
-            label(template.setdefault("spec", {}).setdefault("template", {}))
-    elif obj.get("kind") == c.JOB_KIND:
-        label(obj)
-        label(spec.setdefault("template", {}))
+    adapter = kinds.of(obj)
+    for holder in adapter.member_templates(obj) if adapter is not None else []:
+        holder.setdefault("metadata", {}).setdefault("labels", {})[c.RUN_MEMBER_LABEL] = run_key
 
 
 def submission_namespace(main: Mapping[str, Any], runtime_namespace: str | None, binding: bool) -> str:
@@ -167,9 +159,18 @@ class Submitter:
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
         """Merge annotations into the JobSet/Job (a metadata merge patch: the webhooks allow it)."""
+        self.patch_main(handle, {"metadata": {"annotations": dict(annotations)}})
+
+    def release(self, handle: Handle, ttl_seconds: int) -> None:
+        """Lower the workload's `ttlSecondsAfterFinished` to the user's (a mutable field of a JobSet and of a Job:
+        the JobSet webhook's update check leaves it free, and both TTL controllers re-read it on an update)."""
+        self.patch_main(handle, {"spec": {"ttlSecondsAfterFinished": int(ttl_seconds)}})
+
+    def patch_main(self, handle: Handle, patch: Mapping[str, Any]) -> None:
+        """A merge patch of the attempt's JobSet or gang Job; one already gone has nothing to patch."""
         ref = {"apiVersion": main_api_version(handle), "kind": handle.kind, "metadata": {"name": handle.name, "namespace": handle.namespace}}
         try:
-            self.objects.patch(ref, {"metadata": {"annotations": dict(annotations)}})
+            self.objects.patch(ref, dict(patch))
         except ApiException as exc:
             if exc.status != 404:
                 raise

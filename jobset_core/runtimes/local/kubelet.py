@@ -22,6 +22,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
+from jobset_core import kinds
 from jobset_core.model.workload import namespace_for
 from jobset_core.runtimes.local.process import (
     LocalProcess,
@@ -53,7 +54,7 @@ LOCAL_OVERRIDES = {"COORDINATOR_ADDRESS": LOCAL_IP}
 def restarts_whole(sub: LocalSubmission) -> bool:
     """Whether the workload restarts all its pods at once (a JobSet: a restart has its own coordinator port
     and number), or the Job controller replaces pods one by one (a gang Job)."""
-    return c.WORKLOAD_KINDS[sub.handle.kind].restart_label is not None
+    return kinds.named(sub.handle.kind).restarts_whole
 
 
 class Node:

@@ -16,14 +16,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jobset_core import clock
+from jobset_core import clock, kinds
 from jobset_core import constants as c
 from jobset_core.runtimes.local.kubelet import Node
 from jobset_core.runtimes.local.reading import is_live, main_of
 from jobset_core.runtimes.local.state import LocalSubmission
 from jobset_core.sim import Controllers
 from jobset_core.sim.apistore import ObjectStore
-from jobset_core.sim.records import labels, terminal
+from jobset_core.sim.records import terminal
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +90,13 @@ class ControllerLoop:
         return changed
 
     def ensure_running(self) -> None:
-        """Start the thread unless it runs, and wake it."""
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="jobset-local-controllers", daemon=True)
-            self._thread.start()
-        self._wake.set()
+        """Start the thread unless it runs, and wake it. Under the lock the thread decides to stop under, so a
+        wake never falls between its last look and its end."""
+        with self._changed:
+            self._wake.set()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="jobset-local-controllers", daemon=True)
+                self._thread.start()
 
     def close(self) -> None:
         """Stop the thread (idempotent); it is not started again."""
@@ -127,7 +129,7 @@ class ControllerLoop:
                     self._changed.notify_all()
                     return
                 wait = None if self._closed else self._next_wait()
-                if wait is None:
+                if wait is None and (self._closed or not self._wake.is_set()):  # nothing left, nobody asked since
                     self._thread = None
                     return
 
@@ -140,10 +142,7 @@ class ControllerLoop:
         return None if due is None else max(0.0, due - clock.current().time())
 
     def _owner(self, pod: Mapping[str, Any]) -> LocalSubmission | None:
-        uid = labels(pod).get(c.JOBSET_UID_LABEL) or next(
-            (r.get("uid") for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == c.JOB_KIND), None
-        )
-        return self._by_uid.get(uid or "")
+        return self._by_uid.get(kinds.owner_uid(pod) or "")
 
     def _busy(self) -> bool:
         return (

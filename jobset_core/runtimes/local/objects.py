@@ -12,19 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import kinds
 from jobset_core.errors import SpecError
-
-
-def with_jobset_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The JobSet webhook's defaults (jobset api/jobset/v1alpha2 jobset_webhook.go Default)."""
-    obj = copy.deepcopy(dict(manifest))
-    spec = obj.setdefault("spec", {})
-    for rj in spec.get("replicatedJobs") or []:
-        rj.setdefault("groupName", "default")
-        rj.setdefault("replicas", 1)
-    spec.setdefault("successPolicy", {"operator": c.SUCCESS_OPERATOR_ALL})
-    spec.setdefault("startupPolicy", {"startupPolicyOrder": c.STARTUP_ANY_ORDER})
-    return obj
 
 
 def admitted_by_kueue(manifest: dict[str, Any]) -> str | None:
@@ -59,10 +48,10 @@ def split_manifests(manifests: Sequence[Mapping[str, Any]]) -> tuple[dict[str, A
             "manifests", "must be a non-empty list of Kubernetes objects, the JobSet or Job last", None
         )
     main = copy.deepcopy(dict(manifests[-1]))
-    if main.get("kind") not in c.WORKLOAD_KINDS:
+    if kinds.of(main) is None:
         raise SpecError(
             "manifests[-1].kind",
-            f"{main.get('kind')!r} is not JobSet or Job",
+            f"{main.get('kind')!r} is not {' or '.join(kinds.KINDS)}",
             "pass JobSetSpec(...).manifests()",
         )
     if not (main.get("metadata") or {}).get("name"):
@@ -70,22 +59,11 @@ def split_manifests(manifests: Sequence[Mapping[str, Any]]) -> tuple[dict[str, A
     return main, [dict(m) for m in manifests[:-1]]
 
 
-def job_specs(main: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
-    """(replicas, Job spec) for each kind of Job the main object runs."""
-    spec = main.get("spec") or {}
-    if main.get("kind") == c.JOB_KIND:
-        return [(1, spec)]
-    return [
-        (int(rj.get("replicas", 1)), (rj.get("template") or {}).get("spec") or {})
-        for rj in spec.get("replicatedJobs") or []
-    ]
-
-
 def world_size(main: Mapping[str, Any]) -> int:
     """How many pods the object runs at once: every replica of every replicated Job (WORLD_SIZE)."""
     return sum(
         replicas * int(js.get("completions") or js.get("parallelism") or 1)
-        for replicas, js in job_specs(main)
+        for replicas, js in kinds.read_as(main).job_specs(main)
     )
 
 
@@ -93,6 +71,6 @@ def containers_of(main: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The containers of every pod template of the object."""
     return [
         c
-        for _, js in job_specs(main)
+        for _, js in kinds.read_as(main).job_specs(main)
         for c in ((js.get("template") or {}).get("spec") or {}).get("containers") or []
     ]

@@ -17,6 +17,7 @@ import copy
 from typing import Any
 
 from jobset_core import constants as c
+from jobset_core import kinds
 from jobset_core.lifecycle.assemble import assemble, node_names, with_kept
 from jobset_core.lifecycle.contract import Observation
 from jobset_core.runtimes.local.state import LocalSubmission
@@ -51,8 +52,8 @@ def is_live(cluster: ObjectStore, sub: LocalSubmission) -> bool:
 
 def children_of(cluster: ObjectStore, sub: LocalSubmission, api_version: str, kind: str) -> list[Obj]:
     """The objects of ``kind`` labelled as members of the submission's workload."""
-    key = c.WORKLOAD_KINDS[sub.handle.kind].member_label
-    return cluster.list(api_version, kind, sub.handle.namespace, label_selector=f"{key}={sub.handle.name}")
+    selector = kinds.named(sub.handle.kind).member_selector(sub.handle.name)
+    return cluster.list(api_version, kind, sub.handle.namespace, label_selector=selector)
 
 
 def node_facts(cluster: ObjectStore, pods: list[Obj]) -> tuple[list[Obj], list[Obj]]:
@@ -71,7 +72,9 @@ def observation_of(cluster: ObjectStore, sub: LocalSubmission) -> Observation:
     main = None if sub.deleted else main_of(cluster, sub)
     pods = children_of(cluster, sub, c.CORE_API_VERSION, c.POD_KIND)
     kept = [copy.deepcopy(record) for record in sub.evidence.values()]
-    jobs = children_of(cluster, sub, c.BATCH_API_VERSION, c.JOB_KIND) if sub.is_jobset and main is not None else []
+    selector = kinds.named(sub.handle.kind).child_job_selector(sub.handle.name)  # None: no child Jobs
+    jobs = [] if selector is None or main is None else cluster.list(
+        c.BATCH_API_VERSION, c.JOB_KIND, sub.handle.namespace, label_selector=selector)
     nodes, node_events = node_facts(cluster, with_kept(pods, kept))
     events = [*cluster.list(c.CORE_API_VERSION, c.EVENT_KIND, sub.handle.namespace), *node_events]
     return assemble(sub.handle.name, main, jobs=jobs, pods=pods, kept=kept, events=events, nodes=nodes)

@@ -26,7 +26,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jobset_core import clock, kinds
 from jobset_core import constants as c
+from jobset_core import evidence as ev
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.model.validation import check_object_size
@@ -38,7 +40,6 @@ from jobset_core.runtimes.local.objects import (
     containers_of,
     run_key_of,
     split_manifests,
-    with_jobset_defaults,
     world_size,
 )
 from jobset_core.runtimes.local.process import LocalProcess, stop_processes, write_notice
@@ -214,13 +215,25 @@ class LocalRuntime:
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
         """Merge annotations into the JobSet/Job record, as a metadata patch would."""
+        self._patch_main(handle, {"metadata": {"annotations": dict(annotations)}})
+
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+        """Nothing to keep: this process's store holds every event of its runs as long as it runs them."""
+
+    def release(self, handle: Handle, ttl_seconds: int) -> None:
+        """Lower the workload's `ttlSecondsAfterFinished` to the user's, as the run does on a cluster: the emulated
+        TTL-after-finished controllers then delete it as the real ones would."""
+        self._patch_main(handle, {"spec": {"ttlSecondsAfterFinished": int(ttl_seconds)}})
+
+    def _patch_main(self, handle: Handle, patch: Mapping[str, Any]) -> None:
         with self._changed:
             sub = self._lookup(handle)
             if sub is None or sub.deleted or main_of(self.cluster, sub) is None:
                 return
             h = sub.handle
-            self.cluster.patch(sub.api_version, h.kind, h.name, h.namespace, {"metadata": {"annotations": dict(annotations)}})
+            self.cluster.patch(sub.api_version, h.kind, h.name, h.namespace, dict(patch))
             self._changed.notify_all()
+        self._loop.ensure_running()  # a controller may have a moment sooner now (a TTL lowered): wake the loop
 
     def read_run_record(self, run_key: str, namespace: str) -> dict[str, Any] | None:
         with self._lock:
@@ -228,8 +241,14 @@ class LocalRuntime:
             return copy.deepcopy(record) if record is not None else None
 
     def write_run_record(self, run_key: str, namespace: str, record: Mapping[str, Any]) -> None:
+        """Keep the record; those of runs that are over go once their keep has passed (`expiresAt`)."""
+        now = clock.current().time()
         with self._lock:
             self._records[(namespace, run_key)] = copy.deepcopy(dict(record))
+            for key, kept in list(self._records.items()):
+                expires = ev.parse_time(kept.get(c.RUN_RECORD_EXPIRES_KEY))
+                if expires is not None and expires.timestamp() < now:
+                    del self._records[key]
 
     def delete_run_record(self, run_key: str, namespace: str) -> None:
         with self._lock:
@@ -322,8 +341,7 @@ class LocalRuntime:
     # ----- internals: submissions -------------------------------------------------------------------
 
     def _create(self, main: dict[str, Any], run_key: str, attempt: int) -> LocalSubmission:
-        if main["kind"] == c.JOBSET_KIND:
-            main = with_jobset_defaults(main)
+        main = kinds.named(main["kind"]).with_defaults(main)
         queue = admitted_by_kueue(main)
         if queue:
             self._notice(f"{main['metadata']['name']}: Kueue queue {queue!r} is not emulated locally; admitted at once")

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobset_core import constants as c
 from jobset_core.lifecycle.contract import Handle
 from jobset_core.runtimes.local.process import LocalProcess
 from jobset_core.sim.faults import Fault
@@ -61,8 +60,3 @@ class LocalSubmission:
     ports: dict[int, int] = field(default_factory=dict)  # coordinator port per restart attempt
     deleted: bool = False
     last_seen: dict[str, Any] | None = None  # the main object as last read (kept once it is gone)
-
-    @property
-    def is_jobset(self) -> bool:
-        """Its pods belong to child Jobs (a JobSet), not to the workload itself (a gang Job)."""
-        return c.WORKLOAD_KINDS[self.handle.kind].has_child_jobs

@@ -194,9 +194,11 @@ class Runtime(Protocol):
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None: ...
 
-    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]],
+                            workload: Mapping[str, Any] | None = None) -> None:
         """Keep the causes of in-cluster restarts the step judged (`HistoryEntry.to_dict()` each), beside the
-        attempt, for looks made once their events expired: a look itself never writes."""
+        attempt (`workload`: its object as the look saw it), for looks made once their events expired: a look
+        itself never writes."""
         ...
 
     def release(self, handle: Handle, ttl_seconds: int) -> None:

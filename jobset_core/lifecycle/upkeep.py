@@ -10,7 +10,7 @@ its failure is logged, never the run's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -54,7 +54,8 @@ class Upkeep:
             self.write(record)
             self.memory.ledger = self.memory.ledger.with_ended(records.submissions(record))
         if effects.keep_causes:
-            self._try("keep the restart causes of", handle, self.runtime.keep_restart_causes, effects.keep_causes)
+            self._try("keep the restart causes of", handle, self.runtime.keep_restart_causes, effects.keep_causes,
+                      observation.main)
         if effects.release_ttl is not None:
             self._try("release the TTL of", handle, self.runtime.release, effects.release_ttl)
         if effects.annotations:
@@ -64,7 +65,7 @@ class Upkeep:
         self._try("annotate", handle, self.runtime.annotate, annotations)
 
     @staticmethod
-    def _try(what: str, handle: Handle, call: Any, *args: Sequence[Any] | Mapping[str, str] | int) -> None:
+    def _try(what: str, handle: Handle, call: Any, *args: Any) -> None:
         try:
             call(handle, *args)
         except Exception as exc:  # noqa: BLE001 - bookkeeping: see the module's docstring

@@ -56,7 +56,9 @@ class EvidenceKeeper:
         self._lock = threading.Lock()
         self._pods: dict[Key, dict[str, Obj]] = {}
         self._causes: dict[Key, dict[int, Obj]] = {}
-        self._stored: set[Key] = set()  # attempts whose evidence ConfigMap is known to exist
+        # Attempts whose evidence ConfigMap is known to exist, with what this process last wrote there (None: not
+        # known, an earlier process wrote it): a store of the same again is no write.
+        self._stored: dict[Key, dict[str, str] | None] = {}
         self._loaded: set[Key] = set()  # attempts whose stored evidence is in memory
         self._submitted: OrderedDict[Key, None] = OrderedDict()  # created here: nothing stored yet
         self._watching: dict[Key, int] = {}  # attempts watched now, and by how many watches
@@ -151,7 +153,7 @@ class EvidenceKeeper:
             self._loaded.add(key)
             if not stored:
                 return
-            self._stored.add(key)
+            self._stored[key] = None
             pods = self._pods.setdefault(key, {})
             for pod in ev.kept_pods(stored):
                 pods.setdefault(ev.name_of(pod), pod)
@@ -182,14 +184,17 @@ class EvidenceKeeper:
             return
         data = self._data(handle)
         name, key = handle.name + EVIDENCE_SUFFIX, _key(handle)
+        if key in self._stored and self._stored[key] == data:  # nothing new since this process wrote it
+            return
         if key in self._stored:  # it exists: one patch, not a read of the owner, a 409 and a patch
             try:
                 self.objects.retry.call(self.objects.core.patch_namespaced_config_map, name, handle.namespace, {"data": data})
+                self._stored[key] = data
                 return
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-                self._stored.discard(key)
+                self._stored.pop(key, None)
                 owner = None  # it was deleted, most likely with its owner: the owner as last seen may be gone
         main = owner if owner is not None and ev.meta(owner).get("uid") else self.objects.read_main(handle)
         if main is None or ev.meta(main).get("deletionTimestamp"):
@@ -202,7 +207,7 @@ class EvidenceKeeper:
                          "ownerReferences": [reference]},
             "data": data,
         })
-        self._stored.add(key)
+        self._stored[key] = data
 
     # ----- who watches ------------------------------------------------------------------------------------
 
@@ -224,7 +229,7 @@ class EvidenceKeeper:
             self._pods.pop(key, None)
             self._causes.pop(key, None)
             self._loaded.discard(key)
-            self._stored.discard(key)
+            self._stored.pop(key, None)
 
     def release_finalizers(self, handle: Handle) -> int:
         """Remove our finalizer from every pod of one submission; returns how many were released."""

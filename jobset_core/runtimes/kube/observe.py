@@ -108,13 +108,14 @@ class Observer:
         gone = ev.pods_named_by(found, wanted) - set(wanted)  # the event rule: pods its Jobs' events name
         return found + self.events_named(namespace, gone) if gone else found
 
-    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]],
+                            workload: Mapping[str, Any] | None = None) -> None:
         """Keep the causes of in-cluster restarts the run's step judged (`HistoryEntry.to_dict()` each) in the
         attempt's evidence ConfigMap, in one write when any is new; nothing for a reader (`jobset explain`)."""
         if self.keeper.read_only or not causes:
             return
         if self.keeper.keep_causes(handle, causes):
-            self.keeper.store(handle)
+            self.keeper.store(handle, workload)
         self.keeper.forget(handle)
 
 
@@ -244,8 +245,9 @@ class Tracker:
         streamed) are listed again when the attempt's object moved (and at a timed look, as their writers
         never write the object); at the end, the Jobs and the object's own events are read once more, since
         the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs. A
-        decision (the end, or a move of the restart count) stores what the keeper holds before the step
-        decides."""
+        failure stores what the keeper holds before the step decides; a move of the restart count reads the node
+        facts, and its failed pods are stored with the cause the step keeps, in one write (or at the flush's
+        moment when no cause is known yet)."""
         main, handle = self.main, self.handle
         self.keeper.load(handle)  # once: what an earlier process kept of the attempt's failed pods
         if main is None:
@@ -281,8 +283,8 @@ class Tracker:
             events += self.observer.objects.events_of(main)
         seen = self.observer.assemble(handle, main, jobs=jobs, pods=pods, events=events, workloads=self.workloads.items,
                                       decision=reread, cancelled=self.cancelled)
-        if reread:  # a decision: the failures seen so far are stored before it
-            self.flush(now=True)
+        if final:  # a decision: the failures seen so far are stored before it (a restart's, with its cause, when
+            self.flush(now=True)  # the step asks for it kept, else on the flush's own moment)
         return seen
 
     def _list_workloads(self, main: Mapping[str, Any], changed: bool) -> None:

@@ -165,9 +165,10 @@ class KubernetesRuntime:
         """Merge annotations into the JobSet/Job (a metadata merge patch: the webhooks allow it)."""
         self.submitter.annotate(handle, annotations)
 
-    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]],
+                            workload: Mapping[str, Any] | None = None) -> None:
         """Keep what the run's step judged of in-cluster restarts, for when their events are gone."""
-        self.observer.keep_restart_causes(handle, causes)
+        self.observer.keep_restart_causes(handle, causes, workload)
 
     def release(self, handle: Handle, ttl_seconds: int) -> None:
         """Let the cluster apply the user's TTL to a workload whose decision is recorded (`lifecycle.ttl`)."""

@@ -217,7 +217,8 @@ class LocalRuntime:
         """Merge annotations into the JobSet/Job record, as a metadata patch would."""
         self._patch_main(handle, {"metadata": {"annotations": dict(annotations)}})
 
-    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]]) -> None:
+    def keep_restart_causes(self, handle: Handle, causes: Sequence[Mapping[str, Any]],
+                            workload: Mapping[str, Any] | None = None) -> None:
         """Nothing to keep: this process's store holds every event of its runs as long as it runs them."""
 
     def release(self, handle: Handle, ttl_seconds: int) -> None:

@@ -247,8 +247,14 @@ def test_jobset_explain_tells_the_decision_of_a_workload_the_cluster_deleted(
 
 
 def test_the_records_of_runs_long_over_are_swept_and_no_other(fake: FakeCluster, clock: VirtualClock) -> None:
-    """A process that writes the record of a run that is over deletes, once an hour, the records whose day of
-    keep has passed: not a run's that goes on, not one still in its keep, not one rewritten since it was listed."""
+    """One run in sixteen, as it ends, deletes the records whose day of keep has passed (at most once an hour per
+    namespace and process): not a run's that goes on, not one still in its keep, not one rewritten since it was
+    listed."""
+    from jobset_core.runtimes.kube.run_record import SWEEP_ONE_RUN_IN, sweeps
+
+    sweeping = [key for key in (f"run-{n}" for n in range(200)) if sweeps(key)]
+    assert 200 / SWEEP_ONE_RUN_IN / 3 < len(sweeping) < 200 / SWEEP_ONE_RUN_IN * 3, "about one run in sixteen"
+    quiet = next(key for key in (f"run-{n}" for n in range(200)) if not sweeps(key))
     runtime = fake.runtime(NS)
     now = datetime.fromtimestamp(clock.time(), UTC)
     day_ago = records.over({"policy": {}}, now - records_keep() - timedelta(seconds=1))
@@ -262,12 +268,14 @@ def test_the_records_of_runs_long_over_are_swept_and_no_other(fake: FakeCluster,
     assert runtime.records._delete_unchanged(NS, listed_before) == 0, "deleted only if still the record listed"
 
     fresh_process = fake.runtime(NS)
-    fresh_process.write_run_record("ends-now", NS, records.over({"policy": {}}, now))
-    left = {name for name in ("old", "going-on", "fresh", "old-rewritten", "ends-now")
+    fresh_process.write_run_record(quiet, NS, records.over({"policy": {}}, now))
+    assert fresh_process.read_run_record("old", NS) is not None, "most runs' ends sweep nothing"
+    fresh_process.write_run_record(sweeping[0], NS, records.over({"policy": {}}, now))
+    left = {name for name in ("old", "going-on", "fresh", "old-rewritten", quiet, sweeping[0])
             if fresh_process.read_run_record(name, NS) is not None}
-    assert left == {"going-on", "fresh", "old-rewritten", "ends-now"}
+    assert left == {"going-on", "fresh", "old-rewritten", quiet, sweeping[0]}
     fresh_process.write_run_record("old", NS, day_ago)
-    fresh_process.write_run_record("ends-later", NS, records.over({"policy": {}}, now))
+    fresh_process.write_run_record(sweeping[1], NS, records.over({"policy": {}}, now))
     assert fresh_process.read_run_record("old", NS) is not None, "one sweep an hour per namespace and process"
 
 

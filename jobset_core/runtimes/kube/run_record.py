@@ -3,13 +3,14 @@
 It must outlive the attempts, whoever deletes them (the run itself, the cluster's TTL-after-finished controller, a
 person), so it is labelled with the run key and owned by nothing; the lifecycle decides what it holds
 (`lifecycle.record`). The record of a run that is over carries its expiry (`expiresAt`, and the same moment as the
-label `RUN_RECORD_EXPIRES_LABEL`), and a process that writes one sweeps, at most once an hour per namespace, the
-records whose moment has passed: one list by that label, then each delete guarded by the record's resourceVersion,
-so a record a run rewrote meanwhile (a clear, an engine's new try) is never deleted.
+label `RUN_RECORD_EXPIRES_LABEL`). One run in sixteen, as it ends, sweeps the records whose moment has passed (at
+most once an hour per namespace and process): one list by that label, then each delete guarded by the record's
+resourceVersion, so a record a run rewrote meanwhile (a clear, an engine's new try) is never deleted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -28,6 +29,14 @@ log = logging.getLogger(__name__)
 
 RUN_RECORD_KEY = "record.json"
 SWEEP_INTERVAL_SECONDS = 3600.0  # per namespace and process: records are kept a day, an hour late is nothing
+# One run in this many sweeps when it ends (chosen by its run key, so the same run always decides alike): a run
+# pays a sixteenth of a list on average, and a namespace's ended runs sweep it every few runs.
+SWEEP_ONE_RUN_IN = 16
+
+
+def sweeps(run_key: str) -> bool:
+    """Whether the end of this run sweeps the namespace's expired records (one run in `SWEEP_ONE_RUN_IN`)."""
+    return int(hashlib.sha256(run_key.encode()).hexdigest(), 16) % SWEEP_ONE_RUN_IN == 0
 
 
 def run_record_name(run_key: str) -> str:
@@ -73,7 +82,7 @@ class RunRecords:
             "metadata": {"name": run_record_name(run_key), "namespace": namespace, "labels": labels},
             "data": {RUN_RECORD_KEY: json.dumps(record, sort_keys=True)},
         })
-        if expires is not None and self._sweep_due(namespace):
+        if expires is not None and sweeps(run_key) and self._sweep_due(namespace):
             self.sweep(namespace, keep=run_record_name(run_key))
 
     def holding(self, namespace: str, attempt: str) -> tuple[str, dict[str, Any]] | None:

@@ -283,25 +283,32 @@ def explain(args: argparse.Namespace) -> int:
         from jobset_core.runtimes.kube.identity import kubeconfig_namespace
 
         seen, decided = read_live(args.name, namespace_for(args.namespace, pointed=kubeconfig_namespace()))
+    now = None
     if decided is not None:
-        return explain_decided(args, seen, decided)
-    if seen.main is None and not (seen.jobs or seen.pods or seen.events):
-        raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
-    # a dump is judged as of when it was taken (the latest moment its objects record), a live look as of now
-    now = ev.dump_time(seen.main, seen.jobs, seen.pods, seen.events, seen.workloads, seen.nodes) if args.from_file else None
-    result = diagnose_observation(seen, submitted_policy(_main_of(seen)), now or datetime.now(UTC))
+        result, extra, code = decided_story(args, seen, decided)
+    else:
+        if seen.main is None and not (seen.jobs or seen.pods or seen.events):
+            raise DumpError("nothing to explain: no JobSet, Job, Pod or Event found")
+        # a dump is judged as of when it was taken (the latest moment its objects record), a live look as of now
+        now = ev.dump_time(seen.main, seen.jobs, seen.pods, seen.events, seen.workloads, seen.nodes) if args.from_file else None
+        result = diagnose_observation(seen, submitted_policy(_main_of(seen)), now or datetime.now(UTC))
+        extra, code = {}, outcome(seen, result)
     # The file first: a reader of the output that went away (`| head -3`) must not cost the page the user asked for.
     if args.html:
-        write_timeline(args.html, seen, result, now)
-    print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
+        state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(code, "still running")
+        write_timeline(args.html, seen, result, now, name=args.name, state=state)
+    if args.json:
+        print(json.dumps({**result.to_dict(), **extra}, indent=2))
+    else:
+        print("\n".join([render(result), *(f"{key}: {value}" for key, value in extra.items() if value)]))
     if args.html:
         print(f"timeline written to {args.html}")
-    return outcome(seen, result)
+    return code
 
 
-def explain_decided(args: argparse.Namespace, seen: Observation, decided: Decided) -> int:
+def decided_story(args: argparse.Namespace, seen: Observation, decided: Decided) -> tuple[Diagnosis, dict[str, Any], int]:
     """An attempt a run decided: that decision, as the run and its engine were told it, not judged again from
-    what the cluster left of it; and what became of the workload since."""
+    what the cluster left of it, and what became of the workload since; and the exit code it calls for."""
     from jobset_core.lifecycle.contract import Handle
     from jobset_core.lifecycle.endings import aftermath
     from jobset_core.lifecycle.facts import facts_of
@@ -311,29 +318,22 @@ def explain_decided(args: argparse.Namespace, seen: Observation, decided: Decide
     diagnosis = decided.diagnosis or Diagnosis(FailureKind.UNKNOWN, False, f"{decided.kind} {decided.name} {decided.action}",
                                                failed=decided.action is not Action.SUCCEEDED)
     if args.json:
-        print(json.dumps({**diagnosis.to_dict(), "decision": decided.decision.to_dict() if decided.decision else None,
-                          "aftermath": since}, indent=2))
+        extra: dict[str, Any] = {"decision": decided.decision.to_dict() if decided.decision else None, "aftermath": since}
     else:
-        lines = [render(diagnosis)]
-        if decided.decision is not None:
-            lines.append(f"decision: {decided.decision.reason}")
-        if since:
-            lines.append(f"since: {since}")
-        print("\n".join(lines))
-    if args.html and seen.pods:
-        write_timeline(args.html, seen, diagnosis)
-    if decided.action is Action.SUCCEEDED:
-        return EXIT_SUCCEEDED
-    return EXIT_FAILED
+        extra = {"decision": decided.decision.reason if decided.decision else None, "since": since}
+    return diagnosis, extra, EXIT_SUCCEEDED if decided.action is Action.SUCCEEDED else EXIT_FAILED
 
 
-def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, now: datetime | None = None) -> None:
-    """The Flyte Deck's timeline page, for people who are not in Flyte: every pod as a bar, the culprit marked.
+def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, now: datetime | None = None, *,
+                   name: str | None = None, state: str | None = None) -> None:
+    """The Flyte Deck's timeline page, for people who are not in Flyte: every pod as a bar, the culprit marked (a
+    workload the cluster deleted since has no pod left to draw: its page says its cause).
     Written before anything is printed, so that a closed pipe on standard output cannot lose it."""
     from jobset_core.timeline import AttemptTimeline, render_timeline
 
-    name = name_of(_main_of(observation) or {}) or "workload"
-    state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(outcome(observation, diagnosis), "still running")
+    name = name_of(_main_of(observation) or {}) or name or "workload"
+    if state is None:
+        state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(outcome(observation, diagnosis), "still running")
     attempt = AttemptTimeline(name, list(observation.pods), diagnosis, state)
     page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary, now=now)
     try:

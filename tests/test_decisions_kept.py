@@ -244,6 +244,9 @@ def test_jobset_explain_tells_the_decision_of_a_workload_the_cluster_deleted(
     assert out.startswith(first.diagnosis.summary) and CAUSE in out
     assert "decision: not retrying: ApplicationError is not retryable" in out
     assert "since: JobSet " + handle.name + " was since deleted" in out
+    page = tmp_path / "t.html"
+    assert main(["explain", handle.name, "--html", str(page)]) == EXIT_FAILED
+    assert page.exists() and "bad shard 7" in page.read_text(), "the page says the recorded cause, pods or none"
 
 
 def test_the_records_of_runs_long_over_are_swept_and_no_other(fake: FakeCluster, clock: VirtualClock) -> None:

@@ -40,8 +40,16 @@ demo-airflow: $(VENV)/.installed-airflow
 	$(VENV)/bin/airflow db migrate > /dev/null && $(VENV)/bin/airflow dags test jobset_example; \
 	status=$$?; rm -rf "$$AIRFLOW_HOME"; exit $$status
 
+# The tests in TEST_WORKERS processes (pytest-xdist; two on a 2-core machine, where much of a test's time is waiting
+# on Airflow, Flyte or a replica process): a process takes the next test module when it is free, and runs all of it,
+# so a module's or the session's fixture (Airflow's components, a connector server, one DAG run read by several
+# tests) starts once. The modules go in file order: the longest (Airflow's components) first. `--dist loadgroup`
+# would not keep them together: its groups are lost on pytest 9.2 (pytest-xdist issue 1386).
+# `make test TEST_WORKERS=0` runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: $(VENV)/.installed
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 	$(VENV)/bin/ruff check .
 
 # `make test` on a busy machine: the same command with two CPU-bound processes beside it, started before and

@@ -27,6 +27,7 @@ from jobset_core.constants import CANCELLED_ANNOTATION, EVIDENCE_FINALIZER
 from jobset_core.lifecycle.contract import Handle
 from jobset_core.runtimes.kube.api_errors import KubeApiError, UnreachableError
 from jobset_core.runtimes.kube.client import ApiRetry
+from jobset_core.runtimes.kube.run_record import sweeps
 from jobset_core.runtimes.kube.runtime import KubernetesRuntime
 from jobset_core.testing import LocalApiServer, PolicyRule, rules_from_yaml
 from tests.kube_driver import JOBSET_API, ClusterDriver
@@ -236,7 +237,11 @@ def run_everything(server: LocalApiServer, driver: ClusterDriver) -> None:
     gang = GangJobSpec(name="gang", namespace=NS, image="i:1", command=["x"], pods=2, gang=Volcano(),
                        retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()))
     driver.exit("1", 2, after=0.3)  # a gang Job pod by its completion index
-    run = JobSetRun(gang, runtime, run_key=make_run_key("rbac", "gang"), sleep=lambda s: None)
+    # A run key whose end sweeps the namespace's expired run records (one run in sixteen does), so `list` on
+    # configmaps is used as every sixteenth run ends uses it.
+    key = make_run_key("rbac", "gang", "0")
+    assert sweeps(key)
+    run = JobSetRun(gang, runtime, run_key=key, sleep=lambda s: None)
     result = run_to_end(run)
     assert not result.succeeded and result.diagnosis is not None and result.diagnosis.exit_code == 2, result.message
     run.cancel()

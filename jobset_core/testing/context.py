@@ -42,4 +42,7 @@ class ServerContext:
     authorizer: Authorizer | None = None
     clock: Callable[[], float] = time.time
     watch_list: bool = True  # the WatchList feature gate (on since Kubernetes 1.34; off in 1.33)
+    # The storage's RequestWatchProgress (etcd 3.4.31+ or 3.5.13+): without it a watch asking for its initial
+    # events is answered 200 with one in-stream ERROR (`watch_stream.refuse_without_watch_progress`).
+    request_watch_progress: bool = True
     version: dict[str, str] = field(default_factory=lambda: dict(discovery.VERSION_INFO))  # `/version`: the release emulated

@@ -7,7 +7,7 @@ of the runtime reads and writes JSON dicts, never the client's models.
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -171,15 +171,23 @@ class KubeObjects:
         return self.sanitize(self.retry.call(self.core.list_namespaced_config_map, namespace, label_selector=label_selector).items)
 
     def events(self, namespace: str | None, field_selector: str | None) -> list[Obj]:
-        """Events selected by the server, or (no selector) the namespace's, from the API server's watch cache
-        (`resourceVersion=0`, as a reflector's first list)."""
-        if field_selector is None:
-            call = functools.partial(self.core.list_namespaced_event, namespace, resource_version="0")
-        else:
-            call = functools.partial(self.core.list_namespaced_event, namespace, field_selector=field_selector)
-        items = self.sanitize(self.retry.call(call).items)
+        """Events selected by the server, or (no selector) the namespace's, as the server's JSON.
+
+        A consistent read, never `resourceVersion=0`: these are read at a decision, and the watch cache may
+        not hold yet the event a controller wrote with the status being decided on (servers with
+        ConsistentListFromCache, on by default since Kubernetes 1.31, still answer it from the cache). The
+        JSON is parsed as it came, as the streams' objects are: a namespace's events are many, and building the
+        client's models for each only to turn them back into dicts was most of the cost of such a list.
+        """
+        kwargs = {"field_selector": field_selector} if field_selector else {}
+        response = self.retry.call(self.core.list_namespaced_event, namespace, _preload_content=False, **kwargs)
+        try:
+            items = json.loads(response.data).get("items") or []
+        finally:
+            response.release_conn()
         for item in items:
             item.setdefault("kind", c.EVENT_KIND)
+            item.setdefault("apiVersion", c.CORE_API_VERSION)
         return items
 
     def events_of(self, obj: Mapping[str, Any]) -> list[Obj]:

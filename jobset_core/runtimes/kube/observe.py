@@ -139,7 +139,7 @@ class Tracker:
     evidence) it names as `due()`, for the watch's one timer.
     """
 
-    def __init__(self, observer: Observer, handle: Handle) -> None:
+    def __init__(self, observer: Observer, handle: Handle, *, streamed_events: bool = True) -> None:
         self.observer = observer
         self.keeper = observer.keeper
         self.handle = handle
@@ -154,7 +154,12 @@ class Tracker:
         self._restarts = 0  # status.restarts when the object's own events were last read
         self._dirty_since: float | None = None  # when a failed pod was first kept and not stored yet
         self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
-        self._roles = {"main", "events", *kinds.named(handle.kind).member_streams}
+        # A run followed alone (`streams.follows_alone`) streams no Events: they are read at its decisions
+        # (`_decision_events`) and kept as read until the next one.
+        self.streamed_events = streamed_events
+        self._read_events: list[Obj] = []
+        self._failed_members = 0  # failed pods (live and kept) when the Events were last read
+        self._roles = {"main", *(["events"] if streamed_events else []), *kinds.named(handle.kind).member_streams}
 
     @property
     def synced(self) -> bool:
@@ -258,7 +263,8 @@ class Tracker:
         if main is None:
             self.flush(now=True)
             pods = list(self.pods.values())
-            events = self._cached_events(members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle))), follow=False)
+            names = members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle)))
+            events = self._cached_events(names, follow=False) if self.streamed_events else self._decision_events(names)
             return self.observer.assemble(handle, None, pods=pods, events=events, cancelled=self.cancelled)
         self._list_workloads(main, changed)
         state = state_of(main)
@@ -278,9 +284,12 @@ class Tracker:
         pods = list(self.pods.values())
         own = workloads_of(main, self.workloads.items, jobs)
         names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), own)
-        events = self._cached_events(names)
-        if final:
-            events += self.observer.objects.events_of(main)
+        if not self.streamed_events:  # a run followed alone: read at a decision, a timed look, a new failure
+            events = self._events_at_decisions(names, pods, reread or not changed)
+        else:
+            events = self._cached_events(names)
+            if final:
+                events += self.observer.objects.events_of(main)
         seen = self.observer.assemble(handle, main, jobs=jobs, pods=pods, events=events, workloads=self.workloads.items,
                                       decision=reread, cancelled=self.cancelled)
         if final:  # a decision: the failures seen so far are stored before it (a restart's, with its cause, when
@@ -296,6 +305,23 @@ class Tracker:
         if version != self.workloads.resource_version or (not changed and ev.labels_of(main).get(c.KUEUE_QUEUE_LABEL)) \
                 or (not changed and _workload_api_gang(main)):  # nor the scheduler (a held gang's bound)
             self.workloads = _Workloads(self.observer.workloads(main), version)
+
+    def _events_at_decisions(self, names: Iterable[str], pods: list[Obj], decision: bool) -> list[Obj]:
+        """A run followed alone: its members' Events read from the server at a decision (the end, a move of
+        the restart count, a timed look) and when a member newly failed (a gang Job's pods are replaced in
+        place, one failure at a time, with no count of restarts to move); otherwise those last read. A failure
+        or restart gets its Events at once, as the shared stream's cache would give them; what comes after
+        (a late restart cause) is read at the step's timed look for it, and nothing is paid for a quiet run."""
+        failed = sum(1 for pod in with_kept(pods, self.keeper.pods(self.handle)) if ev.pod_has_failed(pod))
+        if decision or failed > self._failed_members:
+            self._failed_members = failed
+            return self._decision_events(names)
+        return list(self._read_events)
+
+    def _decision_events(self, names: Iterable[str]) -> list[Obj]:
+        """The members' Events read now (the one rule of a direct look, `Observer.events_named`), kept."""
+        self._read_events = self.observer.events_named(self.handle.namespace, names)
+        return list(self._read_events)
 
     def _cached_events(self, names: Iterable[str], *, follow: bool = True) -> list[Obj]:
         """The members' events from the stream's cache, after joining their keys (`follow_events`) while the

@@ -310,3 +310,22 @@ class KubeObjects:
                 versions = [v.group_version for v in found.versions or []]
                 return sorted(versions, key=lambda v: v != preferred)
         return []
+
+
+def list_custom_objects(custom: Any, group: str, version: str, namespace: str, plural: str, **kwargs: Any) -> Any:
+    """`list_namespaced_custom_object` with the watch-list parameters the generated client does not know
+    (`sendInitialEvents`, and `resourceVersionMatch` beside it); everything else as it passes them."""
+    initial = kwargs.pop("send_initial_events", None)
+    if initial is None:
+        return custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
+    names = {"label_selector": "labelSelector", "resource_version": "resourceVersion", "timeout_seconds": "timeoutSeconds",
+             "allow_watch_bookmarks": "allowWatchBookmarks", "resource_version_match": "resourceVersionMatch",
+             "field_selector": "fieldSelector", "watch": "watch"}
+    query = [(names[k], v) for k, v in kwargs.items() if k in names and v is not None]
+    query.append(("sendInitialEvents", True))
+    options = {k: v for k, v in kwargs.items() if k.startswith("_")}
+    return custom.api_client.call_api(
+        f"/apis/{group}/{version}/namespaces/{namespace}/{plural}", "GET", {}, query,
+        {"Accept": "application/json;stream=watch"}, auth_settings=["BearerToken"],
+        response_types_map={200: "object"}, _return_http_data_only=True, **options,
+    )

@@ -308,11 +308,13 @@ class Tracker:
 
     def _events_at_decisions(self, names: Iterable[str], pods: list[Obj], decision: bool) -> list[Obj]:
         """A run followed alone: its members' Events read from the server at a decision (the end, a move of
-        the restart count, a timed look) and when a member newly failed (a gang Job's pods are replaced in
-        place, one failure at a time, with no count of restarts to move); otherwise those last read. A failure
+        the restart count, a timed look) and, for a kind whose pods are replaced in place (a gang Job: one
+        failure at a time, with no count of restarts to move), when a member newly failed; otherwise those last
+        read. A failure
         or restart gets its Events at once, as the shared stream's cache would give them; what comes after
         (a late restart cause) is read at the step's timed look for it, and nothing is paid for a quiet run."""
-        failed = sum(1 for pod in with_kept(pods, self.keeper.pods(self.handle)) if ev.pod_has_failed(pod))
+        in_place = not kinds.named(self.handle.kind).restarts_whole
+        failed = sum(1 for pod in with_kept(pods, self.keeper.pods(self.handle)) if ev.pod_has_failed(pod)) if in_place else 0
         if decision or failed > self._failed_members:
             self._failed_members = failed
             return self._decision_events(names)

@@ -44,6 +44,7 @@ from kubernetes.client.exceptions import ApiException
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.runtimes.kube.client import explained, is_transient
+from jobset_core.runtimes.kube.objects import list_custom_objects
 from jobset_core.runtimes.kube.stream_resources import Resource, follows_alone
 
 
@@ -242,7 +243,7 @@ class SharedInformer:
             return fn, kwargs
         group, version = resource.api_version.split("/", 1)
         kwargs.update(group=group, version=version, plural=resource.source)
-        return functools.partial(_list_custom, runtime.custom), kwargs
+        return functools.partial(list_custom_objects, runtime.custom), kwargs
 
     def _as_dict(self, obj: Any) -> Obj:
         out = obj if isinstance(obj, dict) else self.runtime.sanitize(obj)
@@ -318,29 +319,34 @@ class SharedInformer:
         initial: list[Obj] | None = [] if resource_version is None else None
         if initial is not None and not self._ask_first():
             return None  # another stream learned that the server refuses: list first
-        extra = INITIAL_EVENTS_PARAMETERS if initial is not None else {}
+        at = _Position(resource_version, initial)
         try:
-            for event in stream.stream(
-                list_fn, resource_version=resource_version, timeout_seconds=timeout,
-                allow_watch_bookmarks=True, _request_timeout=read_limit, **extra, **kwargs,
-            ):
-                obj = self._as_dict(event["object"])
-                resource_version = ev.meta(obj).get("resourceVersion") or resource_version
-                initial = self._take(event["type"], obj, initial)
-                if self._stop.is_set():
-                    break
+            self._follow(stream, list_fn, {
+                "resource_version": resource_version, "timeout_seconds": timeout, "allow_watch_bookmarks": True,
+                "_request_timeout": read_limit, **(INITIAL_EVENTS_PARAMETERS if initial is not None else {}), **kwargs,
+            }, at)
         except Exception as exc:
             if self._stop.is_set():  # our own shutdown of the connection
-                return resource_version
-            if initial is not None and self._watch_list_failed(exc):
+                return at.resource_version
+            if at.initial is not None and self._watch_list_failed(exc):
                 return None  # list, then watch
             raise
         finally:
             self._answered()
-        if initial is not None and not self._stop.is_set():
+        if at.initial is not None and not self._stop.is_set():
             self._watch_list_failed(None)  # ended cleanly before its initial state was complete
         # A watch that ended before its initial state was complete starts again from the current state.
-        return resource_version if initial is None else None
+        return at.resource_version if at.initial is None else None
+
+    def _follow(self, stream: watch.Watch, list_fn: Callable[..., Any], kwargs: dict[str, Any], at: _Position) -> None:
+        """Read one watch to its end (or this stream's stop), keeping where it got to in `at`. The arguments go to
+        `Watch.stream` itself: with `timeout_seconds` among them it never re-opens the watch on its own."""
+        for event in stream.stream(list_fn, **kwargs):
+            obj = self._as_dict(event["object"])
+            at.resource_version = ev.meta(obj).get("resourceVersion") or at.resource_version
+            at.initial = self._take(event["type"], obj, at.initial)
+            if self._stop.is_set():
+                break
 
     def _take(self, kind: str, obj: Obj, initial: list[Obj] | None) -> list[Obj] | None:
         """One watch event: gathered while the initial state comes (answers what is still gathered, None once
@@ -360,7 +366,6 @@ class SharedInformer:
             self._fall_back("its first bookmark does not end the initial state: it ignored the request")
         self._publish_sync(initial)
         return None
-
 
     def _watch_list_failed(self, exc: BaseException | None) -> bool:
         """A watch asking for its initial state failed before that state was complete: True when this
@@ -410,31 +415,20 @@ class SharedInformer:
 
 
 @dataclass
+class _Position:
+    """How far one watch got: the last resourceVersion, and the initial state while it still comes."""
+
+    resource_version: str | None
+    initial: list[Obj] | None
+
+
+@dataclass
 class WatchListProbe:
     """Whether a process's server is known to send initial events, and the lock of the stream that asks."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     known: bool = False
     said: bool = False  # the fallback to list, then watch, was logged (once per process's runtime)
-
-
-def _list_custom(custom: Any, group: str, version: str, namespace: str, plural: str, **kwargs: Any) -> Any:
-    """`list_namespaced_custom_object` with the watch-list parameters the generated client does not know
-    (`sendInitialEvents`, and `resourceVersionMatch` beside it); everything else as it passes them."""
-    initial = kwargs.pop("send_initial_events", None)
-    if initial is None:
-        return custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
-    names = {"label_selector": "labelSelector", "resource_version": "resourceVersion", "timeout_seconds": "timeoutSeconds",
-             "allow_watch_bookmarks": "allowWatchBookmarks", "resource_version_match": "resourceVersionMatch",
-             "field_selector": "fieldSelector", "watch": "watch"}
-    query = [(names[k], v) for k, v in kwargs.items() if k in names and v is not None]
-    query.append(("sendInitialEvents", True))
-    options = {k: v for k, v in kwargs.items() if k.startswith("_")}
-    return custom.api_client.call_api(
-        f"/apis/{group}/{version}/namespaces/{namespace}/{plural}", "GET", {}, query,
-        {"Accept": "application/json;stream=watch"}, auth_settings=["BearerToken"],
-        response_types_map={200: "object"}, _return_http_data_only=True, **options,
-    )
 
 
 class InformerHub:

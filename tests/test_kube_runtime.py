@@ -546,14 +546,14 @@ def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, dri
     selector = f"jobset.sigs.k8s.io/jobset-name={name}"
 
     def relists() -> int:
-        """Requests that (re)sync one of the shared streams: a watch with its initial events (or a LIST)."""
+        """Requests that (re)sync one of the run's streams: a watch with its initial events (or a LIST)."""
         return sum(
             1
             for r in server.requests
             if r.method == "GET"
             and (str(r.query.get("watch", "")).lower() != "true" or str(r.query.get("sendInitialEvents", "")).lower() == "true")
             and (
-                r.query.get("labelSelector") in (RUN_KEY_LABEL, RUN_MEMBER_LABEL)
+                r.query.get("labelSelector", "").split("=")[0] in (RUN_KEY_LABEL, RUN_MEMBER_LABEL)
                 or (r.path.endswith("/events") and not r.query.get("fieldSelector"))
             )
         )

@@ -30,6 +30,9 @@ SCENARIOS = ("restart", "none")
 ROOT = Path(__file__).resolve().parent.parent
 PREEMPT_AFTER = 0.5
 SUCCEED_AFTER = 1.0
+# What a real kubelet takes from a pod's deletion to its status saying the container ended, for a program that
+# stops at once on SIGTERM: about its PLEG relist period (1 s, `pkg/kubelet/kubelet.go` plegRelistPeriod).
+STOP_AFTER = 1.0
 
 
 def resource_of(path: str) -> str:
@@ -60,7 +63,7 @@ def measure_child(scenario: str, gate_off: bool = False) -> dict[str, Any]:
     from jobset_core.runtimes.kube.runtime import KubernetesRuntime
     from jobset_core.testing import FakeCluster
 
-    fake = FakeCluster(["bench"], tick=0.02, succeed_after=SUCCEED_AFTER).start()
+    fake = FakeCluster(["bench"], tick=0.02, succeed_after=SUCCEED_AFTER, stop_after=STOP_AFTER).start()
     server = fake.server
     if gate_off:
         server.watch_list = False

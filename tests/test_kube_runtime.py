@@ -271,6 +271,10 @@ def test_a_watch_a_direct_look_and_a_dump_of_the_same_moment_hold_the_same_facts
     result = run_to_end(new_run(spec, make_runtime(server), key))
     assert not result.succeeded and result.handle is not None, result.message
     handle = result.handle
+    # The same moment: once the failed JobSet's live Jobs and pods are torn down (the run ends as soon as it
+    # decides, which may be before the teardown is over).
+    driver.run_until(lambda: not any(o["metadata"].get("deletionTimestamp") or o["status"].get("phase") in ("Pending", "Running")
+                                     for o in server.list("v1", "Pod", NS)), timeout=10, what="the teardown over")
 
     watch = make_runtime(server).watch(handle)
     watched = next(watch)

@@ -96,15 +96,18 @@ class EvidenceKeeper:
         terminal = (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
         if self.finalizers is not None and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self.finalizers.add(handle.namespace, pod)
-        if failed or ev.pod_worth_keeping(pod):
-            self._keep(handle, pod)
-            settled = terminal or gone or not failed  # not failed: kept as stuck waiting, which lasts
-            due = settled and self._unstored(handle, ev.name_of(pod))
-        else:
-            due = self._drop(handle, pod)
+        due = self._record(handle, pod, failed, settled=terminal or gone)
         if ours and (failed or terminal) and self.finalizers is not None:
             self.finalizers.remove(handle.namespace, pod)
         return due
+
+    def _record(self, handle: Handle, pod: Obj, failed: bool, *, settled: bool) -> bool:
+        """Keep or drop the pod's record; True when a write is due (a settled record not stored yet, or a
+        stuck wait that is over). A pod kept as stuck waiting (not failed) is settled too: the wait lasts."""
+        if failed or ev.pod_worth_keeping(pod):
+            self._keep(handle, pod)
+            return (settled or not failed) and self._unstored(handle, ev.name_of(pod))
+        return self._drop(handle, pod)
 
     def _unstored(self, handle: Handle, name: str) -> bool:
         """Whether the pod's record in memory differs from what this process last stored of it."""

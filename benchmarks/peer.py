@@ -44,6 +44,7 @@ from typing import Any
 
 from benchmarks import cluster, report, usage
 from benchmarks.api_requests import resource_of
+from benchmarks.run_requests import verb_of
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 
@@ -309,6 +310,8 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
         "by_resource": dict(collections.Counter(
             f"{r.method} {resource_of(r.path)}{' watch' if cluster.is_watch(r) else ''}" for r in requests).most_common()),
         **({"errors": errors[:3]} if errors else {}),
+        # In order, as the audit log lists them (verb, resource, status), to tell which request is whose.
+        "sequence": [f"{verb_of(r.method, r.path, r.query)} {resource_of(r.path)} {r.status}" for r in requests],
     }
 
 

@@ -280,6 +280,10 @@ def test_a_watch_a_direct_look_and_a_dump_of_the_same_moment_hold_the_same_facts
     wait_until(lambda: all(ev.condition(j, "Complete") or ev.condition(j, "Failed") for j in server.list("batch/v1", "Job", NS)
                            if ev.labels_of(j).get("jobset.sigs.k8s.io/jobset-name") == handle.name),
                "the failed JobSet's active Jobs deleted")
+    # The same moment: once the failed JobSet's live Jobs and pods are torn down (the run ends as soon as it
+    # decides, which may be before the teardown is over).
+    driver.run_until(lambda: not any(o["metadata"].get("deletionTimestamp") or o["status"].get("phase") in ("Pending", "Running")
+                                     for o in server.list("v1", "Pod", NS)), timeout=10, what="the teardown over")
 
     watcher = make_runtime(server)
     opened = [watcher.informers.subscribe(NS, EVENTS, None, None)] if shared else []  # a process following many

@@ -237,7 +237,7 @@ class Tracker:
 
     def _pod(self, kind: str, payload: Any) -> None:
         for pod in payload if kind == "SYNC" else [payload]:
-            if self.keeper.on_pod(self.handle, pod):
+            if self.keeper.on_pod(self.handle, pod, gone=kind == "DELETED"):
                 self._dirty()
         _fold(self.pods, kind, payload)
 
@@ -248,11 +248,13 @@ class Tracker:
     def observation(self, changed: bool) -> Observation:
         """Jobs and events come from the shared caches. Kueue's Workload and the gang's PodGroups (not
         streamed) are listed again when the attempt's object moved (and at a timed look, as their writers
-        never write the object); at the end, the Jobs and the object's own events are read once more, since
-        the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs. A
-        failure stores what the keeper holds before the step decides; a move of the restart count reads the node
-        facts, and its failed pods are stored with the cause the step keeps, in one write (or at the flush's
-        moment when no cause is known yet)."""
+        never write the object); at the end, the object's own events are read once more, and its Jobs unless
+        every Job the stream delivered has finished and one failed, since the JobSet's last write can arrive on
+        its stream before its Jobs' last writes on theirs (Jobs all finished, the failed one among them, are
+        past their last writes). A final failure writes no evidence: its decision, recorded next with the diagnosis made of
+        these very pods, is what every later reader takes; a move of the restart count reads the node facts,
+        and its failed pods are stored with the cause the step keeps, in one write (or at the flush's moment
+        when no cause is known yet)."""
         main, handle = self.main, self.handle
         self.keeper.load(handle)  # once: what an earlier process kept of the attempt's failed pods
         if main is None:
@@ -270,7 +272,8 @@ class Tracker:
         state = state_of(main)
         # A success needs no diagnosis: only a failure is worth reading the last writes again.
         final = state.terminal and state is not State.SUCCEEDED
-        if final:  # the child Jobs' last writes (none, and no request, for a kind without child Jobs)
+        if final and not _settled(self.jobs.values()):
+            # the child Jobs' last writes (none, and no request, for a kind without child Jobs)
             self.jobs = {ev.name_of(j): j for j in self.observer.objects.child_jobs(handle)}
         jobs = [self.jobs[n] for n in sorted(self.jobs)]
         # A failure is recorded by the object's own event, written with its status: read it from the server at
@@ -292,8 +295,8 @@ class Tracker:
                 events += self.observer.objects.events_of(main)
         seen = self.observer.assemble(handle, main, jobs=jobs, pods=pods, events=events, workloads=self.workloads.items,
                                       decision=reread, cancelled=self.cancelled)
-        if final:  # a decision: the failures seen so far are stored before it (a restart's, with its cause, when
-            self.flush(now=True)  # the step asks for it kept, else on the flush's own moment)
+        if final:  # the decision recorded next keeps what these failures say (the run record's diagnosis, which
+            self._dirty_since = None  # every later reader takes instead of judging again): no evidence write of its own
         return seen
 
     def _list_workloads(self, main: Mapping[str, Any], changed: bool) -> None:
@@ -336,6 +339,12 @@ class Tracker:
         found = [event for name in names for event in self.events.informer.items(f"obj:{name}")]
         gone = ev.pods_named_by(found, names) - set(names)  # the event rule: pods its Jobs' events name
         return found + self._cached_events(gone, follow=follow) if gone else found
+
+
+def _settled(jobs: Iterable[Mapping[str, Any]]) -> bool:
+    """Child Jobs past their last writes: every one finished, one of them failed (what failed the JobSet)."""
+    states = [state_of(job) for job in jobs]
+    return State.FAILED in states and all(state in (State.FAILED, State.SUCCEEDED) for state in states)
 
 
 def _workload_api_gang(main: Mapping[str, Any]) -> bool:

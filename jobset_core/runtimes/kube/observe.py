@@ -246,15 +246,15 @@ class Tracker:
             self._dirty_since = time.monotonic()
 
     def observation(self, changed: bool) -> Observation:
-        """Jobs and events come from the shared caches. Kueue's Workload and the gang's PodGroups (not
-        streamed) are listed again when the attempt's object moved (and at a timed look, as their writers
-        never write the object); at the end, the object's own events are read once more, and its Jobs unless
-        every Job the stream delivered has finished and one failed, since the JobSet's last write can arrive on
-        its stream before its Jobs' last writes on theirs (Jobs all finished, the failed one among them, are
-        past their last writes). A final failure writes no evidence: its decision, recorded next with the diagnosis made of
-        these very pods, is what every later reader takes; a move of the restart count reads the node facts,
-        and its failed pods are stored with the cause the step keeps, in one write (or at the flush's moment
-        when no cause is known yet)."""
+        """Jobs come from the streams; events from the shared stream's cache, or, for a run followed alone, read
+        at its decisions (`_events_at_decisions`). Kueue's Workload and the gang's PodGroups (not streamed) are
+        listed again when the attempt's object moved (and at a timed look, as their writers never write the
+        object). At the end the object's own events are read once more, and its Jobs unless every Job the stream
+        delivered has finished and one failed, since the JobSet's last write can arrive on its stream before its
+        Jobs' last writes on theirs. A final failure writes no evidence: its decision, recorded next with the
+        diagnosis made of these very pods, is what every later reader takes; a move of the restart count reads
+        the node facts, and its failed pods are stored with the cause the step keeps, in one write (or at the
+        flush's moment when no cause is known yet)."""
         main, handle = self.main, self.handle
         self.keeper.load(handle)  # once: what an earlier process kept of the attempt's failed pods
         if main is None:
@@ -278,9 +278,9 @@ class Tracker:
         jobs = [self.jobs[n] for n in sorted(self.jobs)]
         # A failure is recorded by the object's own event, written with its status: read it from the server at
         # the end, as the event stream may deliver it after the status the decision uses. A move of the restart
-        # count is a decision point too (node facts are read, kept failures stored), but reads no event of its
-        # own: the restart's cause comes from the kept pods and the streamed events, and a late one comes as an
-        # event of a member, which wakes this watch.
+        # count is a decision point too (node facts are read, kept failures stored): the restart's cause comes
+        # from the kept pods and the events, and a late one comes as an event of a member, which wakes a watch
+        # on the shared streams, or is read at the step's timed look for it (a run followed alone).
         restarts = ev.count((main.get("status") or {}).get("restarts"))
         reread = final or restarts != self._restarts
         self._restarts = restarts

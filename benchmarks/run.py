@@ -40,7 +40,7 @@ def main() -> None:
     api_requests.main([])  # the random 5-10 min watch timeout needs a 10 min idle window
     api_requests.main(["--pods", "--watch-timeout", "30s", "--idle-seconds", "120", "--append"])
     print("\n## 6b. API requests of one whole run: one in-cluster restart, and none")
-    run_requests.main(["--gate-off"])
+    run_requests.main([])
     print("\n## 7. thousands of runs watched by one process")
     # 5,000 (the default's last size) takes well over 15 minutes on 2 shared cores: the rows the docs quote.
     scale.main(["--runs", "1000", "2000"])

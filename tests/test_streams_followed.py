@@ -160,20 +160,30 @@ def test_a_follower_that_adopts_after_a_restart_sees_what_its_decision_needs(ser
 
 def test_a_server_over_an_etcd_without_watch_progress_is_listed_and_the_run_sees_its_end(
         caplog: pytest.LogCaptureFixture) -> None:
-    """Kubernetes 1.36 over etcd 3.4.23 answers a watch-list 200 with a 500 inside the stream: the process
-    lists and watches from then on (one refused watch, said once naming the server), and the run ends."""
+    """Kubernetes 1.36 over etcd 3.4.23 answers a watch-list 200 with a 500 inside the stream. A run this process
+    submits never asks for one (its streams watch from where its ledger found nothing); a follower that adopts a
+    running one asks once, then lists and watches (said once, naming the server), and sees the run's end."""
     with LocalApiServer(seed=3, namespaces=[NS], request_watch_progress=False) as server, \
             ClusterDriver(server, NS, tick=0.03) as driver:
-        driver.succeed("*", restart=0, times=None, after=0.3)
-        runtime = make_runtime(server)
+        spec, key = make_spec(), make_run_key("old-etcd", "train")
+        driver.succeed("*", restart=0, times=None, after=1.0)
+        handle = new_run(spec, make_runtime(server), key).start()
+        first = make_runtime(server)
         with caplog.at_level(logging.WARNING, logger="jobset_core.runtimes.kube.streams"):
-            result = run_to_end(new_run(make_spec(), runtime, make_run_key("old-etcd", "train")))
-        assert result.succeeded, result.message
+            result = run_to_end(new_run(spec, first, key))
+        assert result.succeeded and result.handle is not None and result.handle.name == handle.name, result.message
         asked = [r for r in server.requests if r.query.get("sendInitialEvents", "").lower() == "true"]
-        assert len(asked) == 1, [(r.path, r.status) for r in asked]
-        assert runtime.watch_list is False
+        assert len(asked) == 1 and asked[0].status == 200, [(r.path, r.status) for r in asked]
+        assert first.watch_list is False
         said = [r.getMessage() for r in caplog.records if "listing, then watching" in r.getMessage()]
         assert len(said) == 1 and server.url in said[0] and "RequestWatchProgress" in said[0], said
+
+        before = len(server.requests)
+        fresh = make_runtime(server)
+        again = run_to_end(new_run(make_spec("fresh"), fresh, make_run_key("old-etcd", "fresh")))
+        assert again.succeeded, again.message
+        assert not [r for r in server.requests[before:] if r.query.get("sendInitialEvents")], "a new run asks for none"
+        assert fresh.watch_list is True
         assert not driver.errors
 
 

@@ -156,6 +156,12 @@ class EvidenceKeeper:
             while len(self._submitted) > SUBMITTED_MEMORY:
                 self._submitted.popitem(last=False)
 
+    def created_here(self, handle: Handle) -> bool:
+        """Whether this process created the attempt and has not looked at it yet (a watch then waits for its
+        object on the streams instead of reading it)."""
+        with self._lock:
+            return _key(handle) in self._submitted
+
     def load(self, handle: Handle) -> None:
         """Read the evidence an earlier process stored, once per watch (before the first observation, and
         before this process stores its own, which must not overwrite it); an attempt this process created

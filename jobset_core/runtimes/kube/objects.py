@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,9 @@ def pod_selector(handle: Handle) -> str:
     return kinds.named(handle.kind).member_selector(handle.name)
 
 
+ABSENT_MEMORY = 1024  # runs whose ledger found nothing, remembered until their streams start (`absent_since`)
+
+
 class KubeObjects:
     """Create, read, patch, delete and list the objects of runs, through one client and one retry policy."""
 
@@ -69,6 +73,9 @@ class KubeObjects:
         self.custom = client.CustomObjectsApi(api_client)
         self._discovered: dict[str, tuple[float, list[str]]] = {}
         self._warned_pod_groups = False
+        # (namespace, run key) -> the resourceVersion at which the ledger found none of the run's objects
+        # (`find`); taken once by the run's own streams, which then watch from there instead of listing.
+        self._absent_since: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     def sanitize(self, obj: Any) -> Any:
         return self.api_client.sanitize_for_serialization(obj)
@@ -273,6 +280,7 @@ class KubeObjects:
         """Every JobSet and Job of one run (the ledger), across attempts."""
         selector = f"{c.RUN_KEY_LABEL}={run_key}"
         out: list[Obj] = []
+        first: str | None = None  # the first listing's resourceVersion: nothing of the run existed then
         for kind in (adapter.descriptor for adapter in kinds.all_kinds()):
             try:
                 listing = self.retry.call(
@@ -283,11 +291,26 @@ class KubeObjects:
                 if exc.status == 404:
                     continue
                 raise
+            first = first or (listing.get("metadata") or {}).get("resourceVersion")
             for item in listing.get("items", []):
                 item.setdefault("kind", kind.kind)
                 item.setdefault("apiVersion", kind.api_version)
                 out.append(item)
+        if not out and first:
+            self._absent_since[(namespace, run_key)] = first
+            while len(self._absent_since) > ABSENT_MEMORY:
+                self._absent_since.popitem(last=False)
         return out
+
+    def absent_since(self, namespace: str, run_key: str) -> str | None:
+        """The resourceVersion at which the ledger last found nothing of this run, once (then forgotten).
+
+        Everything a run's own streams carry (`stream_resources.Resource.of_run`) is labelled by its
+        submissions, which did not exist then: the streams may start with an empty state and a watch from that
+        resourceVersion, which replays whatever was made since (the submission itself), instead of a list or a
+        watch-list each. A new run costs a request per stream, on any server, and never asks a server that
+        refuses a watch-list."""
+        return self._absent_since.pop((namespace, run_key), None)
 
     # ----- discovery ------------------------------------------------------------------------------------
 

@@ -47,6 +47,10 @@ EVENT_LISTS_PER_LOOK = 2
 # A gang torn down by a restart fails pod by pod within moments: its failures are stored in one write this
 # long after the first, not one write each (a decision, or the end of the watch, stores them at once).
 EVIDENCE_FLUSH_SECONDS = 0.5
+# An attempt this process created is on its streams within moments (a stream opened before the create, or
+# one that watches from before it, delivers its ADDED): its tracker waits that long for it before it reads
+# the object itself (a request, and the only way to tell a deletion in between from a slow stream).
+CREATED_ARRIVAL_SECONDS = 5.0
 
 
 class Observer:
@@ -160,10 +164,12 @@ class Tracker:
         self._read_events: list[Obj] = []
         self._failed_members = 0  # failed pods (live and kept) when the Events were last read
         self._roles = {"main", *(["events"] if streamed_events else []), *kinds.named(handle.kind).member_streams}
+        # Created by this process: not synced until its object came on the stream (or the wait for it ended)
+        self._awaiting: float | None = time.monotonic() + CREATED_ARRIVAL_SECONDS if self.keeper.created_here(handle) else None
 
     @property
     def synced(self) -> bool:
-        return self._synced >= self._roles
+        return self._synced >= self._roles and self._awaiting is None
 
     def apply(self, batch: list[tuple[str, str, Any]]) -> bool:
         """Fold stream messages in; True when anything changed. An ERROR raises what the stream hit."""
@@ -182,8 +188,9 @@ class Tracker:
 
     def due(self) -> float | None:
         """When this tracker needs a turn although no message came (`time.monotonic()`): kept failures to
-        store `EVIDENCE_FLUSH_SECONDS` after the first; None: never."""
-        return None if self._dirty_since is None else self._dirty_since + EVIDENCE_FLUSH_SECONDS
+        store `EVIDENCE_FLUSH_SECONDS` after the first, or the end of the wait for its own object; None: never."""
+        flush = None if self._dirty_since is None else self._dirty_since + EVIDENCE_FLUSH_SECONDS
+        return min((m for m in (flush, self._awaiting) if m is not None), default=None)
 
     def followed(self) -> list[Subscription]:
         """The subscriptions to the members' events keys, for whoever unsubscribes the watch."""
@@ -226,9 +233,14 @@ class Tracker:
                 self._pod(kind, payload)
             elif role == "jobs":
                 _fold(self.jobs, kind, payload)
+        if self._awaiting is not None and time.monotonic() >= self._awaiting:
+            self._awaiting = None  # never came: the first observation reads the object itself
+            return True
         return bool(batch)
 
     def _main(self, kind: str, payload: Any) -> None:
+        if kind != "SYNC" or payload:
+            self._awaiting = None
         if kind == "SYNC":
             self.main = payload[0] if payload else None
         else:

@@ -305,9 +305,12 @@ class KubernetesRuntime:
         """
         subscriptions: list[Subscription] = []
         run_key = handle.run_key if alone else None
+        # A new run's own streams start from where its ledger found none of it (no list, no watch-list)
+        since = self.objects.absent_since(handle.namespace, run_key) if run_key else None
         try:
             for role, resource, key in streams_of(handle, run_key):
-                subscriptions.append(self.informers.subscribe(handle.namespace, resource, key, _relabel(role, sink), run_key))
+                subscriptions.append(self.informers.subscribe(handle.namespace, resource, key, _relabel(role, sink),
+                                                              run_key, since=since))
         except BaseException:
             self.informers.unsubscribe(subscriptions)
             raise

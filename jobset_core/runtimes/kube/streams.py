@@ -139,8 +139,9 @@ class SharedInformer:
     """
 
     def __init__(self, runtime: StreamSource, namespace: str, resource: Resource,
-                 probe: WatchListProbe | None = None, run_key: str | None = None) -> None:
+                 probe: WatchListProbe | None = None, run_key: str | None = None, since: str | None = None) -> None:
         self.runtime = runtime
+        self._since = since  # known empty at this resourceVersion: start there, without a list
         self.run_key = run_key  # the one run this stream carries (`Resource.of_run`); None: the namespace's
         self._probe = probe  # held by the stream that asks the server whether it sends initial events
         self._probing = False
@@ -266,7 +267,9 @@ class SharedInformer:
             reraise=True,
         )
         list_fn, kwargs = self._list_fn()
-        resource_version: str | None = None
+        resource_version = self._since
+        if resource_version is not None:
+            self._publish_sync([])
         while not self._stop.is_set():
             try:
                 for attempt in reconnect:
@@ -449,13 +452,14 @@ class InformerHub:
         return follows_alone(alone, run_key, shared=any(i.run_key is None for i in informers))
 
     def subscribe(self, namespace: str, resource: Resource, key: str | None, sink: Sink | None,
-                  run_key: str | None = None) -> Subscription:
-        """Join a stream (`resource` narrowed to one run by `Resource.of_run` when `run_key` is given)."""
+                  run_key: str | None = None, *, since: str | None = None) -> Subscription:
+        """Join a stream (`resource` narrowed to one run by `Resource.of_run` when `run_key` is given); one
+        started here with `since` begins empty and watches from that resourceVersion (`KubeObjects.absent_since`)."""
         with self._lock:
             ident = (namespace, resource.source, resource.label_selector)
             informer = self._informers.get(ident)
             if informer is None or informer.failed is not None:
-                informer = SharedInformer(self.runtime, namespace, resource, self._probe, run_key)
+                informer = SharedInformer(self.runtime, namespace, resource, self._probe, run_key, since)
                 self._informers[ident] = informer
                 informer.start()
             subscription = Subscription(informer, key, sink)

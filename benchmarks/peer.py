@@ -93,7 +93,7 @@ class _Dag:
     parent_dag = None
 
 
-def _operator(tool: str, task_id: str, poll: float) -> Any:
+def operator(tool: str, task_id: str, poll: float) -> Any:
     common = {"task_id": task_id, "namespace": NAMESPACE, "kubernetes_conn_id": CONN_ID}
     if tool.startswith("peer"):
         from airflow.providers.cncf.kubernetes.operators.job import KubernetesJobOperator
@@ -112,14 +112,14 @@ def _operator(tool: str, task_id: str, poll: float) -> Any:
     return JobSetOperator(**common, jobset=jobset, retries=1)
 
 
-def _one_task(tool: str, task_id: str, poll: float) -> dict[str, Any]:
+def one_task(tool: str, task_id: str, poll: float) -> dict[str, Any]:
     """Try after try, as the task runner does: a new operator object per try, `AirflowFailException` ends it."""
     from airflow.sdk.exceptions import AirflowFailException
 
     ti = _TaskInstance(task_id)
     store: dict[str, Any] = {}
     while True:
-        op = _operator(tool, task_id, poll)
+        op = operator(tool, task_id, poll)
         context = {"ti": ti, "task_instance": ti, "run_id": ti.run_id, "dag": _Dag(), "task_state_store": _Store(store)}
         try:
             op.execute(context)
@@ -147,7 +147,7 @@ class _Store(dict):
 def _child(tool: str, scenario: str, runs: int, poll: float, fd: int) -> None:
     import psutil
 
-    _operator(tool, "warm-up", poll)  # every import done before the clock starts
+    operator(tool, "warm-up", poll)  # every import done before the clock starts
     out, lock = os.fdopen(fd, "w"), threading.Lock()  # our own pipe: the operators log to stdout and stderr
 
     def say(kind: str, **data: Any) -> None:
@@ -161,7 +161,7 @@ def _child(tool: str, scenario: str, runs: int, poll: float, fd: int) -> None:
 
     def task(i: int) -> None:
         task_id = f"{tool}-{scenario}-{i}"
-        outcome = _one_task(tool, task_id, poll)
+        outcome = one_task(tool, task_id, poll)
         say("ended", task=task_id, at=time.monotonic(), **outcome)
 
     threads = [threading.Thread(target=task, args=(i,)) for i in range(runs)]
@@ -230,7 +230,7 @@ def _fates(fake: Any, tool: str, scenario: str) -> None:
         fake.preempt("*", after=FAULT_AFTER, times=1, jobset=glob)
 
 
-def _environment(home: Path, kubeconfig: str) -> dict[str, str]:
+def environment(home: Path, kubeconfig: str) -> dict[str, str]:
     conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": kubeconfig, "namespace": NAMESPACE}}
     return {
         **os.environ,
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     try:
         with FakeClusterServer(namespaces=(NAMESPACE,), succeed_after=SUCCEED_AFTER) as server:
-            env = _environment(home, server.kubeconfig)
+            env = environment(home, server.kubeconfig)
             for scenario in args.scenarios:
                 runs = args.concurrent if scenario == "concurrent" else 1
                 for tool in args.tools:

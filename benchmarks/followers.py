@@ -68,7 +68,7 @@ def cpu_per_thousand_writes(cpu_churn_s: float, cpu_quiet_s: float, writes: int)
 
 def derived(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per tool and N from its quiet and churned rounds: the per-follower figures, and the cost of the
-    churn per follower per 1,000 writes."""
+    churn per follower per 1,000 writes (to the microsecond: below that it is the subtraction's noise)."""
     by = {(r["key"], r["n"], r["mode"]): r for r in rows}
     out = []
     for (key, n, mode), churn in by.items():
@@ -79,8 +79,8 @@ def derived(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "tool": churn["tool"], "key": key, "n": n, "churn_writes": churn["churn_writes"],
             "cpu_window_quiet_per_follower_s": quiet["cpu_window_s"] / n,
             "cpu_window_churn_per_follower_s": churn["cpu_window_s"] / n,
-            "cpu_per_1000_writes_s": cpu_per_thousand_writes(churn["cpu_window_s"] / n, quiet["cpu_window_s"] / n,
-                                                             churn["churn_writes"]),
+            "cpu_per_1000_writes_s": round(cpu_per_thousand_writes(
+                churn["cpu_window_s"] / n, quiet["cpu_window_s"] / n, churn["churn_writes"]), 6),
             "goal_met": None,
             **{f"{column}_churn": churn[column] for column in TOTALS},
         })
@@ -96,15 +96,16 @@ def ratios(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for mine in (r for r in summary if r["key"] in peer.OURS and r["n"] == theirs["n"]):
             row: dict[str, Any] = {"n": theirs["n"], "ours": mine["tool"], "peer": theirs["tool"]}
             for column in RATIO_COLUMNS:
-                row[column] = mine[column] / theirs[column] if theirs[column] else float("nan")
+                row[column] = mine[column] / theirs[column] if theirs[column] else None  # the peer's is 0
             out.append(row)
     return out
 
 
 TOTALS = ("cpu_window_s", "cpu_total_s", "pss_mb", "requests", "watch_events")
-RATIO_COLUMNS = ("cpu_per_1000_writes_s", *(f"{column}_churn" for column in TOTALS))
+# Not the CPU per 1,000 writes: the peer's is a difference of two near-equal windows, about 0.
+RATIO_COLUMNS = tuple(f"{column}_churn" for column in TOTALS)
 COLUMNS = ["tool", "n", "mode", "ok", "churn_writes", "churn_rate", "cpu_window_s", "cpu_total_s", "pss_mb",
-           "requests", "watch_events", "watch_bookmarks", "server_cpu_window_s", "load_1m", "round_s"]
+           "requests", "watch_events", "watch_events_window", "server_cpu_window_s", "load_1m_before", "load_1m", "round_s"]
 SUMMARY_COLUMNS = ["tool", "n", "churn_writes", "cpu_window_quiet_per_follower_s", "cpu_window_churn_per_follower_s",
                    "cpu_per_1000_writes_s", "goal_met"]
 
@@ -244,79 +245,106 @@ def _running(fake: Any, glob_prefix: str, n: int) -> bool:
     return sum(1 for p in pods if (p.get("status") or {}).get("phase") == c.PHASE_RUNNING) >= n
 
 
-def measure(tool: str, n: int, mode: str, window: float, rate: float, home: Path) -> dict[str, Any]:
-    from jobset_core.testing import FakeClusterServer
+class Followers:
+    """The forker and its N followers over one round: started on `start`, their pids, their messages, and,
+    when anything fails, every one of them ended by its id (the followers outlive their forker)."""
 
-    began = time.monotonic()
-    prefix = f"{tool}-{mode}-{n}"
-    workload = f"job-{prefix}-" if tool.startswith("peer") else f"{prefix}-"
-    log_path = home / f"{prefix}.log"
-    with FakeClusterServer(namespaces=(peer.NAMESPACE,)) as server:
-        fake, api = server.cluster, server.cluster.server
-        churn_pods = _churn_pods(api, CHURN_RUNS)
+    def __init__(self, server: Any, tool: str, n: int, prefix: str, home: Path) -> None:
+        self.log_path = home / f"{prefix}.log"
         read_fd, write_fd = os.pipe()
-        with log_path.open("w") as log:
-            forker = subprocess.Popen(
+        with self.log_path.open("w") as log:
+            self.forker = subprocess.Popen(
                 [sys.executable, "-m", "benchmarks.followers", "--forker", tool, str(n), prefix, str(write_fd)],
                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, text=True, cwd=cluster.ROOT,
                 env=peer.environment(home, server.kubeconfig), pass_fds=(write_fd,),
             )
         os.close(write_fd)
-        assert forker.stdin is not None
-        stream = os.fdopen(read_fd)
-        pids: list[int] = []
+        self._stream = os.fdopen(read_fd)
+        self.messages = (json.loads(line) for line in self._stream)
+        self.pids: list[int] = []
+        self.ready = next(self.messages, {})
+        if self.ready.get("kind") != "ready":
+            self.close()
+            raise RuntimeError(f"the {tool} forker did not start: {self.log_path.read_text()[-2000:]}")
+
+    def start(self) -> list[int]:
+        assert self.forker.stdin is not None
+        self.forker.stdin.write("go\n")
+        self.forker.stdin.flush()
+        self.pids = next(m for m in self.messages if m["kind"] == "forked")["pids"]
+        return self.pids
+
+    def ended(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Each follower's outcome, then the forker's last word (the followers' CPU over their lives)."""
+        ended = []
+        for message in self.messages:
+            if message["kind"] == "ended":
+                ended.append(message)
+            elif message["kind"] == "end":
+                self.forker.wait(60)
+                return ended, message
+        return ended, {}
+
+    def close(self) -> None:
+        if self.forker.poll() is None:
+            self.forker.kill()
+            for pid in self.pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        self._stream.close()
+
+
+def _window(server: Any, pids: Sequence[int], mode: str, window: float, rate: float, pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """The measured window: the followers' CPU and the server's over it, with or without churn; the followers'
+    PSS and the machine's load at its end."""
+    api = server.cluster.server
+    churn = Churn(server, pods, rate) if mode == "churn" else None
+    server_cpu, cpu, events = _self_cpu_s(), _cpu_s(pids), api.watch_events()
+    started = time.monotonic()
+    if churn is not None:
+        churn.start()
+    time.sleep(window)
+    writes = churn.stop() if churn is not None else 0
+    elapsed = time.monotonic() - started
+    delivered = api.watch_events() - events
+    return {
+        "window_s": elapsed, "churn_writes": writes, "churn_rate_target": rate if churn else 0.0,
+        "churn_rate": writes / elapsed, "cpu_window_s": _cpu_s(pids) - cpu, "server_cpu_window_s": _self_cpu_s() - server_cpu,
+        "pss_mb": _pss_mb(pids), "pss_per_follower_mb": _pss_mb(pids) / len(pids), "load_1m": os.getloadavg()[0],
+        "watch_events_window": sum(v for (_, kind), v in delivered.items() if kind != "BOOKMARK"),
+    }
+
+
+def measure(tool: str, n: int, mode: str, window: float, rate: float, home: Path) -> dict[str, Any]:
+    from jobset_core.testing import FakeClusterServer
+
+    began, load_before = time.monotonic(), os.getloadavg()[0]
+    prefix = f"{tool}-{mode}-{n}"
+    workload = f"job-{prefix}-" if tool.startswith("peer") else f"{prefix}-"
+    with FakeClusterServer(namespaces=(peer.NAMESPACE,)) as server:
+        fake, api = server.cluster, server.cluster.server
+        churn_pods = _churn_pods(api, CHURN_RUNS)
+        followers = Followers(server, tool, n, prefix, home)
         try:
-            messages = (json.loads(line) for line in stream)
-            ready = next(messages, {})
-            if ready.get("kind") != "ready":
-                raise RuntimeError(f"the {tool} forker did not start: {log_path.read_text()[-2000:]}")
             first_request, events_before = len(api.requests), api.watch_events()
-            forker.stdin.write("go\n")
-            forker.stdin.flush()
-            pids = next(m for m in messages if m["kind"] == "forked")["pids"]
+            pids = followers.start()
             _wait(f"{n} running pods of {tool}", lambda: _running(fake, workload, n), 120 + 2 * n)
             _wait(f"{n} {tool} followers settled", lambda: _settled(pids), 60 + n)
-            churn = Churn(server, churn_pods, rate) if mode == "churn" else None
-            server_cpu, cpu, events_at = _self_cpu_s(), _cpu_s(pids), api.watch_events()
-            started = time.monotonic()
-            if churn is not None:
-                churn.start()
-            time.sleep(window)
-            writes = churn.stop() if churn is not None else 0
-            elapsed = time.monotonic() - started
-            cpu_window, server_cpu_window = _cpu_s(pids) - cpu, _self_cpu_s() - server_cpu
-            pss, load, window_events = _pss_mb(pids), os.getloadavg()[0], api.watch_events() - events_at
+            measured = _window(server, pids, mode, window, rate, churn_pods)
             fake.succeed("*", after=0.0, times=None, jobset=f"{workload}*")
-            ended = []
-            end: dict[str, Any] = {}
-            for message in messages:
-                if message["kind"] == "ended":
-                    ended.append(message)
-                elif message["kind"] == "end":
-                    end = message
-                    break
-            forker.wait(60)
+            ended, end = followers.ended()
             requests, delivered = api.requests[first_request:], api.watch_events() - events_before
         finally:
-            if forker.poll() is None:
-                forker.kill()
-                for pid in pids:  # the followers outlive their forker: end them too, by their ids
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-            stream.close()
+            followers.close()
     bookmarks = sum(count for (_, kind), count in delivered.items() if kind == "BOOKMARK")
     errors = sorted({m["error"] for m in ended if m["state"] != "success" and m["error"]})
     return {
         "tool": peer.tool_name(tool), "key": tool, "n": n, "mode": mode,
-        "ok": sum(1 for m in ended if m["state"] == "success"),
-        "forker_threads": ready.get("threads"),
-        "window_s": elapsed, "churn_writes": writes, "churn_rate": writes / elapsed,
-        "cpu_window_s": cpu_window, "cpu_total_s": end.get("cpu_total_s", float("nan")),
-        "pss_mb": pss, "pss_per_follower_mb": pss / n,
+        "ok": sum(1 for m in ended if m["state"] == "success"), "forker_threads": followers.ready.get("threads"),
+        **measured, "cpu_total_s": end.get("cpu_total_s", float("nan")),
         "requests": len(requests), "requests_per_follower": len(requests) / n,
         "watch_events": sum(delivered.values()) - bookmarks, "watch_bookmarks": bookmarks,
-        "watch_events_window": sum(v for (_, kind), v in window_events.items() if kind != "BOOKMARK"),
-        "server_cpu_window_s": server_cpu_window, "load_1m": load, "round_s": time.monotonic() - began,
+        "load_1m_before": load_before, "round_s": time.monotonic() - began,
         "by_resource": dict(collections.Counter(
             f"{r.method} {resource_of(r.path)}{' watch' if cluster.is_watch(r) else ''}" for r in requests).most_common()),
         "events_by_resource": dict(_by_resource(delivered).most_common()),

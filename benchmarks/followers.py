@@ -374,6 +374,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                         help="unrelated writes a second while churning")
     parser.add_argument("--window", type=report.positive_float, default=WINDOW_SECONDS,
                         help="seconds measured, with or without churn, while every follower follows")
+    parser.add_argument("--append", action="store_true", help="add the rows to the saved results (another N)")
     parser.add_argument("--forker", nargs=4, metavar=("TOOL", "N", "PREFIX", "FD"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.forker:
@@ -401,7 +402,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print("\nours / peer, churned:")
         print(cluster.table(compared, ["n", "ours", "peer", *RATIO_COLUMNS]))
     cluster.save("followers", [*({"table": "rounds", **r} for r in rows), *({"table": "per_follower", **r} for r in summary),
-                               *({"table": "ours_over_peer", **r} for r in compared)])
+                               *({"table": "ours_over_peer", **r} for r in compared)], append=args.append)
     return rows
 
 

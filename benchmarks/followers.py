@@ -101,11 +101,11 @@ def ratios(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-TOTALS = ("cpu_window_s", "cpu_total_s", "pss_mb", "requests", "watch_events")
+TOTALS = ("cpu_window_s", "cpu_total_s", "pss_mb", "requests", "requests_fair", "watch_events")
 # Not the CPU per 1,000 writes: the peer's is a difference of two near-equal windows, about 0.
 RATIO_COLUMNS = tuple(f"{column}_churn" for column in TOTALS)
 COLUMNS = ["tool", "n", "mode", "ok", "churn_writes", "churn_rate", "cpu_window_s", "cpu_total_s", "pss_mb",
-           "requests", "watch_events", "watch_events_window", "server_cpu_window_s", "load_1m_before", "load_1m", "round_s"]
+           "requests", "requests_fair", "watch_events", "watch_events_window", "server_cpu_window_s", "load_1m_before", "load_1m", "round_s"]
 SUMMARY_COLUMNS = ["tool", "n", "churn_writes", "cpu_window_quiet_per_follower_s", "cpu_window_churn_per_follower_s",
                    "cpu_per_1000_writes_s", "goal_met"]
 
@@ -131,7 +131,7 @@ def _forker(tool: str, n: int, prefix: str, fd: int) -> None:
         if pid == 0:
             try:
                 outcome = peer.one_task(tool, f"{prefix}-{i}", peer.PEER_POLL_SECONDS)
-                say("ended", state=outcome["state"], error=outcome["error"])
+                say("ended", state=outcome["state"], error=outcome["error"], tries=outcome["tries"])
             finally:
                 os._exit(0)
         pids.append(pid)
@@ -343,6 +343,7 @@ def measure(tool: str, n: int, mode: str, window: float, rate: float, home: Path
         "ok": sum(1 for m in ended if m["state"] == "success"), "forker_threads": followers.ready.get("threads"),
         **measured, "cpu_total_s": end.get("cpu_total_s", float("nan")),
         "requests": len(requests), "requests_per_follower": len(requests) / n,
+        "requests_fair": peer.requests_fair(len(requests), peer.discovery_lists(requests), sum(m["tries"] for m in ended)),
         "watch_events": sum(delivered.values()) - bookmarks, "watch_bookmarks": bookmarks,
         "load_1m_before": load_before, "round_s": time.monotonic() - began,
         "by_resource": dict(collections.Counter(

@@ -284,7 +284,7 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
     ok = sum(1 for m in ended.values() if m["state"] == EXPECTED[scenario])
     errors = sorted({m["error"] for m in ended.values() if m["state"] != EXPECTED[scenario] and m["error"]})
     other, watches = cluster.split_requests(requests)
-    discovery = sum(1 for r in requests if r.path.endswith("/pods") and "kubernetes_pod_operator" in str(r.query.get("labelSelector", "")))
+    discovery = discovery_lists(requests)
     tries = sum(m["tries"] for m in ended.values())
     return {
         "tool": tool_name(tool),
@@ -299,9 +299,7 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
         "wall_s": max((m["at"] for m in ended.values()), default=start) - start,
         "tries": tries,
         "requests": len(requests),
-        # As if the pod had been there by the peer's default number of lists (4 a try): our emulation's reaction
-        # time should not count against it.
-        "requests_fair": len(requests) - max(0, discovery - DEFAULT_DISCOVERY_LISTS * tries),
+        "requests_fair": requests_fair(len(requests), discovery, tries),
         "watch_requests": watches,
         "discovery_lists": discovery,
         "requests_per_run": len(requests) / runs,
@@ -310,6 +308,17 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
             f"{r.method} {resource_of(r.path)}{' watch' if cluster.is_watch(r) else ''}" for r in requests).most_common()),
         **({"errors": errors[:3]} if errors else {}),
     }
+
+
+def discovery_lists(requests: list[Any]) -> int:
+    """The peer's lists of its Job's pods (by the label it puts on them) while it waits for them to appear."""
+    return sum(1 for r in requests if r.path.endswith("/pods") and "kubernetes_pod_operator" in str(r.query.get("labelSelector", "")))
+
+
+def requests_fair(requests: int, discovery: int, tries: int) -> int:
+    """The requests as if the pod had been there by the peer's default number of lists (4 a try): our
+    emulation's reaction time should not count against it."""
+    return requests - max(0, discovery - DEFAULT_DISCOVERY_LISTS * tries)
 
 
 def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -72,6 +72,11 @@ def test_ratios_are_ours_over_the_peers_per_scenario() -> None:
     assert ratio["requests"] == pytest.approx(1.25) and ratio["requests_fair"] == pytest.approx(2.5)
 
 
+def test_the_peers_fair_requests_leave_out_only_the_discovery_lists_past_its_default() -> None:
+    assert peer.requests_fair(100, 30, 5) == 90  # 4 lists a try are its default: 10 more were our emulation's
+    assert peer.requests_fair(100, 3, 5) == 100
+
+
 @pytest.mark.parametrize(
     ("key", "version", "named"),
     [
@@ -112,6 +117,7 @@ def test_the_cpu_of_unrelated_writes_is_per_follower_per_thousand_writes() -> No
 
 def _round(key: str, n: int, mode: str, cpu_window_s: float, writes: int, **totals: float) -> dict:
     named = {"cpu_total_s": 10.0, "pss_mb": 100.0 * n, "requests": 10 * n, "watch_events": 0, **totals}
+    named.setdefault("requests_fair", named["requests"])
     return {"tool": peer.tool_name(key, "1.0"), "key": key, "n": n, "mode": mode, "cpu_window_s": cpu_window_s,
             "churn_writes": writes, **named}
 

@@ -51,7 +51,7 @@ def main() -> None:
     print("\n## 8. side by side with the peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator against our operators")
     peer.main(["--peer-poll", "10", "2"])
     print("\n## 9. many processes, each following one run, in a churned namespace, beside the peer's (issue 46)")
-    followers.main(["--n", "20", "100"])  # 200 takes a quarter of an hour on 2 cores: `--n 200 --append`
+    followers.main(["--n", "20", "100"])  # 200 takes 20 minutes on 2 cores: `--n 200 --append`
 
 
 if __name__ == "__main__":

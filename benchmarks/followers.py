@@ -21,7 +21,8 @@ PSS at the window's end, every API request they made (counted at the server, by 
 events the server delivered to them (`LocalApiServer.watch_events`), the churn writes made, and the server
 process's own CPU in the window. The CPU a follower spends per 1,000 unrelated writes is
 (window CPU with churn - window CPU quiet) / N / (writes / 1,000); the goal is at most 0.05 s, and totals at
-or under the peer's at every N.
+or under the peer's at every N. The writes counted are those made: when the followers and the server saturate
+the cores, the churn thread (in the server's process) makes fewer than `--rate` asks, and the row says so.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from benchmarks import (
     detection,
     diagnose_scale,
     diagnose_tails,
+    followers,
     idle_cpu,
     manifests,
     peer,
@@ -49,6 +50,8 @@ def main() -> None:
     idle_cpu.main(["--runs", "300", "1000"])
     print("\n## 8. side by side with the peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator against our operators")
     peer.main(["--peer-poll", "10", "2"])
+    print("\n## 9. many processes, each following one run, in a churned namespace, beside the peer's (issue 46)")
+    followers.main(["--n", "20", "100"])  # 200 takes 20 minutes on 2 cores: `--n 200 --append`
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ with the same semantics (resourceVersion bumps, watch events, GC).
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -176,6 +177,10 @@ class LocalApiServer(ObjectStore):
         """Every HTTP request served so far as ``(method, path, query, status)``."""
         with self._requests_lock:
             return list(self._requests)
+
+    def watch_events(self) -> collections.Counter[tuple[str, str]]:
+        """Watch events written to the watchers so far, by (request path, event type: ADDED ... BOOKMARK)."""
+        return self._context.watch_events()
 
     def clear_requests(self) -> None:
         """Forget recorded traffic (e.g. between phases of a test)."""

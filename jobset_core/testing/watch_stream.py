@@ -234,6 +234,7 @@ class StreamingHandler(BaseHTTPRequestHandler):
         line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
         self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
         self.wfile.flush()
+        self._context.count_watch_event(self._path, event_type)
 
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")

@@ -102,6 +102,16 @@ class LocalApiServer(ObjectStore):
         self._context.watch_list = enabled
 
     @property
+    def bookmark_interval(self) -> float:
+        """Seconds between the BOOKMARKs of a watch that allows them; settable at any time (a real server sends
+        one about a minute, `cacher.go`'s bookmarkFrequency; the default here is 1 s, for quick tests)."""
+        return self._context.bookmark_interval
+
+    @bookmark_interval.setter
+    def bookmark_interval(self, seconds: float) -> None:
+        self._context.bookmark_interval = seconds
+
+    @property
     def request_watch_progress(self) -> bool:
         """Whether the storage under the server supports RequestWatchProgress; settable at any time."""
         return self._context.request_watch_progress

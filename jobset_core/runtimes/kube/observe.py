@@ -162,7 +162,6 @@ class Tracker:
         # (`_decision_events`) and kept as read until the next one.
         self.streamed_events = streamed_events
         self._read_events: list[Obj] = []
-        self._failed_members = 0  # failed pods (live and kept) when the Events were last read
         self._roles = {"main", *(["events"] if streamed_events else []), *kinds.named(handle.kind).member_streams}
         # Created by this process: not synced until its object came on the stream (or the wait for it ended)
         self._awaiting: float | None = time.monotonic() + CREATED_ARRIVAL_SECONDS if self.keeper.created_here(handle) else None
@@ -299,8 +298,8 @@ class Tracker:
         pods = list(self.pods.values())
         own = workloads_of(main, self.workloads.items, jobs)
         names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), own)
-        if not self.streamed_events:  # a run followed alone: read at a decision, a timed look, a new failure
-            events = self._events_at_decisions(names, pods, reread or not changed)
+        if not self.streamed_events:  # a run followed alone: read at a decision or a timed look
+            events = self._events_at_decisions(names, reread or not changed)
         else:
             events = self._cached_events(names)
             if final:
@@ -321,19 +320,12 @@ class Tracker:
                 or (not changed and _workload_api_gang(main)):  # nor the scheduler (a held gang's bound)
             self.workloads = _Workloads(self.observer.workloads(main), version)
 
-    def _events_at_decisions(self, names: Iterable[str], pods: list[Obj], decision: bool) -> list[Obj]:
+    def _events_at_decisions(self, names: Iterable[str], decision: bool) -> list[Obj]:
         """A run followed alone: its members' Events read from the server at a decision (the end, a move of
-        the restart count, a timed look) and, for a kind whose pods are replaced in place (a gang Job: one
-        failure at a time, with no count of restarts to move), when a member newly failed; otherwise those last
-        read. A failure
-        or restart gets its Events at once, as the shared stream's cache would give them; what comes after
-        (a late restart cause) is read at the step's timed look for it, and nothing is paid for a quiet run."""
-        in_place = not kinds.named(self.handle.kind).restarts_whole
-        failed = sum(1 for pod in with_kept(pods, self.keeper.pods(self.handle)) if ev.pod_has_failed(pod)) if in_place else 0
-        if decision or failed > self._failed_members:
-            self._failed_members = failed
-            return self._decision_events(names)
-        return list(self._read_events)
+        the restart count, a timed look), otherwise those last read. A failure or restart gets its Events at
+        once, as the shared stream's cache would give them; what comes after (a late restart cause) is read at
+        the step's timed look for it, and nothing is paid for a quiet run."""
+        return self._decision_events(names) if decision else list(self._read_events)
 
     def _decision_events(self, names: Iterable[str]) -> list[Obj]:
         """The members' Events read now (the one rule of a direct look, `Observer.events_named`), kept."""

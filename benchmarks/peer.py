@@ -44,6 +44,7 @@ from typing import Any
 
 from benchmarks import cluster, report, usage
 from benchmarks.api_requests import resource_of
+from benchmarks.run_requests import verb_of
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 
@@ -93,7 +94,7 @@ class _Dag:
     parent_dag = None
 
 
-def _operator(tool: str, task_id: str, poll: float) -> Any:
+def operator(tool: str, task_id: str, poll: float) -> Any:
     common = {"task_id": task_id, "namespace": NAMESPACE, "kubernetes_conn_id": CONN_ID}
     if tool.startswith("peer"):
         from airflow.providers.cncf.kubernetes.operators.job import KubernetesJobOperator
@@ -112,14 +113,14 @@ def _operator(tool: str, task_id: str, poll: float) -> Any:
     return JobSetOperator(**common, jobset=jobset, retries=1)
 
 
-def _one_task(tool: str, task_id: str, poll: float) -> dict[str, Any]:
+def one_task(tool: str, task_id: str, poll: float) -> dict[str, Any]:
     """Try after try, as the task runner does: a new operator object per try, `AirflowFailException` ends it."""
     from airflow.sdk.exceptions import AirflowFailException
 
     ti = _TaskInstance(task_id)
     store: dict[str, Any] = {}
     while True:
-        op = _operator(tool, task_id, poll)
+        op = operator(tool, task_id, poll)
         context = {"ti": ti, "task_instance": ti, "run_id": ti.run_id, "dag": _Dag(), "task_state_store": _Store(store)}
         try:
             op.execute(context)
@@ -147,7 +148,7 @@ class _Store(dict):
 def _child(tool: str, scenario: str, runs: int, poll: float, fd: int) -> None:
     import psutil
 
-    _operator(tool, "warm-up", poll)  # every import done before the clock starts
+    operator(tool, "warm-up", poll)  # every import done before the clock starts
     out, lock = os.fdopen(fd, "w"), threading.Lock()  # our own pipe: the operators log to stdout and stderr
 
     def say(kind: str, **data: Any) -> None:
@@ -161,7 +162,7 @@ def _child(tool: str, scenario: str, runs: int, poll: float, fd: int) -> None:
 
     def task(i: int) -> None:
         task_id = f"{tool}-{scenario}-{i}"
-        outcome = _one_task(tool, task_id, poll)
+        outcome = one_task(tool, task_id, poll)
         say("ended", task=task_id, at=time.monotonic(), **outcome)
 
     threads = [threading.Thread(target=task, args=(i,)) for i in range(runs)]
@@ -230,7 +231,7 @@ def _fates(fake: Any, tool: str, scenario: str) -> None:
         fake.preempt("*", after=FAULT_AFTER, times=1, jobset=glob)
 
 
-def _environment(home: Path, kubeconfig: str) -> dict[str, str]:
+def environment(home: Path, kubeconfig: str) -> dict[str, str]:
     conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": kubeconfig, "namespace": NAMESPACE}}
     return {
         **os.environ,
@@ -284,7 +285,7 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
     ok = sum(1 for m in ended.values() if m["state"] == EXPECTED[scenario])
     errors = sorted({m["error"] for m in ended.values() if m["state"] != EXPECTED[scenario] and m["error"]})
     other, watches = cluster.split_requests(requests)
-    discovery = sum(1 for r in requests if r.path.endswith("/pods") and "kubernetes_pod_operator" in str(r.query.get("labelSelector", "")))
+    discovery = discovery_lists(requests)
     tries = sum(m["tries"] for m in ended.values())
     return {
         "tool": tool_name(tool),
@@ -299,9 +300,7 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
         "wall_s": max((m["at"] for m in ended.values()), default=start) - start,
         "tries": tries,
         "requests": len(requests),
-        # As if the pod had been there by the peer's default number of lists (4 a try): our emulation's reaction
-        # time should not count against it.
-        "requests_fair": len(requests) - max(0, discovery - DEFAULT_DISCOVERY_LISTS * tries),
+        "requests_fair": requests_fair(len(requests), discovery, tries),
         "watch_requests": watches,
         "discovery_lists": discovery,
         "requests_per_run": len(requests) / runs,
@@ -309,7 +308,20 @@ def measure(server: Any, env: dict[str, str], tool: str, scenario: str, runs: in
         "by_resource": dict(collections.Counter(
             f"{r.method} {resource_of(r.path)}{' watch' if cluster.is_watch(r) else ''}" for r in requests).most_common()),
         **({"errors": errors[:3]} if errors else {}),
+        # In order, as the audit log lists them (verb, resource, status), to tell which request is whose.
+        "sequence": [f"{verb_of(r.method, r.path, r.query)} {resource_of(r.path)} {r.status}" for r in requests],
     }
+
+
+def discovery_lists(requests: list[Any]) -> int:
+    """The peer's lists of its Job's pods (by the label it puts on them) while it waits for them to appear."""
+    return sum(1 for r in requests if r.path.endswith("/pods") and "kubernetes_pod_operator" in str(r.query.get("labelSelector", "")))
+
+
+def requests_fair(requests: int, discovery: int, tries: int) -> int:
+    """The requests as if the pod had been there by the peer's default number of lists (4 a try): our
+    emulation's reaction time should not count against it."""
+    return requests - max(0, discovery - DEFAULT_DISCOVERY_LISTS * tries)
 
 
 def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -351,7 +363,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     try:
         with FakeClusterServer(namespaces=(NAMESPACE,), succeed_after=SUCCEED_AFTER) as server:
-            env = _environment(home, server.kubeconfig)
+            env = environment(home, server.kubeconfig)
             for scenario in args.scenarios:
                 runs = args.concurrent if scenario == "concurrent" else 1
                 for tool in args.tools:

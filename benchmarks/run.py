@@ -8,6 +8,7 @@ from benchmarks import (
     detection,
     diagnose_scale,
     diagnose_tails,
+    followers,
     idle_cpu,
     manifests,
     peer,
@@ -40,7 +41,7 @@ def main() -> None:
     api_requests.main([])  # the random 5-10 min watch timeout needs a 10 min idle window
     api_requests.main(["--pods", "--watch-timeout", "30s", "--idle-seconds", "120", "--append"])
     print("\n## 6b. API requests of one whole run: one in-cluster restart, and none")
-    run_requests.main(["--gate-off"])
+    run_requests.main([])
     print("\n## 7. thousands of runs watched by one process")
     # 5,000 (the default's last size) takes well over 15 minutes on 2 shared cores: the rows the docs quote.
     scale.main(["--runs", "1000", "2000"])
@@ -49,6 +50,8 @@ def main() -> None:
     idle_cpu.main(["--runs", "300", "1000"])
     print("\n## 8. side by side with the peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator against our operators")
     peer.main(["--peer-poll", "10", "2"])
+    print("\n## 9. many processes, each following one run, in a churned namespace, beside the peer's (issue 46)")
+    followers.main(["--n", "20", "100"])  # 200 takes 20 minutes on 2 cores: `--n 200 --append`
 
 
 if __name__ == "__main__":

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 from pathlib import Path
 
 import pytest
 
-from benchmarks import api_requests, diagnose_tails, peer, scale
+from benchmarks import api_requests, diagnose_tails, followers, peer, report, scale
 from jobset_core import constants as c
 
 
@@ -26,6 +27,9 @@ from jobset_core import constants as c
         (peer, ["--peer-poll", "never"], "--peer-poll"),
         (peer, ["--no-such-option"], "--no-such-option"),
         (diagnose_tails, ["--rounds", "0"], "--rounds"),
+        (followers, ["--n", "0"], "--n"),
+        (followers, ["--rate", "0"], "--rate"),
+        (followers, ["--tools", "kubectl"], "--tools"),
     ],
 )
 def test_a_bad_argument_is_one_line_and_exit_status_2(module, argv, named, capsys) -> None:
@@ -68,6 +72,11 @@ def test_ratios_are_ours_over_the_peers_per_scenario() -> None:
     assert ratio["requests"] == pytest.approx(1.25) and ratio["requests_fair"] == pytest.approx(2.5)
 
 
+def test_the_peers_fair_requests_leave_out_only_the_discovery_lists_past_its_default() -> None:
+    assert peer.requests_fair(100, 30, 5) == 90  # 4 lists a try are its default: 10 more were our emulation's
+    assert peer.requests_fair(100, 3, 5) == 100
+
+
 @pytest.mark.parametrize(
     ("key", "version", "named"),
     [
@@ -86,7 +95,8 @@ def test_a_tool_is_named_with_the_version_installed() -> None:
     assert peer.tool_name("peer") == f"peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator {installed}"
 
 
-PEER_RESULTS = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob("peer*.json"))
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+PEER_RESULTS = sorted([*RESULTS.glob("peer*.json"), *RESULTS.glob("followers*.json")])
 
 
 @pytest.mark.parametrize("path", PEER_RESULTS, ids=[p.name for p in PEER_RESULTS])
@@ -96,6 +106,43 @@ def test_every_kept_result_beside_the_peer_names_both_tools(path: Path) -> None:
     assert rows and len(named) >= len(rows)
     assert all(name.startswith(("peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator ",
                                 "ours: jobset-plugins ")) for name in named), named
+
+
+def test_the_cpu_of_unrelated_writes_is_per_follower_per_thousand_writes() -> None:
+    # The figures: 1.6 s of CPU with 7,380 unrelated writes, 0.01 s quiet: about 0.2 s per 1,000.
+    assert followers.cpu_per_thousand_writes(1.6, 0.01, 7380) == pytest.approx(0.2154, abs=1e-4)
+    assert followers.cpu_per_thousand_writes(0.01, 0.01, 7380) == 0
+    assert math.isnan(followers.cpu_per_thousand_writes(0.2, 0.01, 0))
+
+
+def _round(key: str, n: int, mode: str, cpu_window_s: float, writes: int, **totals: float) -> dict:
+    named = {"cpu_total_s": 10.0, "pss_mb": 100.0 * n, "requests": 10 * n, "watch_events": 0, **totals}
+    named.setdefault("requests_fair", named["requests"])
+    return {"tool": peer.tool_name(key, "1.0"), "key": key, "n": n, "mode": mode, "cpu_window_s": cpu_window_s,
+            "churn_writes": writes, **named}
+
+
+def test_a_follower_pays_for_the_churn_what_its_churned_window_costs_over_its_quiet_one() -> None:
+    rows = [
+        _round("gang", 20, "quiet", 0.2, 0), _round("gang", 20, "churn", 8.2, 2000, watch_events=80000),
+        _round("peer", 20, "quiet", 0.4, 0), _round("peer", 20, "churn", 0.6, 2000, requests=400),
+        _round("gang", 100, "quiet", 1.0, 0),  # no churned round: no row
+    ]
+    gang, theirs = followers.derived(rows)
+    assert (gang["n"], gang["cpu_window_quiet_per_follower_s"], gang["cpu_window_churn_per_follower_s"]) == (20, 0.01, 0.41)
+    assert gang["cpu_per_1000_writes_s"] == pytest.approx(0.2) and gang["goal_met"] is False
+    assert theirs["cpu_per_1000_writes_s"] == pytest.approx(0.005) and theirs["goal_met"] is True
+    (ratio,) = followers.ratios([gang, theirs])
+    assert (ratio["ours"], ratio["peer"]) == (gang["tool"], theirs["tool"])
+    assert ratio["cpu_window_s_churn"] == pytest.approx(8.2 / 0.6) and ratio["requests_churn"] == pytest.approx(0.5)
+    assert ratio["watch_events_churn"] is None  # the peer streams nothing: no ratio
+
+
+def test_the_followers_table_names_every_tool_and_round() -> None:
+    rows = [_round("gang", 20, "churn", 8.2, 2000), _round("peer", 20, "churn", 0.6, 2000)]
+    text = report.table(rows, ["tool", "n", "mode", "cpu_window_s"]).splitlines()
+    assert text[2] == "| ours: jobset-plugins GangJobOperator 1.0 | 20 | churn | 8.2 |"
+    assert text[3].startswith("| peer: apache-airflow-providers-cncf-kubernetes KubernetesJobOperator 1.0 |")
 
 
 def test_requests_are_grouped_by_resource_not_by_object() -> None:

@@ -301,3 +301,34 @@ def test_on_write_hears_every_commit_until_stopped() -> None:
         server.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": NS}})
 
     assert heard == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+
+
+def test_a_preempted_pod_is_written_in_the_steps_a_real_cluster_takes() -> None:
+    """The scheduler's DisruptionTarget, its graceful deletion (the pod's 30 s grace period, deletionTimestamp at its
+    end), the kubelet's terminated status `stop_after` later, the kubelet's own delete with grace 0, then the pod
+    gone: what a watcher of a real preemption sees, one write at a time."""
+    clock = VirtualClock()
+    writes: list[dict[str, Any]] = []
+    with FakeCluster([NS], clock=clock, stop_after=1.0) as fake:
+        stop = fake.server.on_write(lambda e: writes.append({"type": e.type, **copy.deepcopy(e.obj)})
+                                    if e.kind.kind == "Pod" and e.obj["spec"].get("hostname", "").endswith("leader-0-0")
+                                    else None)
+        fake.preempt("leader-0-0", after=5)
+        fake.runtime().submit(spec().manifests(), run_key=make_run_key("graceful", "train"), attempt=0)
+        fake.run_until(lambda: any(w["type"] == "DELETED" for w in writes), timeout=600, what="the preempted pod gone")
+        fake.run_until(lambda: len({w["metadata"]["uid"] for w in writes}) > 1, timeout=600, what="its replacement")
+        stop()
+        assert not fake.errors, fake.errors
+    disrupted = next(i for i, w in enumerate(writes) if _condition(w, c.CONDITION_DISRUPTION_TARGET) is not None)
+    steps = [w for w in writes[disrupted:] if w["metadata"]["uid"] == writes[disrupted]["metadata"]["uid"]]
+    meta = [w["metadata"] for w in steps]
+    assert "deletionTimestamp" not in meta[0]  # the condition first, then the deletion
+    assert meta[1]["deletionGracePeriodSeconds"] == c.DEFAULT_TERMINATION_GRACE_SECONDS
+    asked = _at(_condition(steps[0], c.CONDITION_DISRUPTION_TARGET)["lastTransitionTime"])
+    assert _at(meta[1]["deletionTimestamp"]) - asked == c.DEFAULT_TERMINATION_GRACE_SECONDS
+    ended = next(w for w in steps if w["status"].get("phase") == "Failed")
+    state = ended["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert state["exitCode"] == c.SIGTERM_EXIT_CODE and _at(state["finishedAt"]) - asked == 1
+    assert ended["metadata"]["deletionGracePeriodSeconds"] == c.DEFAULT_TERMINATION_GRACE_SECONDS
+    assert steps[-1]["type"] == "DELETED" and steps[-1]["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert all(w["status"].get("phase") == "Failed" for w in steps[steps.index(ended):])

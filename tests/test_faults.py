@@ -226,13 +226,19 @@ def test_a_throttled_call_waits_what_retry_after_asks() -> None:
 
 def run_everything(server: LocalApiServer, driver: ClusterDriver) -> None:
     """Touch every permission the runtime needs: a gang JobSet with evidence finalizer, a restart, a bug
-    diagnosed from the pods and events, and a gang Job with its Service and PodGroup, cancelled."""
+    diagnosed from the pods and events, the same attempt polled as a connector polls it (on the shared
+    streams), and a gang Job with its Service and PodGroup, cancelled."""
     runtime = make_runtime(server, evidence_finalizer=True)
     driver.preempt("workers-1-0", restart=0, after=0.3)
     driver.exit("workers-0-0", 1, restart=1, after=0.5)
     run = JobSetRun(make_spec(gang=Coscheduling()), runtime, run_key=make_run_key("rbac", "js"), sleep=lambda s: None)
     result = run_to_end(run)
     assert not result.succeeded and result.diagnosis is not None and result.diagnosis.exit_code == 1, result.message
+    # A process that polls many runs (a connector) keeps them on the namespace's shared streams, Events included.
+    poller = make_runtime(server, keep_streams_seconds=30)
+    assert poller.observe(result.handle).state.terminal
+    assert poller.kept is not None
+    poller.kept.close()
     run.cancel()
     gang = GangJobSpec(name="gang", namespace=NS, image="i:1", command=["x"], pods=2, gang=Volcano(),
                        retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()))

@@ -11,7 +11,7 @@ import pytest
 from jobset_core import constants as c
 from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.runtimes.kube.runtime import KubernetesRuntime
-from jobset_core.runtimes.kube.streams import PODS
+from jobset_core.runtimes.kube.stream_resources import PODS
 from jobset_core.testing import LocalApiServer
 
 NS = "runs"
@@ -144,7 +144,7 @@ def test_a_server_without_watch_list_is_listed_then_watched() -> None:
 def test_streams_started_at_once_on_a_server_without_watch_list_are_refused_once() -> None:
     """One stream asks whether the server sends initial events; the others wait for its answer, so a 1.33
     server's refusal costs one request per process, not one per stream."""
-    from jobset_core.runtimes.kube.streams import EVENTS, JOBS, JOBSETS
+    from jobset_core.runtimes.kube.stream_resources import EVENTS, JOBS, JOBSETS
 
     with LocalApiServer(namespaces=[NS], watch_list=False) as server:
         runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=10, initial=0.05, max_wait=0.2))

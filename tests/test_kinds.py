@@ -32,7 +32,7 @@ from jobset_core.policy.ledger import submission_from_object
 from jobset_core.runtimes.kube.nodes import gpu_workload
 from jobset_core.runtimes.kube.objects import main_api_version, plural_of, pod_selector
 from jobset_core.runtimes.kube.runtime import streams_of
-from jobset_core.runtimes.kube.streams import EVENTS, PODS
+from jobset_core.runtimes.kube.stream_resources import EVENTS, PODS
 from jobset_core.runtimes.kube.submit import stamp_run_member
 from jobset_core.runtimes.local.objects import split_manifests, world_size
 from jobset_core.submitted import owner_of, workload_kind

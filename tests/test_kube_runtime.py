@@ -42,6 +42,7 @@ from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.runtimes.kube.runtime import EVIDENCE_FINALIZER, KubernetesRuntime
 from jobset_core.testing import LocalApiServer, RequestRecord
 from tests.kube_driver import JOBSET_API, ClusterDriver
+from tests.waiting import wait_until
 
 NS = "ml"
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,14 +257,17 @@ def test_application_error_fails_fast_without_restart(server: LocalApiServer, dr
     assert result.ledger.counted_attempts == 1
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["alone", "shared"])
 def test_a_watch_a_direct_look_and_a_dump_of_the_same_moment_hold_the_same_facts(
-    server: LocalApiServer, driver: ClusterDriver
+    server: LocalApiServer, driver: ClusterDriver, shared: bool
 ) -> None:
     """One assembler, one event rule: after a preemption, a restart and a bug, the attempt's object, Jobs, pods
-    (live and kept) and events are the same whether a watch's shared streams, a direct look or a dump of the
-    namespace show them, and so is the diagnosis."""
+    (live and kept) and events are the same whether a watch (on the run's own streams, Events read at the
+    decision; or on the namespace's shared streams, Events streamed), a direct look or a dump of the namespace
+    show them, and so is the diagnosis."""
     from jobset_core.cli import observe_dump
     from jobset_core.lifecycle.assemble import diagnose_observation, submitted_policy
+    from jobset_core.runtimes.kube.stream_resources import EVENTS
 
     spec, key = make_spec(), make_run_key("same-facts", "train")
     driver.preempt("workers-1-0", restart=0, after=0.2)
@@ -271,10 +275,22 @@ def test_a_watch_a_direct_look_and_a_dump_of_the_same_moment_hold_the_same_facts
     result = run_to_end(new_run(spec, make_runtime(server), key))
     assert not result.succeeded and result.handle is not None, result.message
     handle = result.handle
+    # The JobSet controller deletes a failed JobSet's active Jobs after the run decided: the same moment is
+    # the one after that, for all three views.
+    wait_until(lambda: all(ev.condition(j, "Complete") or ev.condition(j, "Failed") for j in server.list("batch/v1", "Job", NS)
+                           if ev.labels_of(j).get("jobset.sigs.k8s.io/jobset-name") == handle.name),
+               "the failed JobSet's active Jobs deleted")
+    # The same moment: once the failed JobSet's live Jobs and pods are torn down (the run ends as soon as it
+    # decides, which may be before the teardown is over).
+    driver.run_until(lambda: not any(o["metadata"].get("deletionTimestamp") or o["status"].get("phase") in ("Pending", "Running")
+                                     for o in server.list("v1", "Pod", NS)), timeout=10, what="the teardown over")
 
-    watch = make_runtime(server).watch(handle)
+    watcher = make_runtime(server)
+    opened = [watcher.informers.subscribe(NS, EVENTS, None, None)] if shared else []  # a process following many
+    watch = watcher.watch(handle)
     watched = next(watch)
     watch.close()
+    watcher.informers.unsubscribe(opened)
     looked = make_runtime(server).observe(handle)
     kinds = [(JOBSET_API, "JobSet"), ("batch/v1", "Job"), ("v1", "Pod"), ("v1", "Event"), ("v1", "ConfigMap")]
     dumped = observe_dump({"kind": "List", "items": [{"kind": k, **o} for api, k in kinds for o in server.list(api, k, NS)]},
@@ -464,7 +480,7 @@ def test_killed_watcher_is_replaced_by_one_that_adopts_and_reloads_evidence(
 
 
 def test_a_run_with_one_restart_makes_no_request_it_does_not_need(server: LocalApiServer, driver: ClusterDriver) -> None:
-    """Preempted, restarted in place, then done: under 20 requests at the server, the four shared streams
+    """Preempted, restarted in place, then done: under 20 requests at the server, the run's own three streams
     included. Each read is made once (the run record, the ledger), nothing the run knows is read back
     (what it created, an evidence ConfigMap that cannot exist yet, a run record it never wrote), and the gang
     torn down by the restart is stored in fewer writes than it has failed pods."""
@@ -479,7 +495,8 @@ def test_a_run_with_one_restart_makes_no_request_it_does_not_need(server: LocalA
     assert result.succeeded and result.ledger.in_cluster_restarts == 1, result.message
     requests = server.requests[before:]
     assert len(requests) < 20, "\n".join(f"{r.method} {r.path} {r.query}" for r in requests)
-    by_run_key = [r for r in requests if r.query.get("labelSelector", "").startswith(f"{RUN_KEY_LABEL}=")]
+    by_run_key = [r for r in requests if r.query.get("labelSelector", "").startswith(f"{RUN_KEY_LABEL}=")
+                  and r.query.get("watch") != "True"]
     assert len(by_run_key) == 2, "the ledger is read once (JobSets and Jobs), not again after the create"
     record_reads = [r for r in requests if r.method == "GET" and "/configmaps/jobset-run-" in r.path]
     assert len(record_reads) == 1, record_reads
@@ -533,14 +550,14 @@ def test_survives_api_errors_dropped_watches_and_410(server: LocalApiServer, dri
     selector = f"jobset.sigs.k8s.io/jobset-name={name}"
 
     def relists() -> int:
-        """Requests that (re)sync one of the shared streams: a watch with its initial events (or a LIST)."""
+        """Requests that (re)sync one of the run's streams: a watch with its initial events (or a LIST)."""
         return sum(
             1
             for r in server.requests
             if r.method == "GET"
             and (str(r.query.get("watch", "")).lower() != "true" or str(r.query.get("sendInitialEvents", "")).lower() == "true")
             and (
-                r.query.get("labelSelector") in (RUN_KEY_LABEL, RUN_MEMBER_LABEL)
+                r.query.get("labelSelector", "").split("=")[0] in (RUN_KEY_LABEL, RUN_MEMBER_LABEL)
                 or (r.path.endswith("/events") and not r.query.get("fieldSelector"))
             )
         )

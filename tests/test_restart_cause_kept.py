@@ -21,7 +21,8 @@ from jobset_core import FailureKind, JobSetRun, JobSetSpec, ReplicatedJob, Retry
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.cli import main as cli_main
-from jobset_core.testing import FakeClusterServer
+from jobset_core.runtimes.kube.runtime import KubernetesRuntime
+from jobset_core.testing import FakeCluster, FakeClusterServer
 
 NS = "default"
 
@@ -115,3 +116,40 @@ def test_a_run_with_one_in_cluster_restart_costs_at_most_ten_requests(served: Fa
     evidence = server.get("v1", "ConfigMap", result.handle.name + c.EVIDENCE_CONFIGMAP_SUFFIX, NS)
     assert [k["restart"] for k in ev.kept_restart_causes(evidence)] == [1]
     assert ev.kept_pods(evidence), "the preempted pod was not kept"
+
+
+def test_a_preemption_is_stored_in_one_evidence_write_with_its_cause() -> None:
+    """A preempted pod is written several times (the condition, the deletion, the container's end a second later,
+    the kubelet's own delete): its record and the restart's cause go to the evidence ConfigMap in one write."""
+    with FakeCluster([NS], tick=0.02, succeed_after=1.0, stop_after=1.0) as cluster:
+        cluster.preempt("*", after=0.3, times=1)
+        runtime = KubernetesRuntime(cluster.server.api_client(), NS)
+        spec = JobSetSpec(name="once", replicated_jobs=[ReplicatedJob("workers", image="bench:1", command=["train"])],
+                          retry=RetryPolicy(retries=1, backoff=tenacity.wait_none()))
+        run = JobSetRun(spec, runtime, run_key=make_run_key("one-write", "once"))
+        first = len(cluster.server.requests)
+        result = run.run()
+        requests = cluster.server.requests[first:]
+        patched = [r for r in requests if r.method in ("PATCH", "PUT") and r.path.split("?")[0].endswith(c.EVIDENCE_CONFIGMAP_SUFFIX)]
+        created = [r for r in requests if r.method == "POST" and r.path.split("?")[0].endswith("/configmaps")]
+        stored = runtime.read("v1", "ConfigMap", result.handle.name + c.EVIDENCE_CONFIGMAP_SUFFIX, NS)
+        assert not cluster.errors, cluster.errors
+    assert result.succeeded and result.ledger is not None and result.ledger.in_cluster_restarts == 1, result.message
+    assert (len(created), len(patched)) == (1, 0), [(r.method, r.path) for r in created + patched]
+    (pod,) = ev.kept_pods(stored)
+    assert pod["status"]["phase"] == "Failed"  # the record as it ended, not as it was first disrupted
+    assert [cause["restart"] for cause in ev.kept_restart_causes(stored)] == [1]
+
+
+def test_a_final_failure_is_kept_by_its_recorded_decision_not_by_an_evidence_write() -> None:
+    with FakeCluster([NS], tick=0.02) as cluster:
+        cluster.exit("*", 1, after=0.2, times=None)
+        runtime = KubernetesRuntime(cluster.server.api_client(), NS)
+        spec = JobSetSpec(name="bug", replicated_jobs=[ReplicatedJob("workers", image="bench:1", command=["train"])],
+                          retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()))
+        result = JobSetRun(spec, runtime, run_key=make_run_key("one-write", "bug")).run()
+        evidence = runtime.read("v1", "ConfigMap", result.handle.name + c.EVIDENCE_CONFIGMAP_SUFFIX, NS)
+        assert not cluster.errors, cluster.errors
+    assert not result.succeeded and result.diagnosis is not None and result.diagnosis.kind is FailureKind.APPLICATION_ERROR
+    assert evidence is None
+    assert result.diagnosis.pod  # what the decision needed was there, and is recorded with it

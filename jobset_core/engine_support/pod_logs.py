@@ -118,7 +118,11 @@ class LeaderLog:
 
     def _next_leader(self, followed: set[str]) -> str | None:
         """The leader pod not followed yet, looked for less and less often: a gang queued for an hour is not
-        worth a pod listing every 2 s; a restart's new leader is looked for at once again."""
+        worth a pod listing every 2 s. The first look waits `retry_seconds` too: a pod just submitted, or a
+        restart's new leader, takes longer than that to be created and started, so a look at once finds
+        nothing to follow (and a run that ends meanwhile is looked at no more)."""
+        if self._stop.wait(self.retry_seconds):
+            return None
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_result(lambda name: name is None or name in followed)
             | tenacity.retry_if_exception_type(Exception),

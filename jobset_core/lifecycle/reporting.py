@@ -148,16 +148,25 @@ def gang_mode_line(main: Mapping[str, Any], extras: Sequence[Mapping[str, Any]])
 
 
 def controller_workload_line(observation: Observation) -> str | None:
-    """The Workload and PodGroup the Job controller made for the observed Job, from its events, or None."""
+    """The Workload and PodGroup the Job controller made for the observed Job, or None.
+
+    Told from the objects themselves (each PodGroup the Job owns names its Workload), in the words of the Job
+    controller's own `WorkloadCreated`/`PodGroupCreated` events: events expire, and a run followed alone does
+    not stream them (`runtimes/kube/stream_resources.follows_alone`), while the PodGroups are listed with every
+    move of the Job."""
     main = observation.main
     if main is None or not kinds.read_as(main).gang_by_controller:
         return None
-    made = []
-    for event in observation.events:
-        kind, name = ev.involved(event)
-        if kind == main.get("kind") and name == ev.name_of(main) and ev.as_str(event.get("reason")) in (
-                c.EVENT_WORKLOAD_CREATED, c.EVENT_POD_GROUP_CREATED):
-            made.append(ev.event_message(event))
+    if ev.as_map(ev.meta(main).get("annotations")).get(c.WORKLOAD_CREATED_BY_ANNOTATION) != c.WORKLOAD_BY_JOB_CONTROLLER:
+        return None  # the run's own Workload and PodGroups (`gang_mode_line` names them)
+    job, made = ev.name_of(main), []
+    for group in observation.workloads:
+        if group.get("kind") != c.POD_GROUP_KIND:
+            continue
+        reference = ev.as_map(ev.as_map(ev.as_map(group.get("spec")).get("podGroupTemplateRef")).get("workload"))
+        if workload := ev.as_str(reference.get("workloadName")):
+            made.append(c.WORKLOAD_CREATED_MESSAGE.format(workload=workload, job=job))
+        made.append(c.POD_GROUP_CREATED_MESSAGE.format(pod_group=ev.name_of(group), job=job))
     if not made:
         return None
-    return f"gang scheduling of {ev.name_of(main)} by the Job controller: " + "; ".join(sorted(set(made)))
+    return f"gang scheduling of {job} by the Job controller: " + "; ".join(sorted(set(made)))

@@ -14,7 +14,8 @@ how the container ends (`ContainerEnd`), is decided here, once, as upstream writ
 - a GPU hardware fault (`sim/gpu.py`): the node's event and condition, then the program's own error, exit 1;
 - a crash, the OOM killer, a clean exit: the container's own end.
 
-Both kubelets also keep a failed container's log tail as its termination message the kubelet's way
+A deleted pod whose container ended is deleted once more by its kubelet, with grace period 0
+(`finish_deletion`), as the kubelet's status manager does. Both kubelets also keep a failed container's log tail as its termination message the kubelet's way
 (`log_tail`), and register their Node objects as a kubelet does (`node_object`). The offline cluster's kubelet
 runs no container: what its pods "printed" is only what a fault says (`fault_output`), so when a fault says
 nothing, the pod's log gets one line of what the kubelet did instead (`offline_note`), after anything the pod's
@@ -45,7 +46,7 @@ from jobset_core.sim.faults import (
 )
 from jobset_core.sim.gpu import report_xid, torch_traceback
 from jobset_core.sim.records import now_seconds
-from jobset_core.sim.store import CONFLICT, ClusterStore, delete_object, write_status
+from jobset_core.sim.store import CONFLICT, NOT_FOUND, ClusterStore, delete_object, write_status
 
 Obj = dict[str, Any]
 NODE_PRESSURE_MESSAGE = c.NODE_PRESSURE_MESSAGE_FORMAT.format(resource="memory", threshold="100Mi", available="52Mi")
@@ -187,6 +188,22 @@ def disrupt(store: ClusterStore, pod: Obj, fault: Fault, *, instance: str, grace
             store.delete(c.CORE_API_VERSION, c.POD_KIND, record["metadata"]["name"], record["metadata"].get("namespace"),
                          c.PROPAGATION_BACKGROUND, grace_seconds)
     return record
+
+
+def finish_deletion(store: ClusterStore, pod: Obj) -> bool:
+    """A deleted pod whose containers ended: the kubelet's status manager deletes it with grace period 0
+    (`pkg/kubelet/status/status_manager.go`: `canBeDeleted`, then Delete with GracePeriodSeconds 0 and the
+    pod's UID as a precondition), so the API server removes it once its finalizers go. True when it asked."""
+    meta = pod["metadata"]
+    if not meta.get("deletionTimestamp") or not meta.get("deletionGracePeriodSeconds"):
+        return False
+    try:
+        store.delete(c.CORE_API_VERSION, c.POD_KIND, meta["name"], meta.get("namespace"), c.PROPAGATION_BACKGROUND, 0,
+                     preconditions={"uid": meta["uid"]})
+    except Exception as exc:  # gone already, or another pod of that name now: nothing of this one to finish
+        if getattr(exc, "code", None) not in (NOT_FOUND, CONFLICT):
+            raise
+    return True
 
 
 def log_tail(log: str | bytes) -> str:

@@ -8,6 +8,7 @@ with the same semantics (resourceVersion bumps, watch events, GC).
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -38,6 +39,8 @@ class LocalApiServer(ObjectStore):
     ``user``: what the rules do not grant is a 403 (in-process calls are not checked: they play the
     cluster's controllers). ``watch_list=False`` is a server with the WatchList feature gate off (Kubernetes
     1.33): a watch asking for its initial events (``sendInitialEvents``) is a 422, as there.
+    ``request_watch_progress=False`` is a server over an etcd without RequestWatchProgress (older than 3.4.31
+    or 3.5.13, as Debian's 3.4.23): the same watch is answered 200 with one in-stream ERROR, a 500.
     ``clock`` (seconds since the epoch) stamps creation and deletion: a fake
     cluster on virtual time passes its own. ``kubernetes`` is the release it
     emulates (``"1.36"``, the default, or ``"1.37"``): what ``/version`` reports
@@ -59,6 +62,7 @@ class LocalApiServer(ObjectStore):
         user: str = DEFAULT_USER,
         clock: Callable[[], float] = time.time,
         watch_list: bool = True,
+        request_watch_progress: bool = True,
         kubernetes: str = c.DEFAULT_EMULATED_KUBERNETES,
     ) -> None:
         version = discovery.version_info(kubernetes)  # an unknown release is refused before anything starts
@@ -82,6 +86,7 @@ class LocalApiServer(ObjectStore):
             authorizer=self.authorizer,
             clock=clock,
             watch_list=watch_list,
+            request_watch_progress=request_watch_progress,
             version=version,
         )
         self._httpd: ApiHTTPServer | None = None
@@ -95,6 +100,25 @@ class LocalApiServer(ObjectStore):
     @watch_list.setter
     def watch_list(self, enabled: bool) -> None:
         self._context.watch_list = enabled
+
+    @property
+    def bookmark_interval(self) -> float:
+        """Seconds between the BOOKMARKs of a watch that allows them; settable at any time (a real server sends
+        one about a minute, `cacher.go`'s bookmarkFrequency; the default here is 1 s, for quick tests)."""
+        return self._context.bookmark_interval
+
+    @bookmark_interval.setter
+    def bookmark_interval(self, seconds: float) -> None:
+        self._context.bookmark_interval = seconds
+
+    @property
+    def request_watch_progress(self) -> bool:
+        """Whether the storage under the server supports RequestWatchProgress; settable at any time."""
+        return self._context.request_watch_progress
+
+    @request_watch_progress.setter
+    def request_watch_progress(self, enabled: bool) -> None:
+        self._context.request_watch_progress = enabled
 
     def append_log(self, namespace: str, pod: str, text: str) -> None:
         """Append to what a pod printed, for `read_namespaced_pod_log` (followers see it at once)."""
@@ -163,6 +187,10 @@ class LocalApiServer(ObjectStore):
         """Every HTTP request served so far as ``(method, path, query, status)``."""
         with self._requests_lock:
             return list(self._requests)
+
+    def watch_events(self) -> collections.Counter[tuple[str, str]]:
+        """Watch events written to the watchers so far, by (request path, event type: ADDED ... BOOKMARK)."""
+        return self._context.watch_events()
 
     def clear_requests(self) -> None:
         """Forget recorded traffic (e.g. between phases of a test)."""

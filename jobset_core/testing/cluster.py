@@ -65,7 +65,9 @@ class FakeCluster:
     instead of starting one (it stamps objects with its own clock). `tick` is how often the controllers and
     kubelets reconcile in the background; on a `VirtualClock` nothing runs in the background, and `tick` is
     how far `run_until` moves the clock when no pod has anything scripted (a Job's activeDeadlineSeconds is
-    seen at that granularity). Bound pods start `start_after` seconds later (scheduling, image pull). An own
+    seen at that granularity). Bound pods start `start_after` seconds later (scheduling, image pull); a deleted
+    pod's container ends `stop_after` seconds after its kubelet sees the deletion (0 by default; a real
+    kubelet reports it about a second later, its relist period, when the program stops at once). An own
     server listens on `host:port` (0: a free port); `notice` hears one line per fault that fires.
     `feature_gates` turns on control-plane gates the emulation knows (`WorkloadWithJob`). Every node carries
     `node_labels` besides the kubelet's own (pods with a `nodeSelector`, e.g. for spot capacity, need them).
@@ -86,6 +88,7 @@ class FakeCluster:
         nodes: int = 4,
         seed: int | None = None,
         start_after: float = 0.0,
+        stop_after: float = 0.0,
         clock: clocks.Clock = clocks.WALL,
         port: int = 0,
         host: str = "127.0.0.1",
@@ -108,7 +111,7 @@ class FakeCluster:
         self._scope = self.namespace if not self._own_server else None
         self.controllers = Controllers(self.server, self._scope, feature_gates=frozenset(feature_gates))
         self.kubelet = ScriptedKubelet(
-            self.server, self._scope, nodes, succeed_after, start_after=start_after, clock=clock,
+            self.server, self._scope, nodes, succeed_after, start_after=start_after, stop_after=stop_after, clock=clock,
             write_log=self.server.append_log, notice=notice, node_labels=node_labels,
             kubelet_version=emulated_version(self.server.kubernetes),
         )

@@ -16,7 +16,14 @@ from jobset_core import clock as clocks
 from jobset_core import constants as c
 from jobset_core.sim import pod_status
 from jobset_core.sim.faults import ImagePullFailure, Unschedulable
-from jobset_core.sim.node import EMULATED_VERSION, fault_output, log_tail, register_node, strike
+from jobset_core.sim.node import (
+    EMULATED_VERSION,
+    fault_output,
+    finish_deletion,
+    log_tail,
+    register_node,
+    strike,
+)
 from jobset_core.sim.records import deleting, terminal
 from jobset_core.sim.scheduler import Scheduler
 from jobset_core.sim.scheduling import failed_scheduling_message
@@ -39,7 +46,9 @@ class ScriptedKubelet:
     Like a real kubelet and scheduler, each `sync` looks only at the pods that changed (heard through the
     store's writes), those whose scripted moment came, and every pod when the rules change.
     A bound pod starts `start_after` seconds later (image pull, container start); `clock` times that and
-    the faults, so that on a virtual clock `next_due()` says when to move it next. Every node carries
+    the faults, so that on a virtual clock `next_due()` says when to move it next. A deleted pod's container
+    ends `stop_after` seconds after the kubelet sees the deletion (a real one's: the program's own stop, then
+    the PLEG relist of about a second), and the kubelet then deletes it with grace period 0. Every node carries
     `node_labels` (a node pool's labels, for pods that select one). `write_log` receives what a
     fault says the container printed; `notice` one line per fault that fires.
     """
@@ -48,7 +57,7 @@ class ScriptedKubelet:
                  *, start_after: float = 0.0, clock: clocks.Clock = clocks.WALL,
                  write_log: Callable[[str, str, str], None] | None = None,
                  notice: Callable[[str], None] | None = None, node_labels: Mapping[str, str] | None = None,
-                 kubelet_version: str = EMULATED_VERSION) -> None:
+                 kubelet_version: str = EMULATED_VERSION, stop_after: float = 0.0) -> None:
         self.store = store
         self.namespace = namespace
         self.nodes = [f"node-{i}" for i in range(nodes)]
@@ -64,6 +73,8 @@ class ScriptedKubelet:
         self._attempts: dict[str, int] = {}
         self._bound_at: dict[str, float] = {}
         self._running_since: dict[str, float] = {}
+        self.stop_after = stop_after
+        self._stopping: dict[str, float] = {}  # pod uid -> when its container ends after the deletion
         self._registered = False
         self.scheduler = Scheduler(store, instance="emulated", node_order=self.nodes)
         self._unbound: set[Key] = set()  # pods the scheduler could not place: tried again when a Node or a pod changes
@@ -114,10 +125,14 @@ class ScriptedKubelet:
         namespace, name = key
         pod = self.store.get(c.CORE_API_VERSION, c.POD_KIND, name, namespace or None, shared=True)
         self._unbound.discard(key)
-        if pod is None or terminal(pod):
+        if pod is None:
+            return
+        if terminal(pod):
+            if finish_deletion(self.store, pod):
+                self._stopping.pop(pod["metadata"]["uid"], None)
             return
         if deleting(pod):
-            self._terminate(pod, c.SIGTERM_EXIT_CODE)  # SIGTERM on deletion; the trainer exits 143
+            self._stop(key, pod, now)
             return
         rules = self._rules_for(pod)
         self._sync_pod(pod, rules, now)
@@ -126,6 +141,16 @@ class ScriptedKubelet:
         moment = self._next_moment(pod, rules)
         if moment is not None:
             self.queues.add_after(c.POD_KIND, key, moment)
+
+    def _stop(self, key: Key, pod: Obj, now: float) -> None:
+        """A pod being deleted: SIGTERM, and the container ends (the trainer exits 143) `stop_after` seconds
+        after the kubelet saw the deletion, when its status says so (what the program takes to stop, and the
+        kubelet's relist of its containers)."""
+        due = self._stopping.setdefault(pod["metadata"]["uid"], now + self.stop_after)
+        if now < due:
+            self.queues.add_after(c.POD_KIND, key, due)
+            return
+        self._terminate(pod, c.SIGTERM_EXIT_CODE)
 
     def _next_moment(self, pod: Obj, rules: list[PodRule]) -> float | None:
         """When this pod, as read, starts or meets its fate without a change (None: never by itself). A pod
@@ -259,7 +284,9 @@ class ScriptedKubelet:
         output = fault_output(rule.fault)  # the log holds only what faults printed: its tail is this one's
         if output and self.write_log is not None:
             self.write_log(pod["metadata"].get("namespace", ""), pod["metadata"]["name"], output)
-        record, end = strike(self.store, pod, rule.fault, instance="emulated")
+        # The scheduler's and the Eviction API's delete carry no grace period: the pod's own applies.
+        grace = int((pod.get("spec") or {}).get("terminationGracePeriodSeconds", c.DEFAULT_TERMINATION_GRACE_SECONDS))
+        record, end = strike(self.store, pod, rule.fault, instance="emulated", grace_seconds=grace)
         if end is None:  # deleted: the deletion ends it (SIGTERM, 143) on a later pass
             return
         message = end.message or (log_tail(end.output) if end.exit_code else "") or None

@@ -47,6 +47,18 @@ def check_initial_events(query: dict[str, str], bookmarks: bool, enabled: bool) 
     raise ApiError(422, c.STATUS_INVALID, f'ListOptions.meta.k8s.io "" is invalid: {problem}')
 
 
+# What kube-apiserver 1.36 answers, in the stream, to a watch asking for its initial events when its etcd lacks
+# RequestWatchProgress (etcd older than 3.4.31 or 3.5.13): HTTP 200, then one ERROR event carrying this Status.
+WATCH_PROGRESS_REFUSAL = ("a watch stream was requested by the client but the required storage feature "
+                          "RequestWatchProgress is disabled")
+
+
+def refuses_in_stream(query: dict[str, str], request_watch_progress: bool) -> bool:
+    """Whether a watch the gate allowed is refused inside its stream: it asks for its initial events and the
+    storage cannot tell the server how far it has read (no RequestWatchProgress)."""
+    return not request_watch_progress and query.get("sendInitialEvents", "").lower() in TRUE
+
+
 class StreamingHandler(BaseHTTPRequestHandler):
     """Watches and followed logs over the handler's connection; `_method`, `_path`, `_query` and `_table` are
     the request's, set by the handler before it answers."""
@@ -106,6 +118,11 @@ class StreamingHandler(BaseHTTPRequestHandler):
         timeout = float(q.get("timeoutSeconds") or 0) or ctx.watch_timeout
         bookmarks = q.get("allowWatchBookmarks", "").lower() in TRUE
         check_initial_events(q, bookmarks, ctx.watch_list)
+        if refuses_in_stream(q, ctx.request_watch_progress):
+            self._start_stream()
+            self._send_event("ERROR", ApiError(500, c.STATUS_INTERNAL_ERROR, WATCH_PROGRESS_REFUSAL).status())
+            self._end_stream()
+            return
         drop = ctx.faults.take_watch_drop()
         try:
             if ctx.faults.take_watch_expiry():
@@ -217,6 +234,7 @@ class StreamingHandler(BaseHTTPRequestHandler):
         line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
         self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
         self.wfile.flush()
+        self._context.count_watch_event(self._path, event_type)
 
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")

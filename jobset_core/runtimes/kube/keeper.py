@@ -60,6 +60,7 @@ class EvidenceKeeper:
         # known, an earlier process wrote it): a store of the same again is no write.
         self._stored: dict[Key, dict[str, str] | None] = {}
         self._loaded: set[Key] = set()  # attempts whose stored evidence is in memory
+        self._written: dict[Key, dict[str, Obj]] = {}  # the pod records as last stored (or read), by name
         self._submitted: OrderedDict[Key, None] = OrderedDict()  # created here: nothing stored yet
         self._watching: dict[Key, int] = {}  # attempts watched now, and by how many watches
 
@@ -82,19 +83,38 @@ class EvidenceKeeper:
 
     # ----- keeping ------------------------------------------------------------------------------------------
 
-    def on_pod(self, handle: Handle, pod: Obj) -> bool:
-        """Keep a failed pod's record (True when it is new: the caller stores the batch in one write); hold
-        live pods with the evidence finalizer, release finished ones."""
+    def on_pod(self, handle: Handle, pod: Obj, *, gone: bool = False) -> bool:
+        """Keep a failed pod's record; True when it is worth a write soon (the caller stores the batch in one
+        write): a new record of a pod that settled (ended, or stuck waiting), or of one that is `gone`. A pod on
+        its way to failing (disrupted, being deleted, still running) is kept in memory and written with the
+        next write, not on its own: the cluster still holds it, and it ends (or goes) within its grace period,
+        so a preemption's several status writes cost one evidence write. Holds live pods with the evidence
+        finalizer, releases finished ones."""
         meta = ev.meta(pod)
         ours = holds(pod)
         failed = ev.pod_has_failed(pod)
         terminal = (pod.get("status") or {}).get("phase") in c.POD_ENDED_PHASES
         if self.finalizers is not None and not ours and not failed and not terminal and not meta.get("deletionTimestamp"):
             self.finalizers.add(handle.namespace, pod)
-        new = self._keep(handle, pod) if failed or ev.pod_worth_keeping(pod) else self._drop(handle, pod)
+        due = self._record(handle, pod, failed, settled=terminal or gone)
         if ours and (failed or terminal) and self.finalizers is not None:
             self.finalizers.remove(handle.namespace, pod)
-        return new
+        return due
+
+    def _record(self, handle: Handle, pod: Obj, failed: bool, *, settled: bool) -> bool:
+        """Keep or drop the pod's record; True when a write is due (a settled record not stored yet, or a
+        stuck wait that is over). A pod kept as stuck waiting (not failed) is settled too: the wait lasts."""
+        if failed or ev.pod_worth_keeping(pod):
+            self._keep(handle, pod)
+            return (settled or not failed) and self._unstored(handle, ev.name_of(pod))
+        return self._drop(handle, pod)
+
+    def _unstored(self, handle: Handle, name: str) -> bool:
+        """Whether the pod's record in memory differs from what this process last stored of it."""
+        key = _key(handle)
+        with self._lock:
+            kept = self._pods.get(key, {}).get(name)
+            return kept is not None and self._written.get(key, {}).get(name) is not kept
 
     def _keep(self, handle: Handle, pod: Obj) -> bool:
         """Keep (or refresh) the record of a pod worth keeping; True when it changed."""
@@ -136,6 +156,12 @@ class EvidenceKeeper:
             while len(self._submitted) > SUBMITTED_MEMORY:
                 self._submitted.popitem(last=False)
 
+    def created_here(self, handle: Handle) -> bool:
+        """Whether this process created the attempt and has not looked at it yet (a watch then waits for its
+        object on the streams instead of reading it)."""
+        with self._lock:
+            return _key(handle) in self._submitted
+
     def load(self, handle: Handle) -> None:
         """Read the evidence an earlier process stored, once per watch (before the first observation, and
         before this process stores its own, which must not overwrite it); an attempt this process created
@@ -155,8 +181,11 @@ class EvidenceKeeper:
                 return
             self._stored[key] = None
             pods = self._pods.setdefault(key, {})
+            written = self._written.setdefault(key, {})
             for pod in ev.kept_pods(stored):
-                pods.setdefault(ev.name_of(pod), pod)
+                name = ev.name_of(pod)
+                pods.setdefault(name, pod)
+                written.setdefault(name, pod)
             causes = self._causes.setdefault(key, {})
             for cause in ev.kept_restart_causes(stored):
                 if isinstance(cause.get("restart"), int):
@@ -182,14 +211,18 @@ class EvidenceKeeper:
         """
         if self.read_only:
             return
-        data = self._data(handle)
         name, key = handle.name + EVIDENCE_SUFFIX, _key(handle)
+        with self._lock:
+            records = dict(self._pods.get(key, {}))  # what this write holds (taken first: a later change is not)
+        data = self._data(handle)
         if key in self._stored and self._stored[key] == data:  # nothing new since this process wrote it
+            self._wrote(key, records)
             return
         if key in self._stored:  # it exists: one patch, not a read of the owner, a 409 and a patch
             try:
                 self.objects.retry.call(self.objects.core.patch_namespaced_config_map, name, handle.namespace, {"data": data})
                 self._stored[key] = data
+                self._wrote(key, records)
                 return
             except ApiException as exc:
                 if exc.status != 404:
@@ -208,6 +241,11 @@ class EvidenceKeeper:
             "data": data,
         })
         self._stored[key] = data
+        self._wrote(key, records)
+
+    def _wrote(self, key: Key, records: dict[str, Obj]) -> None:
+        with self._lock:
+            self._written[key] = records
 
     # ----- who watches ------------------------------------------------------------------------------------
 
@@ -230,6 +268,7 @@ class EvidenceKeeper:
             self._causes.pop(key, None)
             self._loaded.discard(key)
             self._stored.pop(key, None)
+            self._written.pop(key, None)
 
     def release_finalizers(self, handle: Handle) -> int:
         """Remove our finalizer from every pod of one submission; returns how many were released."""

@@ -54,7 +54,8 @@ class TrackingRuntime(Protocol):
 
     informers: Any
 
-    def track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None]) -> tuple[StreamTracker, list[Subscription]]: ...
+    def track(self, handle: Handle, sink: Callable[[tuple[str, str, Any]], None], *,
+              shared: bool = False) -> tuple[StreamTracker, list[Subscription]]: ...
 
     def hold(self, handle: Handle) -> None: ...
 
@@ -150,7 +151,7 @@ class KeptStreams:
 
     def _subscribe(self, handle: Handle) -> _Kept:
         inbox: queue.Queue = queue.Queue()
-        tracker, subscriptions = self.runtime.track(handle, inbox.put)
+        tracker, subscriptions = self.runtime.track(handle, inbox.put, shared=True)
         self.runtime.hold(handle)
         return _Kept(handle, tracker, subscriptions, inbox, time.monotonic())
 

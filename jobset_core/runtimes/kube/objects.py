@@ -7,9 +7,10 @@ of the runtime reads and writes JSON dicts, never the client's models.
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,9 @@ def pod_selector(handle: Handle) -> str:
     return kinds.named(handle.kind).member_selector(handle.name)
 
 
+ABSENT_MEMORY = 1024  # runs whose ledger found nothing, remembered until their streams start (`absent_since`)
+
+
 class KubeObjects:
     """Create, read, patch, delete and list the objects of runs, through one client and one retry policy."""
 
@@ -69,6 +73,9 @@ class KubeObjects:
         self.custom = client.CustomObjectsApi(api_client)
         self._discovered: dict[str, tuple[float, list[str]]] = {}
         self._warned_pod_groups = False
+        # (namespace, run key) -> the resourceVersion at which the ledger found none of the run's objects
+        # (`find`); taken once by the run's own streams, which then watch from there instead of listing.
+        self._absent_since: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     def sanitize(self, obj: Any) -> Any:
         return self.api_client.sanitize_for_serialization(obj)
@@ -171,15 +178,23 @@ class KubeObjects:
         return self.sanitize(self.retry.call(self.core.list_namespaced_config_map, namespace, label_selector=label_selector).items)
 
     def events(self, namespace: str | None, field_selector: str | None) -> list[Obj]:
-        """Events selected by the server, or (no selector) the namespace's, from the API server's watch cache
-        (`resourceVersion=0`, as a reflector's first list)."""
-        if field_selector is None:
-            call = functools.partial(self.core.list_namespaced_event, namespace, resource_version="0")
-        else:
-            call = functools.partial(self.core.list_namespaced_event, namespace, field_selector=field_selector)
-        items = self.sanitize(self.retry.call(call).items)
+        """Events selected by the server, or (no selector) the namespace's, as the server's JSON.
+
+        A consistent read, never `resourceVersion=0`: these are read at a decision, and the watch cache may
+        not hold yet the event a controller wrote with the status being decided on (servers with
+        ConsistentListFromCache, on by default since Kubernetes 1.31, still answer it from the cache). The
+        JSON is parsed as it came, as the streams' objects are: a namespace's events are many, and building the
+        client's models for each only to turn them back into dicts was most of the cost of such a list.
+        """
+        kwargs = {"field_selector": field_selector} if field_selector else {}
+        response = self.retry.call(self.core.list_namespaced_event, namespace, _preload_content=False, **kwargs)
+        try:
+            items = json.loads(response.data).get("items") or []
+        finally:
+            response.release_conn()
         for item in items:
             item.setdefault("kind", c.EVENT_KIND)
+            item.setdefault("apiVersion", c.CORE_API_VERSION)
         return items
 
     def events_of(self, obj: Mapping[str, Any]) -> list[Obj]:
@@ -265,6 +280,7 @@ class KubeObjects:
         """Every JobSet and Job of one run (the ledger), across attempts."""
         selector = f"{c.RUN_KEY_LABEL}={run_key}"
         out: list[Obj] = []
+        first: str | None = None  # the first listing's resourceVersion: nothing of the run existed then
         for kind in (adapter.descriptor for adapter in kinds.all_kinds()):
             try:
                 listing = self.retry.call(
@@ -275,11 +291,26 @@ class KubeObjects:
                 if exc.status == 404:
                     continue
                 raise
+            first = first or (listing.get("metadata") or {}).get("resourceVersion")
             for item in listing.get("items", []):
                 item.setdefault("kind", kind.kind)
                 item.setdefault("apiVersion", kind.api_version)
                 out.append(item)
+        if not out and first:
+            self._absent_since[(namespace, run_key)] = first
+            while len(self._absent_since) > ABSENT_MEMORY:
+                self._absent_since.popitem(last=False)
         return out
+
+    def absent_since(self, namespace: str, run_key: str) -> str | None:
+        """The resourceVersion at which the ledger last found nothing of this run, once (then forgotten).
+
+        Everything a run's own streams carry (`stream_resources.Resource.of_run`) is labelled by its
+        submissions, which did not exist then: the streams may start with an empty state and a watch from that
+        resourceVersion, which replays whatever was made since (the submission itself), instead of a list or a
+        watch-list each. A new run costs a request per stream, on any server, and never asks a server that
+        refuses a watch-list."""
+        return self._absent_since.pop((namespace, run_key), None)
 
     # ----- discovery ------------------------------------------------------------------------------------
 
@@ -302,3 +333,22 @@ class KubeObjects:
                 versions = [v.group_version for v in found.versions or []]
                 return sorted(versions, key=lambda v: v != preferred)
         return []
+
+
+def list_custom_objects(custom: Any, group: str, version: str, namespace: str, plural: str, **kwargs: Any) -> Any:
+    """`list_namespaced_custom_object` with the watch-list parameters the generated client does not know
+    (`sendInitialEvents`, and `resourceVersionMatch` beside it); everything else as it passes them."""
+    initial = kwargs.pop("send_initial_events", None)
+    if initial is None:
+        return custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
+    names = {"label_selector": "labelSelector", "resource_version": "resourceVersion", "timeout_seconds": "timeoutSeconds",
+             "allow_watch_bookmarks": "allowWatchBookmarks", "resource_version_match": "resourceVersionMatch",
+             "field_selector": "fieldSelector", "watch": "watch"}
+    query = [(names[k], v) for k, v in kwargs.items() if k in names and v is not None]
+    query.append(("sendInitialEvents", True))
+    options = {k: v for k, v in kwargs.items() if k.startswith("_")}
+    return custom.api_client.call_api(
+        f"/apis/{group}/{version}/namespaces/{namespace}/{plural}", "GET", {}, query,
+        {"Accept": "application/json;stream=watch"}, auth_settings=["BearerToken"],
+        response_types_map={200: "object"}, _return_http_data_only=True, **options,
+    )

@@ -47,6 +47,10 @@ EVENT_LISTS_PER_LOOK = 2
 # A gang torn down by a restart fails pod by pod within moments: its failures are stored in one write this
 # long after the first, not one write each (a decision, or the end of the watch, stores them at once).
 EVIDENCE_FLUSH_SECONDS = 0.5
+# An attempt this process created is on its streams within moments (a stream opened before the create, or
+# one that watches from before it, delivers its ADDED): its tracker waits that long for it before it reads
+# the object itself (a request, and the only way to tell a deletion in between from a slow stream).
+CREATED_ARRIVAL_SECONDS = 5.0
 
 
 class Observer:
@@ -139,7 +143,7 @@ class Tracker:
     evidence) it names as `due()`, for the watch's one timer.
     """
 
-    def __init__(self, observer: Observer, handle: Handle) -> None:
+    def __init__(self, observer: Observer, handle: Handle, *, streamed_events: bool = True) -> None:
         self.observer = observer
         self.keeper = observer.keeper
         self.handle = handle
@@ -154,11 +158,17 @@ class Tracker:
         self._restarts = 0  # status.restarts when the object's own events were last read
         self._dirty_since: float | None = None  # when a failed pod was first kept and not stored yet
         self.cancelled = False  # the object was seen marked cancelled (its DELETED event carries the mark)
-        self._roles = {"main", "events", *kinds.named(handle.kind).member_streams}
+        # A run followed alone (`streams.follows_alone`) streams no Events: they are read at its decisions
+        # (`_decision_events`) and kept as read until the next one.
+        self.streamed_events = streamed_events
+        self._read_events: list[Obj] = []
+        self._roles = {"main", *(["events"] if streamed_events else []), *kinds.named(handle.kind).member_streams}
+        # Created by this process: not synced until its object came on the stream (or the wait for it ended)
+        self._awaiting: float | None = time.monotonic() + CREATED_ARRIVAL_SECONDS if self.keeper.created_here(handle) else None
 
     @property
     def synced(self) -> bool:
-        return self._synced >= self._roles
+        return self._synced >= self._roles and self._awaiting is None
 
     def apply(self, batch: list[tuple[str, str, Any]]) -> bool:
         """Fold stream messages in; True when anything changed. An ERROR raises what the stream hit."""
@@ -177,8 +187,9 @@ class Tracker:
 
     def due(self) -> float | None:
         """When this tracker needs a turn although no message came (`time.monotonic()`): kept failures to
-        store `EVIDENCE_FLUSH_SECONDS` after the first; None: never."""
-        return None if self._dirty_since is None else self._dirty_since + EVIDENCE_FLUSH_SECONDS
+        store `EVIDENCE_FLUSH_SECONDS` after the first, or the end of the wait for its own object; None: never."""
+        flush = None if self._dirty_since is None else self._dirty_since + EVIDENCE_FLUSH_SECONDS
+        return min((m for m in (flush, self._awaiting) if m is not None), default=None)
 
     def followed(self) -> list[Subscription]:
         """The subscriptions to the members' events keys, for whoever unsubscribes the watch."""
@@ -221,9 +232,14 @@ class Tracker:
                 self._pod(kind, payload)
             elif role == "jobs":
                 _fold(self.jobs, kind, payload)
+        if self._awaiting is not None and time.monotonic() >= self._awaiting:
+            self._awaiting = None  # never came: the first observation reads the object itself
+            return True
         return bool(batch)
 
     def _main(self, kind: str, payload: Any) -> None:
+        if kind != "SYNC" or payload:
+            self._awaiting = None
         if kind == "SYNC":
             self.main = payload[0] if payload else None
         else:
@@ -232,7 +248,7 @@ class Tracker:
 
     def _pod(self, kind: str, payload: Any) -> None:
         for pod in payload if kind == "SYNC" else [payload]:
-            if self.keeper.on_pod(self.handle, pod):
+            if self.keeper.on_pod(self.handle, pod, gone=kind == "DELETED"):
                 self._dirty()
         _fold(self.pods, kind, payload)
 
@@ -241,13 +257,15 @@ class Tracker:
             self._dirty_since = time.monotonic()
 
     def observation(self, changed: bool) -> Observation:
-        """Jobs and events come from the shared caches. Kueue's Workload and the gang's PodGroups (not
-        streamed) are listed again when the attempt's object moved (and at a timed look, as their writers
-        never write the object); at the end, the Jobs and the object's own events are read once more, since
-        the JobSet's last write can arrive on its stream before its Jobs' last writes on theirs. A
-        failure stores what the keeper holds before the step decides; a move of the restart count reads the node
-        facts, and its failed pods are stored with the cause the step keeps, in one write (or at the flush's
-        moment when no cause is known yet)."""
+        """Jobs come from the streams; events from the shared stream's cache, or, for a run followed alone, read
+        at its decisions (`_events_at_decisions`). Kueue's Workload and the gang's PodGroups (not streamed) are
+        listed again when the attempt's object moved (and at a timed look, as their writers never write the
+        object). At the end the object's own events are read once more, and its Jobs unless every Job the stream
+        delivered has finished and one failed, since the JobSet's last write can arrive on its stream before its
+        Jobs' last writes on theirs. A final failure writes no evidence: its decision, recorded next with the
+        diagnosis made of these very pods, is what every later reader takes; a move of the restart count reads
+        the node facts, and its failed pods are stored with the cause the step keeps, in one write (or at the
+        flush's moment when no cause is known yet)."""
         main, handle = self.main, self.handle
         self.keeper.load(handle)  # once: what an earlier process kept of the attempt's failed pods
         if main is None:
@@ -258,33 +276,38 @@ class Tracker:
         if main is None:
             self.flush(now=True)
             pods = list(self.pods.values())
-            events = self._cached_events(members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle))), follow=False)
+            names = members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle)))
+            events = self._cached_events(names, follow=False) if self.streamed_events else self._decision_events(names)
             return self.observer.assemble(handle, None, pods=pods, events=events, cancelled=self.cancelled)
         self._list_workloads(main, changed)
         state = state_of(main)
         # A success needs no diagnosis: only a failure is worth reading the last writes again.
         final = state.terminal and state is not State.SUCCEEDED
-        if final:  # the child Jobs' last writes (none, and no request, for a kind without child Jobs)
+        if final and not _settled(self.jobs.values()):
+            # the child Jobs' last writes (none, and no request, for a kind without child Jobs)
             self.jobs = {ev.name_of(j): j for j in self.observer.objects.child_jobs(handle)}
         jobs = [self.jobs[n] for n in sorted(self.jobs)]
         # A failure is recorded by the object's own event, written with its status: read it from the server at
         # the end, as the event stream may deliver it after the status the decision uses. A move of the restart
-        # count is a decision point too (node facts are read, kept failures stored), but reads no event of its
-        # own: the restart's cause comes from the kept pods and the streamed events, and a late one comes as an
-        # event of a member, which wakes this watch.
+        # count is a decision point too (node facts are read, kept failures stored): the restart's cause comes
+        # from the kept pods and the events, and a late one comes as an event of a member, which wakes a watch
+        # on the shared streams, or is read at the step's timed look for it (a run followed alone).
         restarts = ev.count((main.get("status") or {}).get("restarts"))
         reread = final or restarts != self._restarts
         self._restarts = restarts
         pods = list(self.pods.values())
         own = workloads_of(main, self.workloads.items, jobs)
         names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), own)
-        events = self._cached_events(names)
-        if final:
-            events += self.observer.objects.events_of(main)
+        if not self.streamed_events:  # a run followed alone: read at a decision or a timed look
+            events = self._events_at_decisions(names, reread or not changed)
+        else:
+            events = self._cached_events(names)
+            if final:
+                events += self.observer.objects.events_of(main)
         seen = self.observer.assemble(handle, main, jobs=jobs, pods=pods, events=events, workloads=self.workloads.items,
                                       decision=reread, cancelled=self.cancelled)
-        if final:  # a decision: the failures seen so far are stored before it (a restart's, with its cause, when
-            self.flush(now=True)  # the step asks for it kept, else on the flush's own moment)
+        if final:  # the decision recorded next keeps what these failures say (the run record's diagnosis, which
+            self._dirty_since = None  # every later reader takes instead of judging again): no evidence write of its own
         return seen
 
     def _list_workloads(self, main: Mapping[str, Any], changed: bool) -> None:
@@ -297,6 +320,18 @@ class Tracker:
                 or (not changed and _workload_api_gang(main)):  # nor the scheduler (a held gang's bound)
             self.workloads = _Workloads(self.observer.workloads(main), version)
 
+    def _events_at_decisions(self, names: Iterable[str], decision: bool) -> list[Obj]:
+        """A run followed alone: its members' Events read from the server at a decision (the end, a move of
+        the restart count, a timed look), otherwise those last read. A failure or restart gets its Events at
+        once, as the shared stream's cache would give them; what comes after (a late restart cause) is read at
+        the step's timed look for it, and nothing is paid for a quiet run."""
+        return self._decision_events(names) if decision else list(self._read_events)
+
+    def _decision_events(self, names: Iterable[str]) -> list[Obj]:
+        """The members' Events read now (the one rule of a direct look, `Observer.events_named`), kept."""
+        self._read_events = self.observer.events_named(self.handle.namespace, names)
+        return list(self._read_events)
+
     def _cached_events(self, names: Iterable[str], *, follow: bool = True) -> list[Obj]:
         """The members' events from the stream's cache, after joining their keys (`follow_events`) while the
         attempt lives, so every later event about them wakes its watch."""
@@ -308,6 +343,12 @@ class Tracker:
         found = [event for name in names for event in self.events.informer.items(f"obj:{name}")]
         gone = ev.pods_named_by(found, names) - set(names)  # the event rule: pods its Jobs' events name
         return found + self._cached_events(gone, follow=follow) if gone else found
+
+
+def _settled(jobs: Iterable[Mapping[str, Any]]) -> bool:
+    """Child Jobs past their last writes: every one finished, one of them failed (what failed the JobSet)."""
+    states = [state_of(job) for job in jobs]
+    return State.FAILED in states and all(state in (State.FAILED, State.SUCCEEDED) for state in states)
 
 
 def _workload_api_gang(main: Mapping[str, Any]) -> bool:

@@ -39,15 +39,14 @@ from jobset_core.runtimes.kube.nodes import NodeReader
 from jobset_core.runtimes.kube.objects import KubeObjects
 from jobset_core.runtimes.kube.observe import Call, Observer, Tracker, Wait, watch_steps
 from jobset_core.runtimes.kube.run_record import RunRecords, run_record_name
-from jobset_core.runtimes.kube.streams import (
+from jobset_core.runtimes.kube.stream_resources import (
     EVENTS,
     MEMBER_STREAMS,
-    InformerHub,
     Resource,
-    Subscription,
     member_key,
     workload_stream,
 )
+from jobset_core.runtimes.kube.streams import InformerHub, Subscription
 from jobset_core.runtimes.kube.submit import Submitter
 from jobset_core.runtimes.kube.timers import Timers
 
@@ -286,23 +285,32 @@ class KubernetesRuntime:
             await asyncio.shield(offload(tracker.close))
             await asyncio.shield(offload(self.release_after_watch, handle))
 
-    def track(self, handle: Handle, sink: Sink) -> tuple[Tracker, list[Subscription]]:
-        """A tracker of one attempt and its subscriptions to the shared streams (a watch's, or a kept poll's)."""
-        tracker = Tracker(self.observer, handle)
-        subscriptions = self._subscribe(handle, sink)
-        tracker.events, tracker.event_sink = subscriptions[-1], _relabel("events", sink)
+    def track(self, handle: Handle, sink: Sink, *, shared: bool = False) -> tuple[Tracker, list[Subscription]]:
+        """A tracker of one attempt and its subscriptions to the streams (a watch's, or a kept poll's): the
+        run's own streams while this process follows few runs in the namespace, else the shared ones
+        (`streams.follows_alone`); a tracker without an events stream reads the Events at decisions. A kept
+        poll (`shared`: a connector, the process that follows many runs by design) always shares."""
+        alone = not shared and self.informers.alone(handle.namespace, handle.run_key)
+        tracker = Tracker(self.observer, handle, streamed_events=not alone)
+        subscriptions = self._subscribe(handle, sink, alone)
+        if not alone:
+            tracker.events, tracker.event_sink = subscriptions[-1], _relabel("events", sink)
         return tracker, subscriptions
 
-    def _subscribe(self, handle: Handle, sink: Sink) -> list[Subscription]:
-        """Join the process's shared streams under this attempt's keys; the events subscription comes last.
+    def _subscribe(self, handle: Handle, sink: Sink, alone: bool) -> list[Subscription]:
+        """Join the process's streams under this attempt's keys; the events subscription (shared only) last.
 
         Each message is relabelled with the role the stream plays for this attempt (its object, its Jobs,
         its pods), so the tracker does not care whether a gang Job arrived on the Job stream.
         """
         subscriptions: list[Subscription] = []
+        run_key = handle.run_key if alone else None
+        # A new run's own streams start from where its ledger found none of it (no list, no watch-list)
+        since = self.objects.absent_since(handle.namespace, run_key) if run_key else None
         try:
-            for role, resource, key in streams_of(handle):
-                subscriptions.append(self.informers.subscribe(handle.namespace, resource, key, _relabel(role, sink)))
+            for role, resource, key in streams_of(handle, run_key):
+                subscriptions.append(self.informers.subscribe(handle.namespace, resource, key, _relabel(role, sink),
+                                                              run_key, since=since))
         except BaseException:
             self.informers.unsubscribe(subscriptions)
             raise
@@ -323,12 +331,16 @@ class KubernetesRuntime:
             log.warning("could not release evidence finalizers of %s: %s", handle.name, exc)
 
 
-def streams_of(handle: Handle) -> list[tuple[str, Resource, str | None]]:
-    """(role, stream, key) of each shared stream an attempt joins, as its kind says: the workload itself by
-    name, each of its member streams (child Jobs, pods) under its members' key, and the events last."""
+def streams_of(handle: Handle, run_key: str | None = None) -> list[tuple[str, Resource, str | None]]:
+    """(role, stream, key) of each stream an attempt joins, as its kind says: the workload itself by name,
+    each of its member streams (child Jobs, pods) under its members' key, and the namespace's events last;
+    with `run_key`, the run's own streams (`Resource.of_run`) and no events stream."""
     adapter = kinds.named(handle.kind)
-    members = [(role, MEMBER_STREAMS[role], member_key(adapter.kind, handle.name)) for role in adapter.member_streams]
-    return [("main", workload_stream(adapter.descriptor), f"name:{handle.name}"), *members, ("events", EVENTS, None)]
+    def narrow(resource: Resource) -> Resource:
+        return resource.of_run(run_key) if run_key else resource
+    main = ("main", narrow(workload_stream(adapter.descriptor)), f"name:{handle.name}")
+    members = [(role, narrow(MEMBER_STREAMS[role]), member_key(adapter.kind, handle.name)) for role in adapter.member_streams]
+    return [main, *members] if run_key else [main, *members, ("events", EVENTS, None)]
 
 
 # What the timer puts into a blocking watch's inbox when its moment comes: a turn without a message.

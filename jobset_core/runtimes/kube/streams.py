@@ -9,10 +9,21 @@ carry, indexed by the keys the runs look up (a JobSet's name, the `jobset-name` 
 the `involvedObject.name` of an event). A run subscribes to its keys; its watch wakes on changes under
 them and reads the rest (Jobs, events) from the cache. The last subscriber to leave stops the stream.
 
+That sharing pays only in a process that follows many runs. One that follows one run (an Airflow 3 task
+process, `JobSetRun.follow`, `run()`, the CLI) would pay, for every other object of ours in the namespace and
+every Event, the whole namespace's churn: N such processes cost N x N. So a process streams each run's own
+objects alone (its JobSets, Jobs and pods, label-selected by its run key: `Resource.of_run`) while it follows
+fewer than `RUNS_FOLLOWED_ALONE` runs in a namespace, and reads their Events at decisions instead of streaming
+them (`observe.Tracker`); the runs that join after that share the namespace's streams (`follows_alone`).
+
 A stream starts as client-go's reflector does with its WatchList client: one watch request that sends the
 current objects first (`sendInitialEvents`, ended by a bookmark marked `k8s.io/initial-events-end`), not a
 list and then a watch, so a process that follows one run makes one request per resource, not two. A server
-that refuses it (the WatchList gate off, as in Kubernetes 1.33) is listed and watched as before.
+that refuses it in any way is listed and watched from then on, as client-go's reflector falls back on any
+watch-list error: a 422 (the WatchList gate off, as in Kubernetes 1.33), any other status, an ERROR inside the
+stream (a 1.36 server over an etcd without RequestWatchProgress answers 200, then a 500 in the stream), or
+streams that end before their initial state is complete `WATCH_LIST_EARLY_ENDS` times in a row. It is said
+once per process, with the server's address.
 """
 
 from __future__ import annotations
@@ -32,8 +43,9 @@ from kubernetes.client.exceptions import ApiException
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core import kinds
 from jobset_core.runtimes.kube.client import explained, is_transient
+from jobset_core.runtimes.kube.objects import list_custom_objects
+from jobset_core.runtimes.kube.stream_resources import Resource, follows_alone
 
 
 class StreamSource(Protocol):
@@ -56,64 +68,14 @@ Obj = dict[str, Any]
 # objects under the subscriber's key after a (re)list, or "ERROR" with the exception that ended the stream.
 Message = tuple[str, str, Any]
 Sink = Callable[[Message], None]
-# What a server without the WatchList feature answers a watch that asks for its initial events: 422 Invalid
-# (the gate off), or 400 from a proxy that validates the query; the stream then lists and watches.
-WATCH_LIST_REFUSED = frozenset({400, 422})
+# Streams whose watch asked for the initial state and ended before it was complete (cleanly, or cut), this many
+# times in a row: the server is taken not to serve a watch-list, as if it had refused one.
+WATCH_LIST_EARLY_ENDS = 3
 # While a process does not know yet whether its server sends initial events, one stream asks and the others
 # wait for its answer (its first event, or the refusal), so a refusal costs one request, not one per stream;
 # never longer than this, so a server that answers slowly delays the others only this much.
 WATCH_LIST_PROBE_SECONDS = 5.0
 INITIAL_EVENTS_PARAMETERS = {"send_initial_events": True, "resource_version_match": "NotOlderThan"}
-
-
-def _name_key(obj: Mapping[str, Any]) -> list[str]:
-    return [f"name:{ev.name_of(obj)}"]
-
-
-def member_key(kind: str, name: str) -> str:  # where the members (child Jobs, pods) of a workload are found
-    return f"{kind.lower()}:{name}"
-
-
-def _member_keys(obj: Mapping[str, Any]) -> list[str]:
-    """The workloads an object is a member of, by their member labels (a JobSet's pod is also its Job's)."""
-    return [member_key(adapter.kind, name) for adapter in kinds.all_kinds() if (name := adapter.member_of(obj))]
-
-
-def _event_keys(obj: Mapping[str, Any]) -> list[str]:
-    involved = obj.get("involvedObject") or obj.get("involved_object") or {}
-    name = involved.get("name")
-    return [f"obj:{name}"] if name else []
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One stream: what to list and watch, how to select it, and the keys a cached object is found under."""
-
-    source: str
-    kind: str
-    api_version: str
-    label_selector: str | None
-    keys: Callable[[Mapping[str, Any]], list[str]]
-
-    @property
-    def core(self) -> bool:
-        return self.api_version == c.CORE_API_VERSION
-
-
-# A gang Job is looked up by name, a JobSet's child Job by its JobSet (jobset_controller.go labels)
-JOBS = Resource(c.GANG_JOB.plural, c.GANG_JOB.kind, c.GANG_JOB.api_version, c.RUN_MEMBER_LABEL, lambda obj: [*_name_key(obj), *_member_keys(obj)])
-PODS = Resource("pods", c.POD_KIND, c.CORE_API_VERSION, c.RUN_MEMBER_LABEL, _member_keys)
-MEMBER_STREAMS = {"jobs": JOBS, "pods": PODS}  # by the role they play for a workload (`member_streams`)
-
-
-def workload_stream(kind: c.WorkloadKind) -> Resource:
-    """The stream a workload arrives on: its kind's, selected by the run key; a gang Job's is the Job stream."""
-    return JOBS if kind.plural == JOBS.source else Resource(kind.plural, kind.kind, kind.api_version, c.RUN_KEY_LABEL, _name_key)
-
-
-JOBSETS = workload_stream(c.JOBSET)
-# Events carry no labels of ours: the stream is the namespace's, filtered here by the objects of each run.
-EVENTS = Resource("events", c.EVENT_KIND, c.CORE_API_VERSION, None, _event_keys)
 
 
 @dataclass(eq=False)
@@ -177,8 +139,10 @@ class SharedInformer:
     """
 
     def __init__(self, runtime: StreamSource, namespace: str, resource: Resource,
-                 probe: WatchListProbe | None = None) -> None:
+                 probe: WatchListProbe | None = None, run_key: str | None = None, since: str | None = None) -> None:
         self.runtime = runtime
+        self._since = since  # known empty at this resourceVersion: start there, without a list
+        self.run_key = run_key  # the one run this stream carries (`Resource.of_run`); None: the namespace's
         self._probe = probe  # held by the stream that asks the server whether it sends initial events
         self._probing = False
         self.namespace = namespace
@@ -186,6 +150,7 @@ class SharedInformer:
         self.synced = False
         self.failed: BaseException | None = None
         self.watch_list = runtime.watch_list  # the initial state from the watch itself
+        self._early_ends = 0  # watches in a row that ended before their initial state was complete
         self._cache = _Cache(resource.keys)
         self._subscribers: dict[Subscription, None] = {}  # in joining order
         self._by_key: dict[str, dict[Subscription, None]] = {}
@@ -279,7 +244,7 @@ class SharedInformer:
             return fn, kwargs
         group, version = resource.api_version.split("/", 1)
         kwargs.update(group=group, version=version, plural=resource.source)
-        return functools.partial(_list_custom, runtime.custom), kwargs
+        return functools.partial(list_custom_objects, runtime.custom), kwargs
 
     def _as_dict(self, obj: Any) -> Obj:
         out = obj if isinstance(obj, dict) else self.runtime.sanitize(obj)
@@ -302,7 +267,9 @@ class SharedInformer:
             reraise=True,
         )
         list_fn, kwargs = self._list_fn()
-        resource_version: str | None = None
+        resource_version = self._since
+        if resource_version is not None:
+            self._publish_sync([])
         while not self._stop.is_set():
             try:
                 for attempt in reconnect:
@@ -355,32 +322,34 @@ class SharedInformer:
         initial: list[Obj] | None = [] if resource_version is None else None
         if initial is not None and not self._ask_first():
             return None  # another stream learned that the server refuses: list first
-        extra = INITIAL_EVENTS_PARAMETERS if initial is not None else {}
+        at = _Position(resource_version, initial)
         try:
-            for event in stream.stream(
-                list_fn, resource_version=resource_version, timeout_seconds=timeout,
-                allow_watch_bookmarks=True, _request_timeout=read_limit, **extra, **kwargs,
-            ):
-                obj = self._as_dict(event["object"])
-                resource_version = ev.meta(obj).get("resourceVersion") or resource_version
-                initial = self._take(event["type"], obj, initial)
-                if self._stop.is_set():
-                    break
-        except ApiException as exc:
-            if self._refused(exc, initial):
-                return None
-            if self._stop.is_set():
-                return resource_version
-            raise
-        except Exception:
+            self._follow(stream, list_fn, {
+                "resource_version": resource_version, "timeout_seconds": timeout, "allow_watch_bookmarks": True,
+                "_request_timeout": read_limit, **(INITIAL_EVENTS_PARAMETERS if initial is not None else {}), **kwargs,
+            }, at)
+        except Exception as exc:
             if self._stop.is_set():  # our own shutdown of the connection
-                return resource_version
+                return at.resource_version
+            if at.initial is not None and self._watch_list_failed(exc):
+                return None  # list, then watch
             raise
         finally:
             self._answered()
+        if at.initial is not None and not self._stop.is_set():
+            self._watch_list_failed(None)  # ended cleanly before its initial state was complete
         # A watch that ended before its initial state was complete starts again from the current state.
-        return resource_version if initial is None else None
+        return at.resource_version if at.initial is None else None
 
+    def _follow(self, stream: watch.Watch, list_fn: Callable[..., Any], kwargs: dict[str, Any], at: _Position) -> None:
+        """Read one watch to its end (or this stream's stop), keeping where it got to in `at`. The arguments go to
+        `Watch.stream` itself: with `timeout_seconds` among them it never re-opens the watch on its own."""
+        for event in stream.stream(list_fn, **kwargs):
+            obj = self._as_dict(event["object"])
+            at.resource_version = ev.meta(obj).get("resourceVersion") or at.resource_version
+            at.initial = self._take(event["type"], obj, at.initial)
+            if self._stop.is_set():
+                break
 
     def _take(self, kind: str, obj: Obj, initial: list[Obj] | None) -> list[Obj] | None:
         """One watch event: gathered while the initial state comes (answers what is still gathered, None once
@@ -395,19 +364,38 @@ class SharedInformer:
         if kind != "BOOKMARK":
             initial.append(obj)
             return initial
+        self._early_ends = 0
         if (ev.meta(obj).get("annotations") or {}).get(c.INITIAL_EVENTS_END_ANNOTATION) != "true":
-            self.watch_list = self.runtime.watch_list = False
+            self._fall_back("its first bookmark does not end the initial state: it ignored the request")
         self._publish_sync(initial)
         return None
 
+    def _watch_list_failed(self, exc: BaseException | None) -> bool:
+        """A watch asking for its initial state failed before that state was complete: True when this
+        process's streams list first from now on (told before the streams waiting to ask go on).
 
-    def _refused(self, exc: ApiException, initial: list[Obj] | None) -> bool:
-        """A server without the WatchList feature refused a watch asking for its initial events: this process's
-        streams list first from now on (noted before the streams waiting to ask go on)."""
-        if initial is None or exc.status not in WATCH_LIST_REFUSED or self._stop.is_set():
+        As client-go's reflector does, any answer of the server's that is not the stream it asked for ends the
+        watch-list: an HTTP status (422 with the WatchList gate off) or an ERROR inside the stream (a 500 over
+        an etcd without RequestWatchProgress, which would otherwise be retried as transient for ever and the
+        run would never see its end). A watch cut or ended without an answer may be the network's doing: only
+        `WATCH_LIST_EARLY_ENDS` of them in a row mean the server will not send the initial state.
+        """
+        if isinstance(exc, ApiException):
+            return self._fall_back(f"{exc.status} {exc.reason or ''}".strip())
+        self._early_ends += 1
+        if self._early_ends < WATCH_LIST_EARLY_ENDS:
             return False
-        log.info("the server refused a watch with initial events (%s): listing %s", exc.status, self.resource.source)
+        return self._fall_back(f"{self._early_ends} watches in a row ended before their initial state was complete")
+
+    def _fall_back(self, why: str) -> bool:
+        """List, then watch, from now on in this process; said once, with the server's address."""
         self.watch_list = self.runtime.watch_list = False
+        if self._probe is None or not self._probe.said:
+            if self._probe is not None:
+                self._probe.said = True
+            host = getattr(getattr(self.runtime.core.api_client, "configuration", None), "host", "the API server")
+            log.warning("%s does not serve a watch that sends the current objects first (%s): listing, then "
+                        "watching, from now on", host, why.splitlines()[0][:300])
         return True
 
     def _ask_first(self) -> bool:
@@ -430,30 +418,20 @@ class SharedInformer:
 
 
 @dataclass
+class _Position:
+    """How far one watch got: the last resourceVersion, and the initial state while it still comes."""
+
+    resource_version: str | None
+    initial: list[Obj] | None
+
+
+@dataclass
 class WatchListProbe:
     """Whether a process's server is known to send initial events, and the lock of the stream that asks."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     known: bool = False
-
-
-def _list_custom(custom: Any, group: str, version: str, namespace: str, plural: str, **kwargs: Any) -> Any:
-    """`list_namespaced_custom_object` with the watch-list parameters the generated client does not know
-    (`sendInitialEvents`, and `resourceVersionMatch` beside it); everything else as it passes them."""
-    initial = kwargs.pop("send_initial_events", None)
-    if initial is None:
-        return custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
-    names = {"label_selector": "labelSelector", "resource_version": "resourceVersion", "timeout_seconds": "timeoutSeconds",
-             "allow_watch_bookmarks": "allowWatchBookmarks", "resource_version_match": "resourceVersionMatch",
-             "field_selector": "fieldSelector", "watch": "watch"}
-    query = [(names[k], v) for k, v in kwargs.items() if k in names and v is not None]
-    query.append(("sendInitialEvents", True))
-    options = {k: v for k, v in kwargs.items() if k.startswith("_")}
-    return custom.api_client.call_api(
-        f"/apis/{group}/{version}/namespaces/{namespace}/{plural}", "GET", {}, query,
-        {"Accept": "application/json;stream=watch"}, auth_settings=["BearerToken"],
-        response_types_map={200: "object"}, _return_http_data_only=True, **options,
-    )
+    said: bool = False  # the fallback to list, then watch, was logged (once per process's runtime)
 
 
 class InformerHub:
@@ -461,16 +439,28 @@ class InformerHub:
 
     def __init__(self, runtime: StreamSource) -> None:
         self.runtime = runtime
-        self._informers: dict[tuple[str, str], SharedInformer] = {}
+        # by (namespace, stream, label selector): a namespace's shared streams and each run's own
+        self._informers: dict[tuple[str, str, str | None], SharedInformer] = {}
         self._lock = threading.Lock()
         self._probe = WatchListProbe()  # one stream asks whether the server sends initial events, the others wait
 
-    def subscribe(self, namespace: str, resource: Resource, key: str | None, sink: Sink | None) -> Subscription:
+    def alone(self, namespace: str, run_key: str) -> bool:
+        """Whether a run joining now streams its own objects rather than the namespace's (`follows_alone`)."""
         with self._lock:
-            informer = self._informers.get((namespace, resource.source))
+            informers = [i for (ns, _, _), i in self._informers.items() if ns == namespace]
+        alone = {i.run_key for i in informers if i.run_key is not None}
+        return follows_alone(alone, run_key, shared=any(i.run_key is None for i in informers))
+
+    def subscribe(self, namespace: str, resource: Resource, key: str | None, sink: Sink | None,
+                  run_key: str | None = None, *, since: str | None = None) -> Subscription:
+        """Join a stream (`resource` narrowed to one run by `Resource.of_run` when `run_key` is given); one
+        started here with `since` begins empty and watches from that resourceVersion (`KubeObjects.absent_since`)."""
+        with self._lock:
+            ident = (namespace, resource.source, resource.label_selector)
+            informer = self._informers.get(ident)
             if informer is None or informer.failed is not None:
-                informer = SharedInformer(self.runtime, namespace, resource, self._probe)
-                self._informers[(namespace, resource.source)] = informer
+                informer = SharedInformer(self.runtime, namespace, resource, self._probe, run_key, since)
+                self._informers[ident] = informer
                 informer.start()
             subscription = Subscription(informer, key, sink)
             informer.add(subscription)
@@ -483,15 +473,14 @@ class InformerHub:
             for sub in subscriptions:
                 informer = sub.informer
                 if informer.remove(sub) == 0:
-                    key = (informer.namespace, informer.resource.source)
-                    if self._informers.get(key) is informer:
-                        del self._informers[key]
+                    ident = (informer.namespace, informer.resource.source, informer.resource.label_selector)
+                    if self._informers.get(ident) is informer:
+                        del self._informers[ident]
                     idle.append(informer)
         for informer in idle:
             informer.close()
 
     def active(self) -> int:
-        """How many streams are open (for benchmarks and tests: one per resource and namespace)."""
+        """How many streams are open (for benchmarks and tests: one per resource and namespace, or per run)."""
         with self._lock:
             return len(self._informers)
-

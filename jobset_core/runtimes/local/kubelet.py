@@ -36,7 +36,7 @@ from jobset_core.runtimes.local.state import LocalPod, LocalSubmission
 from jobset_core.sim import pod_status
 from jobset_core.sim.events import record_event
 from jobset_core.sim.faults import Fault
-from jobset_core.sim.node import ContainerEnd, strike
+from jobset_core.sim.node import ContainerEnd, finish_deletion, strike
 from jobset_core.sim.records import deleting, labels, terminal
 from jobset_core.sim.scheduler import Scheduler
 from jobset_core.sim.scheduling import matches_affinity
@@ -141,6 +141,7 @@ class Node:
     def _finish(self, pod: LocalPod, record: Obj, status: Obj) -> bool:
         """Write the final status; a failed pod's record is kept as evidence for after it is gone."""
         updated = write_status(self.store, record, status)
+        finish_deletion(self.store, updated)  # a deleted pod: the kubelet's own delete, grace period 0
         pod.finished = True
         if updated["status"].get("phase") == c.PHASE_FAILED:
             pod.submission.evidence[pod.name] = copy.deepcopy(updated)

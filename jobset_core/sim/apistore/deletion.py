@@ -30,8 +30,10 @@ class Deletion:
         """Delete ``current`` with a propagation policy; returns (object state, removed-now)."""
         tables = self._tables
         meta = current["metadata"]
+        if _graceful(kind) and not _running_on_a_node(current):
+            grace = 0  # nothing runs that a grace period would wait for (CheckGracefulDelete)
         if meta.get("deletionTimestamp"):
-            return current, False
+            return self._shorten_grace(kind, current, grace)
         uid = meta["uid"]
         if policy == c.PROPAGATION_ORPHAN:
             self._orphan_dependents(uid)
@@ -43,14 +45,34 @@ class Deletion:
         if not finalizers:
             return self.remove(kind, current), True
         marked = clone(current)
-        marked["metadata"]["deletionTimestamp"] = rfc3339(self._clock())
-        marked["metadata"]["deletionGracePeriodSeconds"] = grace if grace is not None else 0
+        grace = grace if grace is not None else 0
+        # A pod's deletionTimestamp is when its grace period ends (ObjectMeta: "the time after which this
+        # resource will be deleted"); what else is marked has no grace period to wait for.
+        ends = self._clock() + (grace if _graceful(kind) else 0)
+        marked["metadata"]["deletionTimestamp"] = rfc3339(ends)
+        marked["metadata"]["deletionGracePeriodSeconds"] = grace
         marked["metadata"]["finalizers"] = finalizers
         tables.commit(kind, marked, "MODIFIED", current)
         response = clone(marked)
         if foreground:
             self._delete_dependents_first(uid)
         return response, False
+
+    def _shorten_grace(self, kind: ResourceKind, current: Obj, grace: int | None) -> tuple[Obj, bool]:
+        """A second delete of a pod being deleted, with a shorter grace period (the kubelet's grace 0 once its
+        containers stopped): the deletion moves earlier, as `BeforeDelete` (apiserver `rest/delete.go`) moves
+        deletionTimestamp and deletionGracePeriodSeconds when the new end comes before the old one."""
+        meta = current["metadata"]
+        old = meta.get("deletionGracePeriodSeconds")
+        if not _graceful(kind) or grace is None or old is None or grace >= old:
+            return current, False
+        marked = clone(current)
+        marked["metadata"]["deletionTimestamp"] = rfc3339(self._clock() + grace)
+        marked["metadata"]["deletionGracePeriodSeconds"] = grace
+        if grace == 0 and not marked["metadata"].get("finalizers"):
+            return self.remove(kind, marked), True
+        self._tables.commit(kind, marked, "MODIFIED", current)
+        return clone(marked), False
 
     def remove(self, kind: ResourceKind, obj: Obj) -> Obj:
         """Remove for good, emit DELETED, then run the consequences (GC, owners, namespace)."""
@@ -67,7 +89,9 @@ class Deletion:
         """Commit an update of ``current``: an object whose last finalizer went while it is being deleted is
         removed; an owner whose dependent let go of it may finish its foreground deletion."""
         meta = result["metadata"]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        # A pod in its grace period outlives its finalizers: its kubelet removes it (a delete with grace 0).
+        waits = _graceful(kind) and bool(meta.get("deletionGracePeriodSeconds"))
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not waits:
             return self.remove(kind, result)
         self._tables.commit(kind, result, "MODIFIED", current)
         for owner_uid in owner_uids(current) - owner_uids(result):
@@ -154,3 +178,13 @@ class Deletion:
                 obj = self._tables.bucket(kind).get(key)
                 if obj is not None:
                     self.delete(kind, obj, c.PROPAGATION_BACKGROUND, None)
+
+
+def _graceful(kind: ResourceKind) -> bool:
+    """Pods alone honour a grace period (the pod registry's `CheckGracefulDelete`): their kubelet ends them."""
+    return kind.group == "" and kind.kind == c.POD_KIND
+
+
+def _running_on_a_node(pod: Obj) -> bool:
+    """A pod bound to a node and not ended: only such a pod's deletion waits for its grace period."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in c.POD_ENDED_PHASES

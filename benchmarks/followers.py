@@ -9,9 +9,14 @@ process, and N follower processes, each running ONE non-deferrable operator `exe
 a fixed rate: status writes to the pods of other runs nobody follows, labelled as our runs' members are
 (so a namespace-wide stream of ours receives them), and Events about those pods.
 
-As Airflow's supervisor forks its task processes, a forker process imports Airflow and builds one operator,
-then `os.fork()`s the N followers; memory is therefore reported as the sum of the followers' PSS
-(`/proc/<pid>/smaps_rollup`: shared pages split among the processes that share them), not of their RSS.
+As Airflow 3 runs a task, a forker process stands for the worker's supervisor: it has imported Airflow and the
+task SDK's supervisor, and `os.fork()`s the N followers (`airflow/sdk/execution_time/supervisor.py`: the child
+runs `task_runner.main`, whose `startup` parses the DAG file, importing the operator's provider, in the task
+process). So each follower imports its provider and builds its operator itself, as a task process does: what a
+provider costs at import is part of what every task pays (`--preimport` imports both providers and builds one
+operator before the forks instead, as a process that shares them would). Memory is reported as the sum of the
+followers' PSS (`/proc/<pid>/smaps_rollup`: shared pages split among the processes that share them), not of
+their RSS.
 
 A round, per tool, N and mode ("quiet": no churn; "churn"): the followers start their runs; once every run's
 pod is running and the followers' CPU has settled, a window of `--window` seconds starts (with churn writes in
@@ -107,6 +112,7 @@ TOTALS = ("cpu_window_s", "cpu_total_s", "pss_mb", "requests", "requests_fair", 
 RATIO_COLUMNS = tuple(f"{column}_churn" for column in TOTALS)
 COLUMNS = ["tool", "n", "mode", "ok", "churn_writes", "churn_rate", "cpu_window_s", "cpu_total_s", "pss_mb",
            "requests", "requests_fair", "watch_events", "watch_events_window", "server_cpu_window_s", "load_1m_before", "load_1m", "round_s"]
+PREIMPORT_ENV = "FOLLOWERS_PREIMPORT"  # set by `--preimport` for the forker
 # A real API server sends a watch a BOOKMARK about once a minute (k8s.io/apiserver cacher.go, bookmarkFrequency);
 # the offline server's default of one a second is for quick tests, and would bill every watch 60 times over.
 REAL_BOOKMARK_SECONDS = 60.0
@@ -124,7 +130,10 @@ def _forker(tool: str, n: int, prefix: str, fd: int) -> None:
         out.write(json.dumps({"kind": kind, **data}) + "\n")
         out.flush()
 
-    peer.operator(tool, "warm-up", peer.PEER_POLL_SECONDS)  # every import done once, before the forks
+    import airflow.sdk.execution_time.supervisor  # noqa: F401 - what the supervisor has imported when it forks
+
+    if os.environ.get(PREIMPORT_ENV):
+        peer.operator(tool, "warm-up", peer.PEER_POLL_SECONDS)  # the provider imported once, before the forks
     say("ready", threads=threading.active_count())
     sys.stdin.readline()
     pids = []
@@ -345,6 +354,7 @@ def measure(tool: str, n: int, mode: str, window: float, rate: float, home: Path
     errors = sorted({m["error"] for m in ended if m["state"] != "success" and m["error"]})
     return {
         "tool": peer.tool_name(tool), "key": tool, "n": n, "mode": mode,
+        "provider_imported": "before the forks" if os.environ.get(PREIMPORT_ENV) else "in each task process",
         "ok": sum(1 for m in ended if m["state"] == "success"), "forker_threads": followers.ready.get("threads"),
         **measured, "cpu_total_s": end.get("cpu_total_s", float("nan")),
         "requests": len(requests), "requests_per_follower": len(requests) / n,
@@ -381,12 +391,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--window", type=report.positive_float, default=WINDOW_SECONDS,
                         help="seconds measured, with or without churn, while every follower follows")
     parser.add_argument("--append", action="store_true", help="add the rows to the saved results (another N)")
+    parser.add_argument("--preimport", action="store_true",
+                        help="import the providers and build one operator before the forks (not as Airflow 3 runs a task)")
     parser.add_argument("--forker", nargs=4, metavar=("TOOL", "N", "PREFIX", "FD"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.forker:
         tool, n, prefix, fd = args.forker
         _forker(tool, int(n), prefix, int(fd))
         return []
+    if args.preimport:
+        os.environ[PREIMPORT_ENV] = "1"  # the forkers inherit it
     home = Path(tempfile.mkdtemp(prefix="bench-followers-"))
     rows = []
     try:

@@ -160,9 +160,9 @@ def test_a_follower_that_adopts_after_a_restart_sees_what_its_decision_needs(ser
 
 def test_a_server_over_an_etcd_without_watch_progress_is_listed_and_the_run_sees_its_end(
         caplog: pytest.LogCaptureFixture) -> None:
-    """Kubernetes 1.36 over etcd 3.4.23 answers a watch-list 200 with a 500 inside the stream. A run this process
-    submits never asks for one (its streams watch from where its ledger found nothing); a follower that adopts a
-    running one asks once, then lists and watches (said once, naming the server), and sees the run's end."""
+    """Kubernetes 1.36 over etcd 3.4.23 answers a watch-list 200 with a 500 inside the stream. A follower that
+    adopts a running run asks once, then lists and watches (said once, naming the server), and sees the run's end;
+    a run a process submits asks once too, then its streams watch from where its ledger found none of it."""
     with LocalApiServer(seed=3, namespaces=[NS], request_watch_progress=False) as server, \
             ClusterDriver(server, NS, tick=0.03) as driver:
         spec, key = make_spec(), make_run_key("old-etcd", "train")
@@ -179,11 +179,13 @@ def test_a_server_over_an_etcd_without_watch_progress_is_listed_and_the_run_sees
         assert len(said) == 1 and server.url in said[0] and "RequestWatchProgress" in said[0], said
 
         before = len(server.requests)
-        fresh = make_runtime(server)
-        again = run_to_end(new_run(make_spec("fresh"), fresh, make_run_key("old-etcd", "fresh")))
+        fresh, fresh_key = make_runtime(server), make_run_key("old-etcd", "fresh")
+        again = run_to_end(new_run(make_spec("fresh"), fresh, fresh_key))
         assert again.succeeded, again.message
-        assert not [r for r in server.requests[before:] if r.query.get("sendInitialEvents")], "a new run asks for none"
-        assert fresh.watch_list is True
+        made = server.requests[before:]
+        assert len([r for r in made if r.query.get("sendInitialEvents")]) == 1, "a new process asks once"
+        own = [r for r in made if r.query.get("labelSelector") == f"{RUN_MEMBER_LABEL}={fresh_key}"]
+        assert own and all(r.query.get("watch") == "True" for r in own), "its streams start where the ledger found none: no list"
         assert not driver.errors
 
 
@@ -198,7 +200,9 @@ def test_watches_cut_before_their_initial_state_again_and_again_are_given_up_for
     wait_until(lambda: any(kind == "SYNC" for _, kind, _ in messages), "the listing")
     pods = [(r.query.get("watch") == "True", r.query.get("sendInitialEvents") == "True")
             for r in server.requests if r.path.endswith("/pods")]
-    assert pods[:5] == [(True, True)] * 3 + [(False, False), (True, False)], pods
+    # (each request is recorded as its answer starts, so a cut watch and the list after it may be recorded in
+    # either order on a busy machine)
+    assert pods.count((True, True)) == 3 and pods.count((False, False)) == 1, pods
     assert runtime.watch_list is False and not any(kind == "ERROR" for _, kind, _ in messages)
     runtime.informers.unsubscribe([subscription])
 

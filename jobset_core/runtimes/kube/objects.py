@@ -61,6 +61,7 @@ def pod_selector(handle: Handle) -> str:
 
 
 ABSENT_MEMORY = 1024  # runs whose ledger found nothing, remembered until their streams start (`absent_since`)
+ABSENT_FRESH_SECONDS = 5.0  # how long after the ledger's look a run's streams may replay from it instead
 
 
 class KubeObjects:
@@ -75,7 +76,7 @@ class KubeObjects:
         self._warned_pod_groups = False
         # (namespace, run key) -> the resourceVersion at which the ledger found none of the run's objects
         # (`find`); taken once by the run's own streams, which then watch from there instead of listing.
-        self._absent_since: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._absent_since: OrderedDict[tuple[str, str], tuple[str, float]] = OrderedDict()
 
     def sanitize(self, obj: Any) -> Any:
         return self.api_client.sanitize_for_serialization(obj)
@@ -297,7 +298,7 @@ class KubeObjects:
                 item.setdefault("apiVersion", kind.api_version)
                 out.append(item)
         if not out and first:
-            self._absent_since[(namespace, run_key)] = first
+            self._absent_since[(namespace, run_key)] = (first, time.monotonic())
             while len(self._absent_since) > ABSENT_MEMORY:
                 self._absent_since.popitem(last=False)
         return out
@@ -306,11 +307,16 @@ class KubeObjects:
         """The resourceVersion at which the ledger last found nothing of this run, once (then forgotten).
 
         Everything a run's own streams carry (`stream_resources.Resource.of_run`) is labelled by its
-        submissions, which did not exist then: the streams may start with an empty state and a watch from that
-        resourceVersion, which replays whatever was made since (the submission itself), instead of a list or a
-        watch-list each. A new run costs a request per stream, on any server, and never asks a server that
-        refuses a watch-list."""
-        return self._absent_since.pop((namespace, run_key), None)
+        submissions, which did not exist then: on a server that refuses a watch-list, the streams may start with
+        an empty state and a watch from that resourceVersion, which replays whatever was made since (the
+        submission itself), instead of a list each. A new run then costs one request per stream on any server
+        (and one refused watch-list per process). Only while the replay is short (`ABSENT_FRESH_SECONDS`): a run submitted and
+        followed later (`start`, then `follow`) would be told its whole history event by event, where a
+        watch-list tells its state at once."""
+        found = self._absent_since.pop((namespace, run_key), None)
+        if found is None or time.monotonic() - found[1] > ABSENT_FRESH_SECONDS:
+            return None
+        return found[0]
 
     # ----- discovery ------------------------------------------------------------------------------------
 

@@ -162,6 +162,7 @@ class Tracker:
         # (`_decision_events`) and kept as read until the next one.
         self.streamed_events = streamed_events
         self._read_events: list[Obj] = []
+        self._state: State | None = None  # the state of the last observation (a suspension's start reads Events)
         self._roles = {"main", *(["events"] if streamed_events else []), *kinds.named(handle.kind).member_streams}
         # Created by this process: not synced until its object came on the stream (or the wait for it ended)
         self._awaiting: float | None = time.monotonic() + CREATED_ARRIVAL_SECONDS if self.keeper.created_here(handle) else None
@@ -295,11 +296,14 @@ class Tracker:
         restarts = ev.count((main.get("status") or {}).get("restarts"))
         reread = final or restarts != self._restarts
         self._restarts = restarts
+        # a suspension is explained by what its writer said of it (Kueue's eviction): read at its start
+        suspended = state is State.SUSPENDED and self._state is not State.SUSPENDED
+        self._state = state
         pods = list(self.pods.values())
         own = workloads_of(main, self.workloads.items, jobs)
         names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), own)
         if not self.streamed_events:  # a run followed alone: read at a decision or a timed look
-            events = self._events_at_decisions(names, reread or not changed)
+            events = self._events_at_decisions(names, reread or suspended or not changed)
         else:
             events = self._cached_events(names)
             if final:
@@ -322,7 +326,7 @@ class Tracker:
 
     def _events_at_decisions(self, names: Iterable[str], decision: bool) -> list[Obj]:
         """A run followed alone: its members' Events read from the server at a decision (the end, a move of
-        the restart count, a timed look), otherwise those last read. A failure or restart gets its Events at
+        the restart count, the start of a suspension, a timed look), otherwise those last read. A failure or restart gets its Events at
         once, as the shared stream's cache would give them; what comes after (a late restart cause) is read at
         the step's timed look for it, and nothing is paid for a quiet run."""
         return self._decision_events(names) if decision else list(self._read_events)

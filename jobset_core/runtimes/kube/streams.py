@@ -141,7 +141,7 @@ class SharedInformer:
     def __init__(self, runtime: StreamSource, namespace: str, resource: Resource,
                  probe: WatchListProbe | None = None, run_key: str | None = None, since: str | None = None) -> None:
         self.runtime = runtime
-        self._since = since  # known empty at this resourceVersion: start there, without a list
+        self._since = since  # known empty at this resourceVersion: start there, not with a list (`_known_empty`)
         self.run_key = run_key  # the one run this stream carries (`Resource.of_run`); None: the namespace's
         self._probe = probe  # held by the stream that asks the server whether it sends initial events
         self._probing = False
@@ -267,15 +267,13 @@ class SharedInformer:
             reraise=True,
         )
         list_fn, kwargs = self._list_fn()
-        resource_version = self._since
-        if resource_version is not None:
-            self._publish_sync([])
+        resource_version: str | None = None
         while not self._stop.is_set():
             try:
                 for attempt in reconnect:
                     with attempt:
                         if resource_version is None and not self.watch_list:
-                            resource_version = self._relist(list_fn, kwargs)
+                            resource_version = self._known_empty() or self._relist(list_fn, kwargs)
                         resource_version = self._stream(list_fn, kwargs, resource_version)
                         if self._stop.is_set():
                             return
@@ -289,6 +287,15 @@ class SharedInformer:
             except Exception as exc:  # noqa: BLE001 - handed to the subscribers, whose watch raises it
                 self._fail(exc)
                 return
+
+    def _known_empty(self) -> str | None:
+        """On a server without a watch-list: start empty at the resourceVersion this stream was told held none of
+        its objects (`InformerHub.subscribe`'s `since`), once, instead of listing. A watch-list, where served,
+        is as cheap and tells the current state at once, not as a replay of what happened since."""
+        since, self._since = self._since, None
+        if since is not None:
+            self._publish_sync([])
+        return since
 
     def _fail(self, exc: BaseException) -> None:
         if self._stop.is_set():

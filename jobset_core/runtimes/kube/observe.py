@@ -275,11 +275,7 @@ class Tracker:
             # cache then says "absent" about an object that was just made.
             main = self.main = self.observer.objects.read_main(handle)
         if main is None:
-            self.flush(now=True)
-            pods = list(self.pods.values())
-            names = members(handle.name, None, [], with_kept(pods, self.keeper.pods(handle)))
-            events = self._cached_events(names, follow=False) if self.streamed_events else self._decision_events(names)
-            return self.observer.assemble(handle, None, pods=pods, events=events, cancelled=self.cancelled)
+            return self._gone()
         self._list_workloads(main, changed)
         state = state_of(main)
         # A success needs no diagnosis: only a failure is worth reading the last writes again.
@@ -302,12 +298,7 @@ class Tracker:
         pods = list(self.pods.values())
         own = workloads_of(main, self.workloads.items, jobs)
         names = members(handle.name, main, jobs, with_kept(pods, self.keeper.pods(handle)), own)
-        if not self.streamed_events:  # a run followed alone: read at a decision or a timed look
-            events = self._events_at_decisions(names, reread or suspended or not changed)
-        else:
-            events = self._cached_events(names)
-            if final:
-                events += self.observer.objects.events_of(main)
+        events = self._events(names, main if final else None, reread or suspended or not changed)
         seen = self.observer.assemble(handle, main, jobs=jobs, pods=pods, events=events, workloads=self.workloads.items,
                                       decision=reread, cancelled=self.cancelled)
         if final:  # the decision recorded next keeps what these failures say (the run record's diagnosis, which
@@ -323,6 +314,22 @@ class Tracker:
         if version != self.workloads.resource_version or (not changed and ev.labels_of(main).get(c.KUEUE_QUEUE_LABEL)) \
                 or (not changed and _workload_api_gang(main)):  # nor the scheduler (a held gang's bound)
             self.workloads = _Workloads(self.observer.workloads(main), version)
+
+    def _gone(self) -> Observation:
+        """The object is gone: what was kept of its pods, and the events of its members, for the step's last word."""
+        self.flush(now=True)
+        pods = list(self.pods.values())
+        names = members(self.handle.name, None, [], with_kept(pods, self.keeper.pods(self.handle)))
+        events = self._cached_events(names, follow=False) if self.streamed_events else self._decision_events(names)
+        return self.observer.assemble(self.handle, None, pods=pods, events=events, cancelled=self.cancelled)
+
+    def _events(self, names: Iterable[str], failed: Obj | None, decision: bool) -> list[Obj]:
+        """The members' events: from the shared stream's cache, with the failed object's own read from the server
+        (`failed`); or, for a run followed alone, read at its decisions (`_events_at_decisions`)."""
+        if not self.streamed_events:
+            return self._events_at_decisions(names, decision)
+        events = self._cached_events(names)
+        return events + self.observer.objects.events_of(failed) if failed is not None else events
 
     def _events_at_decisions(self, names: Iterable[str], decision: bool) -> list[Obj]:
         """A run followed alone: its members' Events read from the server at a decision (the end, a move of

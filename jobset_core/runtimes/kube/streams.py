@@ -330,15 +330,20 @@ class SharedInformer:
         if initial is not None and not self._ask_first():
             return None  # another stream learned that the server refuses: list first
         at = _Position(resource_version, initial)
+
+        def request(*args: Any, **kw: Any) -> Any:  # notes that the server answered (not a stale connection's error)
+            response, at.answered = list_fn(*args, **kw), True
+            return response
+
         try:
-            self._follow(stream, list_fn, {
+            self._follow(stream, request, {
                 "resource_version": resource_version, "timeout_seconds": timeout, "allow_watch_bookmarks": True,
                 "_request_timeout": read_limit, **(INITIAL_EVENTS_PARAMETERS if initial is not None else {}), **kwargs,
             }, at)
         except Exception as exc:
             if self._stop.is_set():  # our own shutdown of the connection
                 return at.resource_version
-            if at.initial is not None and self._watch_list_failed(exc):
+            if at.initial is not None and (at.answered or isinstance(exc, ApiException)) and self._watch_list_failed(exc):
                 return None  # list, then watch
             raise
         finally:
@@ -384,8 +389,9 @@ class SharedInformer:
         As client-go's reflector does, any answer of the server's that is not the stream it asked for ends the
         watch-list: an HTTP status (422 with the WatchList gate off) or an ERROR inside the stream (a 500 over
         an etcd without RequestWatchProgress, which would otherwise be retried as transient for ever and the
-        run would never see its end). A watch cut or ended without an answer may be the network's doing: only
-        `WATCH_LIST_EARLY_ENDS` of them in a row mean the server will not send the initial state.
+        run would never see its end). A watch the server answered and then cut or ended before its initial state
+        may be the network's doing: only `WATCH_LIST_EARLY_ENDS` of them in a row mean the server will not send
+        it (an error before any answer, such as a pooled connection the server had closed, is not counted).
         """
         if isinstance(exc, ApiException):
             return self._fall_back(f"{exc.status} {exc.reason or ''}".strip())
@@ -430,6 +436,7 @@ class _Position:
 
     resource_version: str | None
     initial: list[Obj] | None
+    answered: bool = False  # the server answered the request (an error before that is the connection's)
 
 
 @dataclass

@@ -225,12 +225,13 @@ def test_a_throttled_call_waits_what_retry_after_asks() -> None:
 
 
 def run_everything(server: LocalApiServer, driver: ClusterDriver) -> None:
-    """Touch every permission the runtime needs: a gang JobSet with evidence finalizer, a restart, a bug
+    """Touch every permission the runtime needs: a gang JobSet with evidence finalizer, two restarts, a bug
     diagnosed from the pods and events, the same attempt polled as a connector polls it (on the shared
     streams), and a gang Job with its Service and PodGroup, cancelled."""
     runtime = make_runtime(server, evidence_finalizer=True)
     driver.preempt("workers-1-0", restart=0, after=0.3)
-    driver.exit("workers-0-0", 1, restart=1, after=0.5)
+    driver.preempt("workers-0-1", restart=1, after=0.3)  # a second restart adds to the evidence kept (a patch)
+    driver.exit("workers-0-0", 1, restart=2, after=0.5)
     run = JobSetRun(make_spec(gang=Coscheduling()), runtime, run_key=make_run_key("rbac", "js"), sleep=lambda s: None)
     result = run_to_end(run)
     assert not result.succeeded and result.diagnosis is not None and result.diagnosis.exit_code == 1, result.message

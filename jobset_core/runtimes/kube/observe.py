@@ -259,7 +259,7 @@ class Tracker:
 
     def observation(self, changed: bool) -> Observation:
         """Jobs come from the streams; events from the shared stream's cache, or, for a run followed alone, read
-        at its decisions (`_events_at_decisions`). Kueue's Workload and the gang's PodGroups (not streamed) are
+        at its decisions (`_events`). Kueue's Workload and the gang's PodGroups (not streamed) are
         listed again when the attempt's object moved (and at a timed look, as their writers never write the
         object). At the end the object's own events are read once more, and its Jobs unless every Job the stream
         delivered has finished and one failed, since the JobSet's last write can arrive on its stream before its
@@ -325,18 +325,14 @@ class Tracker:
 
     def _events(self, names: Iterable[str], failed: Obj | None, decision: bool) -> list[Obj]:
         """The members' events: from the shared stream's cache, with the failed object's own read from the server
-        (`failed`); or, for a run followed alone, read at its decisions (`_events_at_decisions`)."""
+        (`failed`). A run followed alone reads them from the server at a decision (the end, a move of the restart
+        count, the start of a suspension, a timed look) and keeps them until the next: a failure or restart gets
+        its Events at once, as the shared stream's cache would give them; what comes after (a late restart cause)
+        is read at the step's timed look for it, and nothing is paid for a quiet run."""
         if not self.streamed_events:
-            return self._events_at_decisions(names, decision)
+            return self._decision_events(names) if decision else list(self._read_events)
         events = self._cached_events(names)
         return events + self.observer.objects.events_of(failed) if failed is not None else events
-
-    def _events_at_decisions(self, names: Iterable[str], decision: bool) -> list[Obj]:
-        """A run followed alone: its members' Events read from the server at a decision (the end, a move of
-        the restart count, the start of a suspension, a timed look), otherwise those last read. A failure or restart gets its Events at
-        once, as the shared stream's cache would give them; what comes after (a late restart cause) is read at
-        the step's timed look for it, and nothing is paid for a quiet run."""
-        return self._decision_events(names) if decision else list(self._read_events)
 
     def _decision_events(self, names: Iterable[str]) -> list[Obj]:
         """The members' Events read now (the one rule of a direct look, `Observer.events_named`), kept."""

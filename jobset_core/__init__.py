@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from jobset_core.policy.kinds import FailureKind
     from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
     from jobset_core.policy.platform import platform_default_retries
+    from jobset_core.policy.watchdog import Watchdog, platform_watchdog
     from jobset_core.runtimes.kube.identity import ClusterAccess, TcpKeepalive, api_client_for
     from jobset_core.runtimes.kube.runtime import KEEP_STREAMS_SECONDS, KubernetesRuntime
     from jobset_core.runtimes.local import LocalRuntime
@@ -120,6 +121,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.policy.decision": ("RetryDecision",),
     "jobset_core.policy.interruptible": ("Interruptible",),
     "jobset_core.policy.platform": ("platform_default_retries",),
+    "jobset_core.policy.watchdog": ("Watchdog", "platform_watchdog"),
     "jobset_core.policy.kinds": ("FailureKind",),
     "jobset_core.policy.ledger": ("Ledger", "Submission", "submission_from_object"),
     "jobset_core.runtimes.kube.identity": ("ClusterAccess", "TcpKeepalive", "api_client_for"),
@@ -243,4 +245,6 @@ __all__ = [
     "GangBackend",
     "spec_from_dict",
     "spec_to_dict",
+    "Watchdog",
+    "platform_watchdog",
 ]

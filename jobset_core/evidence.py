@@ -421,7 +421,17 @@ def pods_named_by(events: Iterable[Mapping[str, Any]], jobs: Iterable[str]) -> s
 def stored_policy(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The retry policy a run wrote on its object (`RetryPolicy.to_annotation()`), decoded; None when absent
     or unreadable."""
-    raw = as_map(meta(obj or {}).get("annotations")).get(c.POLICY_ANNOTATION)
+    return _stored_json(obj, c.POLICY_ANNOTATION)
+
+
+def stored_watchdog(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The watchdog a run submitted its object with (`Watchdog.to_annotation()`), decoded; None when absent or
+    unreadable (an object submitted without one is never judged stalled)."""
+    return _stored_json(obj, c.WATCHDOG_ANNOTATION)
+
+
+def _stored_json(obj: Mapping[str, Any] | None, key: str) -> dict[str, Any] | None:
+    raw = as_map(meta(obj or {}).get("annotations")).get(key)
     try:
         data = json.loads(raw) if isinstance(raw, str) and raw else None
     except ValueError:

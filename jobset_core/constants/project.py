@@ -14,6 +14,10 @@ RUN_MEMBER_LABEL = PROJECT_PREFIX + "run-member"
 ATTEMPT_ANNOTATION = PROJECT_PREFIX + "attempt"
 FREE_ANNOTATION = PROJECT_PREFIX + "free-attempt"
 POLICY_ANNOTATION = PROJECT_PREFIX + "retry-policy"
+# The `Watchdog` an attempt was submitted with (`Watchdog.to_annotation()`, JSON): any process judges a stall by it
+WATCHDOG_ANNOTATION = PROJECT_PREFIX + "watchdog"
+# Diagnosis.reason of a gang the watchdog found stalled (no rank wrote progress for `stall_seconds`)
+REASON_STALLED = "Stalled"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
 # On a gang Job run again after its gang failed: every earlier gang restart and its cause (JSON list)
 GANG_RESTARTS_ANNOTATION = PROJECT_PREFIX + "gang-restarts"

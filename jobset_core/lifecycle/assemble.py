@@ -32,8 +32,11 @@ from jobset_core import evidence as ev
 from jobset_core import kinds
 from jobset_core.diagnosis import Diagnosis, diagnose
 from jobset_core.diagnosis.podgroups import is_workload_pod_group
+from jobset_core.diagnosis.stall import GangOutput
+from jobset_core.errors import SpecError
 from jobset_core.lifecycle.contract import Observation
 from jobset_core.policy.budget import RetryPolicy
+from jobset_core.policy.watchdog import Watchdog
 
 Obj = dict[str, Any]
 
@@ -111,6 +114,7 @@ def assemble(
     nodes: Sequence[Mapping[str, Any]] = (),
     restart_causes: Sequence[Mapping[str, Any]] = (),
     cancelled: bool = False,
+    output: GangOutput | None = None,
 ) -> Observation:
     """The observation of attempt `name` (its object `main`, None when gone) from what a reader found.
 
@@ -133,6 +137,7 @@ def assemble(
         nodes=list(nodes),  # type: ignore[arg-type]
         restart_causes=list(restart_causes),  # type: ignore[arg-type]
         cancelled=cancelled,
+        output=output,
     )
 
 
@@ -144,6 +149,18 @@ def submitted_policy(main: Mapping[str, Any] | None) -> RetryPolicy:
         return RetryPolicy.from_annotation(stored) if stored else RetryPolicy(retries=0)
     except (ValueError, TypeError, KeyError):
         return RetryPolicy(retries=0)
+
+
+def submitted_watchdog(main: Mapping[str, Any] | None) -> Watchdog:
+    """The watchdog the workload was submitted with; off for one submitted without (an older release's, or
+    not ours): a run is never ended by a setting it did not ask for."""
+    stored = ev.stored_watchdog(main)
+    try:
+        return Watchdog.from_annotation(stored) if stored else Watchdog.off()
+    except (ValueError, TypeError, KeyError):
+        return Watchdog.off()
+    except SpecError:
+        return Watchdog.off()
 
 
 def diagnose_observation(observation: Observation, policy: RetryPolicy, now: datetime) -> Diagnosis:

@@ -21,6 +21,7 @@ from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core import kinds
 from jobset_core.constants import CANCELLED_ANNOTATION
+from jobset_core.diagnosis.stall import GangOutput
 from jobset_core.submitted import attempt_of
 
 HANDLE_VERSION = 1
@@ -73,6 +74,9 @@ class Observation:
     # The object carried the cancel mark when last seen, though it may be gone now: a watch can deliver the
     # mark and the deletion together, and a cancelled run must not read as one deleted by someone else.
     cancelled: bool = False
+    # What the gang's running ranks wrote, as far as the runtime read it for its watchdog (`diagnosis.stall`):
+    # read only when a stall deadline came due; None when nothing runs or the attempt has no watchdog.
+    output: GangOutput | None = None
 
     @property
     def state(self) -> State:

@@ -100,8 +100,8 @@ class JobSetRun:
         _check_run_arguments(spec, run_key, engine_attempt, resubmit)
         self._base_retry = spec.retry if spec is not None else None
         self.policy: RetryPolicy = spec.policy if spec is not None else RetryPolicy(retries=0)
-        # The resolved policy travels with the spec: building manifests never re-reads the platform default.
-        self.spec = dataclasses.replace(spec, retry=self.policy) if spec is not None else None
+        # The resolved policy and watchdog travel with the spec: building manifests never re-reads the platform.
+        self.spec = dataclasses.replace(spec, retry=self.policy, watchdog=spec.guard) if spec is not None else None
         self.runtime = runtime
         self.run_key = run_key
         self.namespace = namespace_for(getattr(spec, "namespace", None), getattr(runtime, "namespace", None))
@@ -272,7 +272,7 @@ class JobSetRun:
 
     def _on_end_attempt(self, handle: Handle, step: Step, polling: bool) -> Outcome:
         """The decision is recorded (`_effects`): delete the attempt, then do what the decision calls for."""
-        what = "cannot make progress" if step.ending is Ending.STUCK else "is stopped"
+        what = {Ending.STUCK: "cannot make progress", Ending.STALLED: "stopped making progress"}.get(step.ending, "is stopped")
         self._emit(EventType.STUCK, f"{handle.name} {what}: {step.diagnosis.summary if step.diagnosis else ''}; ending it", handle)
         self.runtime.cancel(handle)
         then = Action.RESUBMIT if step.decision is not None and step.decision.retry else Action.FAILED
@@ -384,6 +384,7 @@ class JobSetRun:
             raise SpecError("spec", "is needed to submit", "pass the spec to JobSetRun")
         if not objects:
             self._emit(EventType.POLICY, f"retry budget: {self.policy.describe()}")
+            self._emit(EventType.POLICY, self.spec.guard.describe())
         ledger = self._ledger(objects, record, before_current=True)
         return self._submit(ledger, follows=self._decision_before(ledger, mine, record))
 

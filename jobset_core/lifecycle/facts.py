@@ -11,7 +11,7 @@ terms, and the progress line the status counts: each is one reader too.)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -19,10 +19,12 @@ from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core import kinds
 from jobset_core.lifecycle import ttl
+from jobset_core.lifecycle.assemble import submitted_watchdog
 from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.kinds import FailureKind
 from jobset_core.policy.ledger import Submission, submission_from_object
+from jobset_core.policy.watchdog import Watchdog
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Facts:
     ttl_to_release: int | None = None
     controller_decided: bool = False
     free_in_place_noted: int = 0  # a gang Job's free replacements as noted on it (`FREE_INTERRUPTIONS_ANNOTATION`)
+    watchdog: Watchdog = field(default_factory=Watchdog.off)  # what it was submitted with
 
     @property
     def gone(self) -> bool:
@@ -63,7 +66,7 @@ def facts_of(handle: Handle, observation: Observation, policy: RetryPolicy) -> F
     decided = any(ev.condition(o, c.CONDITION_FAILURE_TARGET) or ev.condition(o, c.CONDITION_FAILED) for o in objects)
     return Facts(handle.name, str(main.get("kind") or handle.kind), observation.state, sub, cancelled,
                  ev.parse_time(ev.meta(main).get("deletionTimestamp")), ttl.wanted(main), ttl.to_release(main), decided,
-                 noted)
+                 noted, submitted_watchdog(main))
 
 
 def free_pod_disruptions(observation: Observation, policy: RetryPolicy) -> int:

@@ -20,6 +20,7 @@ from jobset_core.constants import (
     GANG_RESTARTS_ANNOTATION,
     POLICY_ANNOTATION,
     RUN_KEY_LABEL,
+    WATCHDOG_ANNOTATION,
 )
 from jobset_core.diagnosis import Diagnosis, HistoryEntry
 from jobset_core.lifecycle import ttl
@@ -92,6 +93,7 @@ def attempt_manifests(spec: JobSetSpec | GangJobSpec, policy: RetryPolicy, attem
     if engine_attempt is not None:  # a cleanup for an earlier engine attempt must not reach this one
         annotations[ENGINE_ATTEMPT_ANNOTATION] = str(engine_attempt)
     annotations[POLICY_ANNOTATION] = json.dumps(policy.to_annotation(), sort_keys=True)
+    annotations[WATCHDOG_ANNOTATION] = json.dumps(spec.guard.to_annotation(), sort_keys=True)
     if attempt.free:
         annotations[FREE_ANNOTATION] = "true"
     if isinstance(spec, GangJobSpec) and attempt.after is not None and attempt.after.failed:

@@ -21,9 +21,10 @@ from functools import partial
 from typing import Any
 
 from jobset_core import constants as c
-from jobset_core.diagnosis import Diagnosis
+from jobset_core.diagnosis import Diagnosis, stall
 from jobset_core.diagnosis.deadlines import next_deadline
 from jobset_core.diagnosis.excerpt import quote_in_log_excerpt
+from jobset_core.diagnosis.hardware import compile_signatures, node_faults
 from jobset_core.lifecycle import endings
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.assemble import diagnose_observation
@@ -34,6 +35,7 @@ from jobset_core.lifecycle.standing import PodCounts, Progress, cause_deadline, 
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.kinds import FailureKind
 from jobset_core.policy.ledger import Ledger, Submission
+from jobset_core.policy.watchdog import Watchdog
 
 # The step's vocabulary, importable from here as before the rooms were split.
 __all__ = ["STUCK_REASONS", "Action", "AppReport", "PodCounts", "Progress", "Step", "assess", "diagnose_observation",
@@ -138,17 +140,37 @@ def _assess(
     if policy.over_interruption_cap(ledger):
         over = endings.over_cap(diagnosis, ledger, policy)
         return _ending(Ending.OVER_CAP, over, policy.decide_over_cap(ledger), progress)
-    return Step(Action.WAIT, progress, diagnosis, next_look_at=next_look_at(observation, policy, progress, now))
+    stalled = _stalled(observation, facts, diagnosis, policy)
+    if stalled is not None:
+        return _ending(Ending.STALLED, stalled, policy.decide(stalled, ledger), progress)
+    return Step(Action.WAIT, progress, diagnosis,
+                next_look_at=next_look_at(observation, policy, progress, now, watchdog=facts.watchdog))
 
 
-def next_look_at(observation: Observation, policy: RetryPolicy, progress: Progress, now: datetime) -> datetime | None:
+def next_look_at(observation: Observation, policy: RetryPolicy, progress: Progress, now: datetime, *,
+                 watchdog: Watchdog | None = None) -> datetime | None:
     """When a waiting attempt must be judged again although nothing changed: the earliest grace period or
-    timeout of its pods and events (`diagnosis.deadlines`), or the end of the window in which the newest
-    restart's cause may still arrive; None when only a change of its objects can change the step."""
+    timeout of its pods and events (`diagnosis.deadlines`), the end of the window in which the newest
+    restart's cause may still arrive, or when its ranks' output must be read again for its watchdog
+    (`stall.due`); None when only a change of its objects can change the step."""
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
+    output_due = stall.due(observation.output, watchdog) if watchdog is not None else None
     moments = [m for m in (next_deadline(observation.pods, observation.events, policy.grace, now, observation.main),
-                           cause_deadline(progress, observation.jobs)) if m is not None and m > now]
+                           cause_deadline(progress, observation.jobs), output_due) if m is not None and m > now]
     return min(moments, default=None)
+
+
+def _stalled(observation: Observation, facts: Facts, diagnosis: Diagnosis, policy: RetryPolicy) -> Diagnosis | None:
+    """A running gang none of whose ranks made progress for its watchdog's window (`diagnosis.stall`), read from
+    the output the runtime read at the due moment; a node's fault on a stalled rank's node makes it the
+    hardware's. Nothing failed meanwhile: a failure the cluster reports is judged as every failure is."""
+    if diagnosis.failed or diagnosis.in_flight or facts.state is not State.RUNNING or facts.deleting_since is not None:
+        return None
+    found = stall.stall_of(observation.output, facts.watchdog)
+    if found is None:
+        return None
+    faults = node_faults(observation.events, observation.nodes, compile_signatures(policy.all_signatures))
+    return stall.stalled_diagnosis(found, facts.watchdog, faults)
 
 
 def _ending(why: Ending, diagnosis: Diagnosis, decision: Any, progress: Progress) -> Step:

@@ -5,6 +5,7 @@ YAML file, a Flyte task template's `custom`. The data form mirrors the Python AP
 - a `JobSetSpec`, `GangJobSpec`, `ReplicatedJob`, `Coordinator`, `Network`, `SuccessPolicy` or `DependsOn` is a
   mapping of its fields, each key the field's name (`node_selector`) or its camelCase spelling (`nodeSelector`);
   written, every field is there, unset ones as None;
+- a `Watchdog` is a mapping of its fields too (written with its threshold resolved and where it came from);
 - a gang backend is the same with its class's name under `type`: `{"type": "Kueue", "queue": "gpu", ...}`;
 - a `RetryPolicy` is what it stores on the objects it submits (`RetryPolicy.to_annotation`, camelCase keys): the
   backoff and the interruptible keys stay with the code. Its keys are read tolerantly, as a watcher reads an
@@ -33,11 +34,12 @@ from jobset_core.model.gang_job import GangJobSpec
 from jobset_core.model.jobset import Coordinator, DependsOn, JobSetSpec, Network, ReplicatedJob, SuccessPolicy
 from jobset_core.model.pod_template import to_plain
 from jobset_core.policy.budget import RetryPolicy
+from jobset_core.policy.watchdog import Watchdog
 
 GANG_TYPE_KEY = "type"
 GANGS: dict[str, type] = {cls.__name__: cls for cls in (Kueue, Coscheduling, Volcano, WorkloadAPI)}
 RECORDS: tuple[type, ...] = (JobSetSpec, GangJobSpec, ReplicatedJob, Coordinator, Network, SuccessPolicy, DependsOn,
-                             *GANGS.values())
+                             Watchdog, *GANGS.values())
 # The fields of `RetryPolicy.to_annotation` that are counts, lists of them, seconds, flags, and lists of strings.
 _POLICY_INTS = ("retries", "maxInterruptions")
 _POLICY_INT_LISTS = ("retryableExitCodes",)

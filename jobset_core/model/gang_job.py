@@ -27,6 +27,7 @@ from jobset_core.model.validation import (
 )
 from jobset_core.model.workload import Submittable, namespaced, object_metadata, policy_of
 from jobset_core.policy.budget import RetryPolicy
+from jobset_core.policy.watchdog import Watchdog, watchdog_of
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,12 @@ class GangJobSpec(Submittable):
     service: bool = True
     restart: str = c.RESTART_GANG
     max_failed_indexes: int | None = 0
+    watchdog: Watchdog | None = None  # None: the platform's default (`policy/watchdog.py`)
+
+    @property
+    def guard(self) -> Watchdog:
+        """The watchdog in force: the one given, else the platform's default."""
+        return watchdog_of(self.watchdog)
 
     @property
     def policy(self) -> RetryPolicy:
@@ -133,6 +140,7 @@ class GangJobSpec(Submittable):
         if self.gang is not None:
             self.gang.validate(self.pods, self.suspend)
         self.policy  # noqa: B018
+        self.guard  # noqa: B018
 
     def _build(self, remaining: int | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         self.validate()

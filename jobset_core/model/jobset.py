@@ -26,6 +26,7 @@ from jobset_core.model.validation import (
 )
 from jobset_core.model.workload import Submittable, namespaced, object_metadata, policy_of
 from jobset_core.policy.budget import RetryPolicy
+from jobset_core.policy.watchdog import Watchdog, watchdog_of
 
 # Env every pod sees, on a cluster (through the downward API) and on the local runtime alike, so code can
 # find its place in the gang the same way everywhere.
@@ -216,10 +217,16 @@ class JobSetSpec(Submittable):
     suspend: bool | None = None
     gang: GangBackend | None = None
     retry: RetryPolicy | None = None
+    watchdog: Watchdog | None = None  # None: the platform's default (`policy/watchdog.py`)
 
     @property
     def policy(self) -> RetryPolicy:
         return policy_of(self.retry)
+
+    @property
+    def guard(self) -> Watchdog:
+        """The watchdog in force: the one given, else the platform's default."""
+        return watchdog_of(self.watchdog)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicated_jobs", _materialize(self.replicated_jobs))
@@ -246,6 +253,7 @@ class JobSetSpec(Submittable):
             check_dns1123("network.subdomain", self.network.subdomain)
         self._check_gang(pod_specs)
         self.policy  # noqa: B018 - constructing the default policy validates the platform default
+        self.guard  # noqa: B018 - and the watchdog's
 
     def _check_replicated_jobs_list(self) -> None:
         """`replicated_jobs` is a non-empty list (a string or a mapping is a common slip)."""

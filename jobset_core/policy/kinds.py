@@ -26,6 +26,9 @@ class FailureKind(StrEnum):
     IMAGE_PULL_ERROR = "ImagePullError"
     CONFIG_ERROR = "ConfigError"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
+    # A running gang that stopped making progress (`Watchdog`): no pod failed. Counted by default (it may be the
+    # program's own deadlock) and retried like any retryable kind; `retry_on` and the platform override it.
+    STALLED = "Stalled"
 
     @property
     def retryable_by_default(self) -> bool:
@@ -63,6 +66,7 @@ RETRYABLE_BY_DEFAULT = frozenset(
         FailureKind.UNSCHEDULABLE,
         FailureKind.SYSTEM_ERROR,
         FailureKind.UNKNOWN,
+        FailureKind.STALLED,
     }
 )
 INTERRUPTIONS = frozenset(

@@ -19,6 +19,7 @@ from jobset_core.policy.checks import COUNT_BOUNDS, check_signatures, is_count
 DEFAULT_RETRIES = 3
 CONFIG_SECTION = "retry"
 SIGNATURES_SECTION = "signatures"  # [signatures] "<regular expression>" = "<failure kind>"
+WATCHDOG_SECTION = "watchdog"  # [watchdog]: its keys are judged by `policy/watchdog.py`
 CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures")}
 
 
@@ -75,7 +76,7 @@ def _check_known_keys(found: PlatformConfig) -> None:
         raise SpecError(
             f"{found.path}: {unknown[0]}",
             "is not a setting this project reads",
-            f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}, and [{SIGNATURES_SECTION}]",
+            f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}, [{SIGNATURES_SECTION}] and [{WATCHDOG_SECTION}]",
         )
 
 
@@ -93,7 +94,7 @@ def _retries_from_env(raw: str) -> int:
 def _unknown_config_keys(data: Mapping[str, Any]) -> list[str]:
     """Settings of the config file this project does not read: a misspelt key would otherwise leave the
     built-in default in force without a word."""
-    unknown = sorted(set(data) - set(CONFIG_KEYS) - {SIGNATURES_SECTION})
+    unknown = sorted(set(data) - set(CONFIG_KEYS) - {SIGNATURES_SECTION, WATCHDOG_SECTION})
     if not isinstance(data.get(SIGNATURES_SECTION, {}), dict):
         unknown.append(SIGNATURES_SECTION)
     section = data.get(CONFIG_SECTION, {})

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 
 from jobset_core.constants import PHASE_RUNNING, POD_ENDED_PHASES
+from jobset_core.diagnosis.stall import LIMIT_BYTES, Line, timestamped_lines
 from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.runtimes.kube.objects import KubeObjects
+from jobset_core.runtimes.rank_output import now_utc
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,23 @@ class PodLogs:
             log.debug("no log for %s: %s", pod, exc)
             return None
         return response.data.decode("utf-8", errors="replace")
+
+    def lines(self, namespace: str, pod: str, container: str | None, since: datetime | None,
+              tail: int) -> list[Line] | None:
+        """A rank's lines with their times (`rank_output.LineSource`): `timestamps`, its newest `tail` lines, from
+        `since` on (`sinceSeconds`, rounded up: lines before it are dropped here), at most `stall.LIMIT_BYTES`;
+        None when the log cannot be read."""
+        query: dict[str, Any] = {"timestamps": True, "tail_lines": tail, "limit_bytes": LIMIT_BYTES}
+        if since is not None:
+            query["since_seconds"] = max(1, math.ceil((now_utc() - since).total_seconds()) + 1)
+        try:
+            response = self.retry.call(self.objects.core.read_namespaced_pod_log, pod, namespace, container=container,
+                                       _preload_content=False, **query)
+        except Exception as exc:  # noqa: BLE001 - a log that cannot be read is no stall and no failure
+            log.debug("no log for %s: %s", pod, exc)
+            return None
+        found = timestamped_lines(response.data.decode("utf-8", errors="replace"))
+        return [ln for ln in found if since is None or ln.at >= since]
 
     def newest(self, namespace: str, selector: str, *, started: bool = False) -> str | None:
         """The newest pod matching `selector` (only one that started running when `started`); errors are raised

@@ -25,18 +25,22 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core import kinds
+from jobset_core.diagnosis import stall
+from jobset_core.diagnosis.stall import GangOutput
 from jobset_core.lifecycle.assemble import (
     assemble,
     members,
+    submitted_watchdog,
     with_kept,
     workloads_of,
 )
 from jobset_core.lifecycle.contract import Handle, Observation, State, marked_cancelled, state_of
 from jobset_core.runtimes.kube.api_errors import KubeApiError
 from jobset_core.runtimes.kube.keeper import EvidenceKeeper
-from jobset_core.runtimes.kube.nodes import NodeFacts, NodeReader, failed_pod_nodes, gpu_workload
+from jobset_core.runtimes.kube.nodes import MAX_NODES, NodeFacts, NodeReader, failed_pod_nodes, gpu_workload
 from jobset_core.runtimes.kube.objects import KubeObjects, pod_selector
 from jobset_core.runtimes.kube.streams import Subscription
+from jobset_core.runtimes.rank_output import OutputWatch
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +60,11 @@ CREATED_ARRIVAL_SECONDS = 5.0
 class Observer:
     """Builds observations of attempts for one runtime: its objects, its evidence keeper, its node reader."""
 
-    def __init__(self, objects: KubeObjects, keeper: EvidenceKeeper, nodes: NodeReader) -> None:
+    def __init__(self, objects: KubeObjects, keeper: EvidenceKeeper, nodes: NodeReader, output: OutputWatch) -> None:
         self.objects = objects
         self.keeper = keeper
         self.nodes = nodes
+        self.output = output
 
     def look(self, handle: Handle) -> Observation:
         """A direct look: everything read now (the evidence keeper's records included), then assembled."""
@@ -85,12 +90,26 @@ class Observer:
     def assemble(self, handle: Handle, main: Mapping[str, Any] | None, *, jobs: Sequence[Obj] = (),
                  pods: Iterable[Obj] = (), events: Iterable[Obj] = (), workloads: Sequence[Obj] = (),
                  decision: bool = False, cancelled: bool = False) -> Observation:
-        """The observation of what was read, with what the keeper holds (and, at a decision, the node facts)."""
+        """The observation of what was read, with what the keeper holds, what its ranks wrote when its watchdog's
+        deadline is due (`rank_output`), and, at a decision or a stall, the node facts."""
         pods, kept = list(pods), self.keeper.pods(handle)
+        output = self.output.output(handle, main, pods) if main is not None and state_of(main) is State.RUNNING else None
         facts = self.node_facts(handle, main, with_kept(pods, kept)) if decision else NodeFacts()
+        if not facts.nodes and output is not None:
+            facts = self.stalled_node_facts(handle, main, pods, output)
         return assemble(handle.name, main, jobs=jobs, pods=pods, kept=kept, events=[*events, *facts.events],
                         workloads=workloads, nodes=facts.nodes, restart_causes=self.keeper.causes(handle),
-                        cancelled=cancelled)
+                        cancelled=cancelled, output=output)
+
+    def stalled_node_facts(self, handle: Handle, main: Mapping[str, Any] | None, pods: list[Obj],
+                           output: GangOutput | None) -> NodeFacts:
+        """For a GPU workload whose gang stalled: the Nodes of the ranks that stopped (the first first), whose
+        fault reported meanwhile makes the stall the hardware's (`diagnosis.stall`)."""
+        found = stall.stall_of(output, submitted_watchdog(main)) if output is not None else None
+        if found is None or main is None or not gpu_workload(main, pods):
+            return NodeFacts()
+        nodes = list(dict.fromkeys(r.node for r in found.stopped if r.node))[:MAX_NODES]
+        return self.nodes.facts((handle.namespace, handle.name), [r.pod for r in found.stopped], nodes) if nodes else NodeFacts()
 
     def node_facts(self, handle: Handle, main: Mapping[str, Any] | None, pods: list[Obj]) -> NodeFacts:
         """For a GPU workload with failed pods: the Nodes they ran on and those Nodes' events (`nodes.py`);

@@ -49,6 +49,7 @@ from jobset_core.runtimes.kube.stream_resources import (
 from jobset_core.runtimes.kube.streams import InformerHub, Subscription
 from jobset_core.runtimes.kube.submit import Submitter
 from jobset_core.runtimes.kube.timers import Timers
+from jobset_core.runtimes.rank_output import OutputWatch
 
 __all__ = ["EVIDENCE_FINALIZER", "KEEP_STREAMS_SECONDS", "KubernetesRuntime"]
 
@@ -117,10 +118,11 @@ class KubernetesRuntime:
         self.finalizers = Finalizers(self.objects)
         self.keeper = EvidenceKeeper(self.objects, self.finalizers if evidence_finalizer else None, read_only=read_only)
         self.node_reader = NodeReader(self.core, self.retry, self.sanitize)
-        self.observer = Observer(self.objects, self.keeper, self.node_reader)
+        self.logs = PodLogs(self.objects, self.retry)
+        self.rank_output = OutputWatch(self.logs)  # what the ranks wrote, read when a watchdog's deadline is due
+        self.observer = Observer(self.objects, self.keeper, self.node_reader, self.rank_output)
         self.submitter = Submitter(self.objects, self.keeper)
         self.records = RunRecords(self.objects)
-        self.logs = PodLogs(self.objects, self.retry)
         self.informers = InformerHub(self)
         self.timers = Timers()  # the deadlines of every blocking watch and kept subscription of this runtime
         # Set in long-lived processes that poll (`observe`): the attempt stays subscribed to the shared

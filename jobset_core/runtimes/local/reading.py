@@ -19,8 +19,9 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import kinds
 from jobset_core.lifecycle.assemble import assemble, node_names, with_kept
-from jobset_core.lifecycle.contract import Observation
+from jobset_core.lifecycle.contract import Observation, State, state_of
 from jobset_core.runtimes.local.state import LocalSubmission
+from jobset_core.runtimes.rank_output import OutputWatch
 from jobset_core.sim.apistore import ObjectStore
 from jobset_core.sim.records import finished
 
@@ -66,9 +67,10 @@ def node_facts(cluster: ObjectStore, pods: list[Obj]) -> tuple[list[Obj], list[O
     return nodes, events
 
 
-def observation_of(cluster: ObjectStore, sub: LocalSubmission) -> Observation:
+def observation_of(cluster: ObjectStore, sub: LocalSubmission, output: OutputWatch | None = None) -> Observation:
     """What the store shows of the submission now, with the records of its pods already gone, made into
-    an observation by the one assembler (so a deleted attempt shows what a cluster's would)."""
+    an observation by the one assembler (so a deleted attempt shows what a cluster's would), with what its
+    ranks wrote when its watchdog's deadline is due (`output`)."""
     main = None if sub.deleted else main_of(cluster, sub)
     pods = children_of(cluster, sub, c.CORE_API_VERSION, c.POD_KIND)
     kept = [copy.deepcopy(record) for record in sub.evidence.values()]
@@ -77,4 +79,5 @@ def observation_of(cluster: ObjectStore, sub: LocalSubmission) -> Observation:
         c.BATCH_API_VERSION, c.JOB_KIND, sub.handle.namespace, label_selector=selector)
     nodes, node_events = node_facts(cluster, with_kept(pods, kept))
     events = [*cluster.list(c.CORE_API_VERSION, c.EVENT_KIND, sub.handle.namespace), *node_events]
-    return assemble(sub.handle.name, main, jobs=jobs, pods=pods, kept=kept, events=events, nodes=nodes)
+    written = output.output(sub.handle, main, pods) if output is not None and state_of(main) is State.RUNNING else None
+    return assemble(sub.handle.name, main, jobs=jobs, pods=pods, kept=kept, events=events, nodes=nodes, output=written)

@@ -42,10 +42,12 @@ from jobset_core.runtimes.local.objects import (
     split_manifests,
     world_size,
 )
+from jobset_core.runtimes.local.output import LogFileLines
 from jobset_core.runtimes.local.process import LocalProcess, stop_processes, write_notice
 from jobset_core.runtimes.local.reading import has_finished, main_of, observation_of
 from jobset_core.runtimes.local.settings import check_settings, this_machine
 from jobset_core.runtimes.local.state import LocalSubmission
+from jobset_core.runtimes.rank_output import OutputWatch
 from jobset_core.sim import Controllers
 from jobset_core.sim.apistore import ApiError, ObjectStore
 from jobset_core.sim.fault_parsing import faults_from_env
@@ -107,6 +109,8 @@ class LocalRuntime:
             self.cluster, self._node, controllers, self._changed, self._submissions, self._warn, self.tick_seconds
         )
         self.namespace: str | None = None  # the manifests' namespace is used as given
+        # what the ranks wrote, read from their log files when a watchdog's deadline is due (a look holds the lock)
+        self.rank_output = OutputWatch(LogFileLines(self._log_file))
         self._records: dict[tuple[str, str], dict[str, Any]] = {}
         if self.faults:
             self._notice("faults to inject: " + "; ".join(f.describe() for f in self.faults))
@@ -151,7 +155,7 @@ class LocalRuntime:
         with self._lock:
             self._loop.raise_if_broken()
             sub = self._lookup(handle)
-            return observation_of(self.cluster, sub) if sub is not None else Observation(None)
+            return observation_of(self.cluster, sub, self.rank_output) if sub is not None else Observation(None)
 
     def watch(self, handle: Handle) -> Iterator[Observation]:
         """Observations on every change and at least every tick, until terminal (yielded); close it to stop.
@@ -208,7 +212,7 @@ class LocalRuntime:
         self._loop.raise_if_broken()
         if sub is None:
             return Observation(None), seen
-        return observation_of(self.cluster, sub), self._version()
+        return observation_of(self.cluster, sub, self.rank_output), self._version()
 
     def _version(self) -> int:
         return self.cluster.store.resource_version
@@ -299,9 +303,13 @@ class LocalRuntime:
     def pod_log_file(self, namespace: str, pod: str) -> Path | None:
         """The file the pod's process writes (`<workdir>/<name>/<attempt>/restart-<n>/<hostname>.log`)."""
         with self._lock:
-            found = next((p for p in self._node.pods.values()
-                          if p.name == pod and p.namespace == namespace_for(namespace) and p.process is not None), None)
-            path = found.process.log_path if found is not None and found.process is not None else None
+            return self._log_file(namespace, pod)
+
+    def _log_file(self, namespace: str, pod: str) -> Path | None:
+        """`pod_log_file` for a caller holding the lock (a look reading its ranks' output)."""
+        found = next((p for p in list(self._node.pods.values())
+                      if p.name == pod and p.namespace == namespace_for(namespace) and p.process is not None), None)
+        path = found.process.log_path if found is not None and found.process is not None else None
         return path if path is not None and path.is_file() else None
 
     # ----- lifecycle --------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""What an attempt's ranks wrote, read for its watchdog only when a stall deadline comes due: one reader for
+every runtime.
+
+A runtime hands `OutputWatch.output` the attempt's object and pods at each look; the watch reads nothing until
+`stall.due` says the output must be read (a stall window ended since the newest progress line it knows), then
+reads the rank that wrote last (one read for a healthy gang) and, only when that read shows no progress in the
+window, up to `stall.MAX_RANKS_READ` others to find progress or name the rank that stopped first. What it read
+is kept per attempt (bounded, like the node facts), so the looks in between cost nothing, and the observation
+carries it (`Observation.output`), for the step to judge (`lifecycle.step`, `diagnosis.stall`).
+
+Where the lines come from is the runtime's `LineSource`: the API server's pod logs on a cluster
+(`runtimes/kube/logs.py`: `sinceSeconds`, `tailLines`, `limitBytes`, `timestamps`), the processes' own output on
+the local runtime. A log that cannot be read leaves what was known: a failed read never makes a stall.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from jobset_core import clock
+from jobset_core.diagnosis import stall
+from jobset_core.diagnosis.stall import GangOutput, Line, Read
+from jobset_core.lifecycle.assemble import submitted_watchdog
+from jobset_core.lifecycle.contract import Handle
+
+KEPT_ATTEMPTS = 512  # attempts whose output a long-lived process keeps (an engine's server follows many runs)
+
+
+class LineSource(Protocol):
+    """A rank's lines with the time each was written: those at or after `since`, else its last `tail` lines;
+    None when the log cannot be read (the pod is gone, no permission)."""
+
+    def lines(self, namespace: str, pod: str, container: str | None, since: datetime | None,
+              tail: int) -> Sequence[Line] | None: ...
+
+
+def now_utc() -> datetime:
+    """The emulation's clock when one is set (a virtual run), else the wall clock."""
+    return datetime.fromtimestamp(clock.current().time(), UTC)
+
+
+class OutputWatch:
+    """The output of each attempt's ranks as far as it was read, for one runtime."""
+
+    def __init__(self, source: LineSource) -> None:
+        self.source = source
+        self._lock = threading.Lock()
+        self._known: OrderedDict[tuple[str, str], GangOutput] = OrderedDict()
+        self.reads = 0  # how many rank reads this watch made (the benchmarks count them)
+
+    def output(self, handle: Handle, main: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]],
+               now: datetime | None = None) -> GangOutput | None:
+        """What the attempt's running ranks wrote, read now if a stall deadline is due; None when the attempt has
+        no watchdog or nothing runs."""
+        key = (handle.namespace, handle.name)
+        watchdog = submitted_watchdog(main)
+        if main is None or not watchdog.on:
+            self._forget(key)
+            return None
+        with self._lock:
+            known = self._known.get(key)
+        output = stall.gang_output(pods, known, main)
+        now = now or now_utc()
+        moment = stall.due(output, watchdog)
+        if output is not None and moment is not None and now >= moment:
+            output = self._read(handle.namespace, output, watchdog, now)
+        with self._lock:
+            if output is None:
+                self._known.pop(key, None)
+            else:
+                self._known[key] = output
+                self._known.move_to_end(key)
+                while len(self._known) > KEPT_ATTEMPTS:
+                    self._known.popitem(last=False)
+        return output
+
+    def _read(self, namespace: str, output: GangOutput, watchdog: Any, now: datetime) -> GangOutput:
+        done: list[str] = []
+        for reads in (stall.first_reads(output), None):
+            for read in reads if reads is not None else stall.more_reads(output, done):
+                output = stall.merged(output, read.pod, self._lines(namespace, read, watchdog), watchdog, now)
+                done.append(read.pod)
+            if stall.progressing(output, watchdog, now):
+                break
+        return GangOutput(output.since, output.ranks, now)
+
+    def _lines(self, namespace: str, read: Read, watchdog: Any) -> Sequence[Line] | None:
+        self.reads += 1
+        return self.source.lines(namespace, read.pod, read.container, read.since, stall.lines_to_read(watchdog))
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._known.pop(key, None)

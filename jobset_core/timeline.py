@@ -24,6 +24,8 @@ CULPRIT = "culprit"
 CASCADE = "cascade"
 RESTART_CAUSE = "restart-cause"
 TORN_DOWN = "torn-down"
+SILENT = "silent"  # the span a stalled gang made no progress (`Diagnosis.silent_since` to its time)
+SILENT_LANE = "no progress (watchdog)"
 OUTCOMES = ("succeeded", "failed", "disrupted", TORN_DOWN, "running", "pending")
 
 
@@ -124,9 +126,18 @@ def bars(attempts: Iterable[AttemptTimeline]) -> list[Bar]:
     """Every pod of every attempt as a bar, with the culprit and the cascade after it marked."""
     out: list[Bar] = []
     for attempt in attempts:
-        rows = _mark_cascade(_attempt_bars(attempt))
-        out.extend(sorted(rows, key=lambda b: (b.restart, b.start, b.pod)))
+        rows = sorted(_mark_cascade(_attempt_bars(attempt)), key=lambda b: (b.restart, b.start, b.pod))
+        out.extend(rows + _silent_bar(attempt, rows))
     return out
+
+
+def _silent_bar(attempt: AttemptTimeline, rows: Sequence[Bar]) -> list[Bar]:
+    """A stalled attempt's silence as a lane of its own, under its pods: when no rank made progress."""
+    d = attempt.diagnosis
+    if d is None or d.silent_since is None or d.time is None:
+        return []
+    restart = rows[-1].restart if rows else 0
+    return [Bar(attempt.name, restart, SILENT_LANE, d.silent_since, d.time, SILENT, reason=d.kind.value)]
 
 
 def _attempt_bars(attempt: AttemptTimeline) -> list[Bar]:
@@ -165,7 +176,7 @@ white-space:nowrap;font-family:monospace;font-size:11px}.lane{position:relative;
 background:#f4f4f4}.bar{position:absolute;top:0;height:14px;border-radius:2px;min-width:2px}
 .succeeded{background:#3a9d5d}.running{background:#4a7bd0}.pending{background:#bbb}.failed{background:#c9a227}
 .disrupted{background:#8e6bbf}.torn-down{background:#999}.cascade{background:#e0a060;opacity:.7}.culprit{background:#d0312d;
-outline:2px solid #700}.restart-cause{outline:2px dashed #700}.group{margin-top:8px;font-weight:600}
+outline:2px solid #700}.restart-cause{outline:2px dashed #700}.silent{background:repeating-linear-gradient(45deg,#d0312d 0 4px,#f4c7c3 4px 8px)}.group{margin-top:8px;font-weight:600}
 .legend span{display:inline-block;padding:1px 6px;margin-right:6px;color:#fff;border-radius:2px}
 """
 
@@ -177,6 +188,7 @@ def _pct(t: datetime, t0: datetime, span: float) -> float:
 _LEGEND = (
     (CULPRIT, "culprit"),
     (CASCADE, "cascade"),
+    (SILENT, "no progress"),
     ("disrupted", "disrupted"),
     ("failed", "failed"),
     (TORN_DOWN, "torn down"),
@@ -240,6 +252,9 @@ def _cause_items(d: Diagnosis | None) -> list[str]:
         items.append(f"<li class='cause'>{esc(f'{label}: {entry.kind} - {entry.summary}')}</li>")
     if not d.history and d.failed:
         items.append(f"<li class='cause'>{esc(f'cause: {d.summary}')}</li>")
+    if d.silent_since is not None and d.time is not None:
+        span = f"no progress from {ev.format_time(d.silent_since)} to {ev.format_time(d.time)}"
+        items.append(f"<li class='{SILENT}'>{esc(span)}</li>")
     return items
 
 

@@ -37,7 +37,9 @@ def used(n: int, free: int = 0) -> Ledger:
     return Ledger((Submission("js-0", 0, restarts=n - 1 + free, counted_restarts=n - 1),))
 
 
-DEFAULT_RETRYABLE = {K.PREEMPTED, K.NODE_FAILURE, K.EVICTED, K.INTERRUPTED, K.UNSCHEDULABLE, K.SYSTEM_ERROR, K.UNKNOWN}
+# A stall is counted and retried by default (it may be the program's own deadlock: tests/test_watchdog.py).
+DEFAULT_RETRYABLE = {K.PREEMPTED, K.NODE_FAILURE, K.EVICTED, K.INTERRUPTED, K.UNSCHEDULABLE, K.SYSTEM_ERROR, K.UNKNOWN,
+                     K.STALLED}
 
 
 @pytest.mark.parametrize("kind", list(FailureKind))

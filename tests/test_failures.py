@@ -113,7 +113,9 @@ def test_when_only_victims_are_left_the_summary_says_the_culprit_may_be_gone():
 def test_corpus_is_large_enough_and_covers_every_kind():
     assert len(CORPUS) >= 40
     kinds = {load(p)["expect"].get("kind") for p in CORPUS}
-    assert {k.value for k in FailureKind} <= kinds
+    # A stall ends no pod: it is named from what the ranks wrote over time, not from the objects a dump holds
+    # (`diagnosis/stall.py`, its table in tests/test_watchdog.py).
+    assert {k.value for k in FailureKind} - {FailureKind.STALLED.value} <= kinds
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])

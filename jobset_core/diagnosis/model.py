@@ -169,6 +169,8 @@ class Diagnosis:
     rank: int | None = None  # the culprit pod's rank in the gang (replicated jobs in order, Jobs, indexes)
     # Nodes a hardware failure implicates, the culprit's first: a retry is placed away from them.
     faulty_nodes: list[str] = field(default_factory=list)
+    # A stalled gang (`diagnosis/stall.py`): the last progress of any rank; the silence lasted until `time`.
+    silent_since: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -187,6 +189,7 @@ class Diagnosis:
             "in_flight": self.in_flight,
             "rank": self.rank,
             "faulty_nodes": list(self.faulty_nodes),
+            "silent_since": _iso(self.silent_since),
             "evidence": list(self.evidence),
             "history": [h.to_dict() for h in self.history],
         }
@@ -211,6 +214,7 @@ class Diagnosis:
             in_flight=bool(data.get("in_flight", False)),
             rank=data.get("rank"),
             faulty_nodes=[str(n) for n in data.get("faulty_nodes") or []],
+            silent_since=ev.parse_time(data.get("silent_since")),
         )
 
     def history_line(self) -> str:

@@ -294,6 +294,7 @@ def stalled_diagnosis(stall: Stall, watchdog: Watchdog, faults: Mapping[str, Seq
     return Diagnosis(
         FailureKind.STALLED, True, summary, pod=first.pod if first else None, node=first.node if first else None,
         reason=c.REASON_STALLED, evidence=_evidence(stall), time=stall.read_at, rank=first.rank if first else None,
+        silent_since=stall.silent_since,
     )
 
 
@@ -337,8 +338,8 @@ def _node_fault(stall: Stall, faults: Mapping[str, Sequence[HardwareFault]]) -> 
                            f"while the gang was stalled on {rank.replica} ({gap} without progress): {fault.quote}")
                 evidence = [f"{fault.source}: {fault.quote}", *_evidence(stall)]
                 return Diagnosis(FailureKind.HARDWARE_FAILURE, True, summary, pod=rank.pod, node=rank.node,
-                                 reason=fault.reason, evidence=evidence, time=fault.time, rank=rank.rank,
-                                 faulty_nodes=[rank.node])
+                                 reason=fault.reason, evidence=evidence, time=stall.read_at, rank=rank.rank,
+                                 faulty_nodes=[rank.node], silent_since=stall.silent_since)
     return None
 
 

@@ -79,13 +79,16 @@ class OutputWatch:
         return output
 
     def _read(self, namespace: str, output: GangOutput, watchdog: Any, now: datetime) -> GangOutput:
+        """The cheap read; the others, one by one, only while no progress is found in the window."""
         done: list[str] = []
-        for reads in (stall.first_reads(output), None):
-            for read in reads if reads is not None else stall.more_reads(output, done):
+        for read in stall.first_reads(output):
+            output = stall.merged(output, read.pod, self._lines(namespace, read, watchdog), watchdog, now)
+            done.append(read.pod)
+        if not stall.progressing(output, watchdog, now):
+            for read in stall.more_reads(output, done):
                 output = stall.merged(output, read.pod, self._lines(namespace, read, watchdog), watchdog, now)
-                done.append(read.pod)
-            if stall.progressing(output, watchdog, now):
-                break
+                if stall.progressing(output, watchdog, now):
+                    break
         return GangOutput(output.since, output.ranks, now)
 
     def _lines(self, namespace: str, read: Read, watchdog: Any) -> Sequence[Line] | None:

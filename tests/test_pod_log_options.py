@@ -21,7 +21,6 @@ import urllib3
 from kubernetes import client
 
 from jobset_core import JobSetSpec, ReplicatedJob, RetryPolicy, make_run_key
-from jobset_core import constants as c
 from jobset_core.testing import FakeCluster, VirtualClock
 from jobset_core.testing.log_query import log_timestamp
 from jobset_core.testing.logs import NANOS

@@ -130,6 +130,19 @@ def test_a_hangs_own_output_is_what_it_prints_on_sigterm(fake: FakeCluster) -> N
     assert end.exit_code == c.SIGTERM_EXIT_CODE and end.message == "caught SIGTERM while waiting for rank 0\n"
 
 
+def test_a_hung_pod_its_node_shuts_down_dumps_on_the_kubelets_sigterm_too(fake: FakeCluster) -> None:
+    fake.hang("workers-1-0", after=5)
+    fake.node_shutdown("workers-1-0", after=60)
+    submit(fake)
+    fake.run_for(START + 120)
+
+    pod = worker(fake, "train-workers-1-0")
+    end = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert pod["status"]["phase"] == c.PHASE_FAILED and end["exitCode"] == c.SIGTERM_EXIT_CODE
+    assert end["message"] == faulthandler_dump()  # the program's output only: the offline kubelet's note is not
+    assert log(fake, pod).startswith(OFFLINE_NOTE_PREFIX) and log(fake, pod).endswith(faulthandler_dump())
+
+
 def test_printing_stops_when_the_container_ends_and_a_pod_that_prints_still_succeeds(fake: FakeCluster) -> None:
     fake.prints("workers-0-0", every=10, line="{hostname} rank {rank} step {n:03d}")
     fake.succeed("workers-0-0", after=35)

@@ -128,7 +128,7 @@ def test_a_follower_gets_each_line_as_the_clock_reaches_it_and_a_week_costs_noth
     stream.release_conn()
 
     fake.run_for(7 * 24 * 3600)
-    (log,) = [log for (ns, pod, _), log in fake.server.logs._logs.items() if pod == pod_name(fake)]
+    (log,) = fake.server.logs.containers(NS, pod_name(fake)).values()
     assert log.texts == [] and len(log.printers) == 1  # nothing stored: lines are computed when read
     last = (7 * 24 * 3600 + 130 - START) // 30
     assert read(fake, tail_lines=2) == "".join(f"step {n} rank 0 on train-workers-0-0\n" for n in (last - 1, last))

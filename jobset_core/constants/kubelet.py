@@ -92,3 +92,13 @@ LOG_OPTION_SINCE_BOTH = "at most one of `sinceTime` or `sinceSeconds` may be spe
 # pkg/registry/core/pod/strategy.go (ValidateContainer in LogLocation): which container's log, as a 400
 LOG_CONTAINER_REQUIRED_FORMAT = "a container name must be specified for pod {pod}, choose one of: [{names}]"
 LOG_CONTAINER_NOT_VALID_FORMAT = "container {container} is not valid for pod {pod}"
+# A query parameter the API server cannot convert is a 400 carrying Go's own error (strconv's; time.Parse's, whose
+# tail names the first element of the layout it could not read: the year, for a value that is no date at all).
+GO_PARSE_BOOL_FORMAT = 'strconv.ParseBool: parsing "{value}": invalid syntax'
+GO_PARSE_INT_FORMAT = 'strconv.ParseInt: parsing "{value}": invalid syntax'
+GO_PARSE_TIME_FORMAT = 'parsing time "{value}" as "{layout}": cannot parse "{value}" as "2006"'
+# apimachinery's field errors (k8s.io/apimachinery/pkg/util/validation/field/errors.go): "<field>: Invalid value:
+# <value>: <detail>" and "Forbidden: <detail>", after `<Kind> "<name>" is invalid: ` (errors.NewInvalid)
+FIELD_INVALID_FORMAT = "{field}: Invalid value: {value}: {detail}"
+FIELD_FORBIDDEN_FORMAT = "Forbidden: {detail}"
+INVALID_OBJECT_FORMAT = '{kind} "{name}" is invalid: {causes}'

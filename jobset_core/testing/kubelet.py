@@ -302,6 +302,8 @@ class ScriptedKubelet:
                    message: str | None = None, extra: Obj | None = None) -> None:
         status = pod_status.terminated(pod, code, reason, message, failed=bool(extra))
         write_status(self.store, pod, {**status, **(extra or {})})
+        self._hung.pop(pod["metadata"]["uid"], None)
+        self._fired.pop(pod["metadata"]["uid"], None)
         if self.output is not None:
             self.output.ended(pod)  # its printers stop with it
 
@@ -322,6 +324,9 @@ class ScriptedKubelet:
         if end is None:  # deleted: the deletion ends it (SIGTERM, 143) on a later pass
             return
         message = end.message or (log_tail(end.output) if end.exit_code else "") or None
+        hang = self._hung.get(pod["metadata"]["uid"])
+        if end.sigterm and hang is not None and self.output is not None:  # a hung process shut down: its handler
+            message = self.output.sigterm(record, hang) or message
         if end.failed:  # the kubelet ends it on its node: Failed, keeping the pod's reason
             status = record.get("status") or {}
             self._terminate(record, end.exit_code, end.reason, message,

@@ -54,7 +54,7 @@ def _flag(query: Mapping[str, str], key: str) -> bool:
         return False
     if value in TRUE:
         return True
-    raise errors.bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+    raise errors.bad_request(c.GO_PARSE_BOOL_FORMAT.format(value=value))
 
 
 def _integer(query: Mapping[str, str], key: str) -> int | None:
@@ -64,7 +64,7 @@ def _integer(query: Mapping[str, str], key: str) -> int | None:
     try:
         return int(value, 10)
     except ValueError:
-        raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
+        raise errors.bad_request(c.GO_PARSE_INT_FORMAT.format(value=value)) from None
 
 
 def _since_time(value: str | None) -> int | None:
@@ -77,16 +77,17 @@ def _since_time(value: str | None) -> int | None:
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is None or "T" not in value.upper():
-        raise errors.bad_request(f'parsing time "{value}" as "{c.RFC3339_LAYOUT}": cannot parse it as RFC3339')
+        raise errors.bad_request(c.GO_PARSE_TIME_FORMAT.format(value=value, layout=c.RFC3339_LAYOUT))
     return int(moment.timestamp()) * NANOS
 
 
 def _invalid(pod: str, field: str, value: Any, detail: str) -> ApiError:
     """422 as the pods/log REST answers ValidatePodLogOptions' errors (`errors.NewInvalid(Kind("PodLogOptions"))`)."""
     kind = c.POD_LOG_OPTIONS_KIND
-    return ApiError(422, c.STATUS_INVALID, f'{kind} "{pod}" is invalid: {field}: Invalid value: {value}: {detail}',
+    cause = c.FIELD_INVALID_FORMAT.format(field=field, value=value, detail=detail)
+    return ApiError(422, c.STATUS_INVALID, c.INVALID_OBJECT_FORMAT.format(kind=kind, name=pod, causes=cause),
                     {"name": pod, "kind": kind, "causes": [{"reason": c.CAUSE_FIELD_VALUE_INVALID,
-                                                            "message": f"Invalid value: {value}: {detail}",
+                                                            "message": cause.removeprefix(f"{field}: "),
                                                             "field": field}]})
 
 
@@ -116,8 +117,8 @@ def parse_query(query: Mapping[str, str], pod: Mapping[str, Any], now: float) ->
     if limit is not None and limit < 1:
         raise _invalid(name, "limitBytes", limit, c.LOG_OPTION_NOT_POSITIVE)
     if seconds is not None and since_time is not None:
-        raise ApiError(422, c.STATUS_INVALID, f'{c.POD_LOG_OPTIONS_KIND} "{name}" is invalid: Forbidden: '
-                       f"{c.LOG_OPTION_SINCE_BOTH}")
+        raise ApiError(422, c.STATUS_INVALID, c.INVALID_OBJECT_FORMAT.format(
+            kind=c.POD_LOG_OPTIONS_KIND, name=name, causes=c.FIELD_FORBIDDEN_FORMAT.format(detail=c.LOG_OPTION_SINCE_BOTH)))
     if seconds is not None and seconds < 1:
         raise _invalid(name, "sinceSeconds", seconds, c.LOG_OPTION_NOT_POSITIVE)
     since = to_nanos(now) - seconds * NANOS if seconds is not None else since_time

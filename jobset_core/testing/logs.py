@@ -78,11 +78,16 @@ class PodLogs:
     is a pod's first container, for lines written before the pod existed (`LocalApiServer.append_log`)."""
 
     def __init__(self) -> None:
-        self._logs: dict[tuple[str, str, str | None], ContainerLog] = {}
+        self._pods: dict[tuple[str, str], dict[str | None, ContainerLog]] = {}
         self._changed = threading.Condition()
 
     def _log(self, namespace: str, pod: str, container: str | None) -> ContainerLog:
-        return self._logs.setdefault((namespace, pod, container), ContainerLog())
+        return self._pods.setdefault((namespace, pod), {}).setdefault(container, ContainerLog())
+
+    def containers(self, namespace: str, pod: str) -> dict[str | None, ContainerLog]:
+        """The pod's logs by container, as kept (for tests: what is stored, not what is served)."""
+        with self._changed:
+            return dict(self._pods.get((namespace, pod), {}))
 
     def append(self, namespace: str, pod: str, text: str, at: int, container: str | None = None) -> None:
         """`text`, split in lines (a last line without a newline stays one), written at `at`."""
@@ -105,15 +110,15 @@ class PodLogs:
     def silence(self, namespace: str, pod: str, at: int) -> None:
         """The pod's processes print nothing more from `at` on (a hang, the container's end)."""
         with self._changed:
-            for (ns, name, _), log in self._logs.items():
-                if (ns, name) == (namespace, pod):
-                    for printer in log.printers:
-                        printer.until = at if printer.until is None else min(printer.until, at)
+            for log in self._pods.get((namespace, pod), {}).values():
+                for printer in log.printers:
+                    printer.until = at if printer.until is None else min(printer.until, at)
 
     # ----- reading -------------------------------------------------------------------------------------
 
     def _sources(self, namespace: str, pod: str, containers: Iterable[str | None]) -> list[ContainerLog]:
-        return [self._logs[key] for key in ((namespace, pod, name) for name in containers) if key in self._logs]
+        logs = self._pods.get((namespace, pod), {})
+        return [logs[name] for name in containers if name in logs]
 
     def count(self, namespace: str, pod: str, containers: Iterable[str | None], now: int) -> int:
         """How many lines the containers' log holds at `now`."""

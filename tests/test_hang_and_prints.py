@@ -143,6 +143,14 @@ def test_a_hung_pod_its_node_shuts_down_dumps_on_the_kubelets_sigterm_too(fake: 
     assert log(fake, pod).startswith(OFFLINE_NOTE_PREFIX) and log(fake, pod).endswith(faulthandler_dump())
 
 
+def test_a_hung_process_starts_printing_nothing(fake: FakeCluster) -> None:
+    fake.hang("workers-0-0", after=60)
+    fake.prints("workers-0-0", after=120, every=1)
+    submit(fake)
+    fake.run_for(START + 600)
+    assert log(fake, worker(fake)) == ""
+
+
 def test_printing_stops_when_the_container_ends_and_a_pod_that_prints_still_succeeds(fake: FakeCluster) -> None:
     fake.prints("workers-0-0", every=10, line="{hostname} rank {rank} step {n:03d}")
     fake.succeed("workers-0-0", after=35)

@@ -287,14 +287,13 @@ class ScriptedKubelet:
         the API (a hung pod stays Running and Ready)."""
         rule.used += 1
         self._tell(rule, pod)
-        if isinstance(rule.fault, Hang):
-            self._hung[pod["metadata"]["uid"]] = rule.fault
-        if self.output is None:
-            return
-        if isinstance(rule.fault, Prints):
+        uid = pod["metadata"]["uid"]
+        if self.output is not None and isinstance(rule.fault, Prints) and uid not in self._hung:  # a hung one cannot
             self.output.prints(pod, rule.fault, at)
-        elif isinstance(rule.fault, Hang):
-            self.output.hang(pod, at)
+        if isinstance(rule.fault, Hang):
+            self._hung[uid] = rule.fault
+            if self.output is not None:
+                self.output.hang(pod, at)
 
     # ----- kubelet -----------------------------------------------------------------------------------
 

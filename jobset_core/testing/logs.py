@@ -155,10 +155,6 @@ class PodLogs:
         for moment, _, text in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
             yield moment, text
 
-    def text(self, namespace: str, pod: str, containers: Iterable[str | None], now: int) -> str:
-        """The whole log at `now` as text (a termination message's tail reads it)."""
-        return "".join(text for _, text in self.since(namespace, pod, tuple(containers), None, now))
-
     def wait(self, timeout: float) -> None:
         """Until a line is written or `timeout` passes (a printer's lines come with the clock: poll)."""
         with self._changed:

@@ -7,6 +7,7 @@ garbage collection, and injected faults.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -1023,13 +1024,17 @@ def test_pod_log_is_served_as_text_tailed_and_followed_until_the_pod_ends(
 ) -> None:
     core.create_namespaced_pod(NS, pod("leader"))
     server.append_log(NS, "leader", "step 1\nstep 2\n")
-    assert core.read_namespaced_pod_log("leader", NS, _preload_content=False).data == b"step 1\nstep 2\n"
-    assert core.read_namespaced_pod_log("leader", NS, tail_lines=1, _preload_content=False).data == b"step 2\n"
+    read = functools.partial(core.read_namespaced_pod_log, "leader", NS, container="main", _preload_content=False)
+    assert read().data == b"step 1\nstep 2\n"
+    assert read(tail_lines=1).data == b"step 2\n"
     with pytest.raises(client.ApiException) as missing:
         core.read_namespaced_pod_log("nobody", NS)
     assert missing.value.status == 404
+    with pytest.raises(client.ApiException) as which:  # two containers: the API server asks which (a 400)
+        core.read_namespaced_pod_log("leader", NS)
+    assert which.value.status == 400 and "choose one of: [main sidecar]" in which.value.body
 
-    stream = core.read_namespaced_pod_log("leader", NS, follow=True, _preload_content=False)
+    stream = read(follow=True)
     chunks = iter(stream.stream())
     assert next(chunks) == b"step 1\nstep 2\n"
     server.append_log(NS, "leader", "step 3\n")

@@ -15,14 +15,17 @@ from jobset_core.sim.apistore import ObjectStore
 from jobset_core.sim.fault_parsing import parse_faults
 from jobset_core.sim.faults import (
     KINDS,
+    LOCAL_KINDS,
     Crash,
     Evict,
+    Hang,
     Hardware,
     ImagePullFailure,
     NodePressure,
     NodeShutdown,
     OOMKill,
     Preempt,
+    Prints,
     Succeed,
     Unschedulable,
     local_faults,
@@ -107,8 +110,9 @@ def test_the_local_runtime_plays_every_fault_that_strikes_a_running_pod() -> Non
     playable = parse_faults("node-pressure:workers-0-0@1s;succeed:workers-0-1;preempt:leader-0-0")
     assert local_faults(playable) == playable
     assert {cls for cls in KINDS.values() if cls.while_running} == {
-        Preempt, Evict, NodePressure, NodeShutdown, Crash, OOMKill, Succeed, Hardware}
-    for fault in (ImagePullFailure("w"), Unschedulable("w")):
+        Preempt, Evict, NodePressure, NodeShutdown, Crash, OOMKill, Succeed, Hardware, Prints, Hang}
+    assert set(LOCAL_KINDS) == {Preempt, Evict, NodePressure, NodeShutdown, Crash, OOMKill, Succeed, Hardware, Hang}
+    for fault in (ImagePullFailure("w"), Unschedulable("w"), Prints("w")):
         with pytest.raises(SpecError) as refused:
             local_faults([Crash("w"), fault])
         assert refused.value.field == "faults[1]" and "offline cluster" in str(refused.value)

@@ -177,3 +177,11 @@ CUDA_ASYNC_ERRORS = (CUDA_LAUNCH_FAILURE, CUDA_ILLEGAL_ADDRESS, CUDA_ASSERT)
 # NewGPUHealthChecker monitorCriticalXid): the Xids that set the XidCriticalError node condition; the XIDError
 # event is posted for every critical Xid. Its recorder's source is {component: nvidia-gpu-device-plugin}, no host.
 GKE_MONITORED_XIDS = (48, 63, 64, 79, 119, 120, 123, 140)
+
+# ----------------------------------------------------------------------------------------------------
+# What a hung Python process prints when a registered signal arrives: CPython's faulthandler
+# (Python/traceback.c: write_thread_id, dump_frame; `faulthandler.register(signum, all_threads=True)`).
+
+FAULTHANDLER_CURRENT_THREAD_FORMAT = "Current thread 0x{ident:016x} (most recent call first):"
+FAULTHANDLER_THREAD_FORMAT = "Thread 0x{ident:016x} (most recent call first):"
+FAULTHANDLER_FRAME_FORMAT = '  File "{file}", line {line} in {function}'

@@ -71,3 +71,34 @@ EVENT_BACK_OFF = "BackOff"  # BackOffPullImage ("Back-off pulling image %q"), Ba
 PULL_FAILED_PREFIX = "Failed to pull image"  # "Failed to pull image %q: %v"
 PULL_BACK_OFF_PREFIX = "Back-off pulling image"  # "Back-off pulling image %q"
 KUBELET_ERROR_PREFIX = "Error: "  # "Error: %v": ErrImagePull, ImagePullBackOff, create and start errors
+
+# ----------------------------------------------------------------------------------------------------
+# Pod logs (`GET /api/v1/namespaces/{ns}/pods/{name}/log`)
+
+# pkg/kubelet/kuberuntime/logs/logs.go writes `timestamps=true` lines as `msg.timestamp.Format(timeFormatOut)`,
+# then one space, then the line; timeFormatOut is pkg/kubelet/types/constants.go RFC3339NanoFixed, whose
+# nanoseconds are always nine digits (zero-padded) so every prefix has the same width.
+RFC3339_NANO_FIXED = "2006-01-02T15:04:05.000000000Z07:00"  # Go layout, for the record; Python: `log_timestamp`
+# `sinceTime` is a metav1.Time: parsed with Go's time.RFC3339 layout, and sent on to the kubelet formatted with it
+# (pkg/registry/core/pod/strategy.go LogLocation: `opts.SinceTime.Format(time.RFC3339)`, whole seconds)
+RFC3339_LAYOUT = "2006-01-02T15:04:05Z07:00"
+LOG_TIMESTAMP_DELIMITER = " "
+# The API server's checks of PodLogOptions (pkg/apis/core/validation/validation.go ValidatePodLogOptions; the
+# pods/log REST answers them as `errors.NewInvalid(api.Kind("PodLogOptions"), name, errs)`: 422).
+POD_LOG_OPTIONS_KIND = "PodLogOptions"
+LOG_OPTION_NEGATIVE = "must be greater than or equal to 0"  # tailLines (isNegativeErrorMsg)
+LOG_OPTION_NOT_POSITIVE = "must be greater than 0"  # limitBytes, sinceSeconds
+LOG_OPTION_SINCE_BOTH = "at most one of `sinceTime` or `sinceSeconds` may be specified"
+# pkg/registry/core/pod/strategy.go (ValidateContainer in LogLocation): which container's log, as a 400
+LOG_CONTAINER_REQUIRED_FORMAT = "a container name must be specified for pod {pod}, choose one of: [{names}]"
+LOG_CONTAINER_NOT_VALID_FORMAT = "container {container} is not valid for pod {pod}"
+# A query parameter the API server cannot convert is a 400 carrying Go's own error (strconv's; time.Parse's, whose
+# tail names the first element of the layout it could not read: the year, for a value that is no date at all).
+GO_PARSE_BOOL_FORMAT = 'strconv.ParseBool: parsing "{value}": invalid syntax'
+GO_PARSE_INT_FORMAT = 'strconv.ParseInt: parsing "{value}": invalid syntax'
+GO_PARSE_TIME_FORMAT = 'parsing time "{value}" as "{layout}": cannot parse "{value}" as "2006"'
+# apimachinery's field errors (k8s.io/apimachinery/pkg/util/validation/field/errors.go): "<field>: Invalid value:
+# <value>: <detail>" and "Forbidden: <detail>", after `<Kind> "<name>" is invalid: ` (errors.NewInvalid)
+FIELD_INVALID_FORMAT = "{field}: Invalid value: {value}: {detail}"
+FIELD_FORBIDDEN_FORMAT = "Forbidden: {detail}"
+INVALID_OBJECT_FORMAT = '{kind} "{name}" is invalid: {causes}'

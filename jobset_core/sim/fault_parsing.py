@@ -7,15 +7,19 @@ objects, and only the places that read faults from people (an environment variab
     faults  := fault (";" fault)*
     fault   := kind ":" replica ["=" exit_code] ["@" delay] ("," option)*
     kind    := preempt | evict | node-pressure | node-shutdown | crash | oom | succeed | image-pull
-             | unschedulable | hardware
+             | unschedulable | hardware | prints | hang
     delay   := number ["s" | "ms"]              (seconds by default)
     option  := ("attempt" | "restart" | "times") "=" (integer | "any") | "jobset=" glob | "xid=" integer
+             | "every=" delay | "line=" text     (a line with no "," or ";": the mapping form takes any)
 
     e.g.  preempt:workers-0-1@2s;crash:leader-0-0=3@1s,attempt=1;hardware:workers-0-1@2s,xid=79
+          prints:workers-*,times=any,every=30s,line=step {n} rank {rank};hang:workers-0-1@600s
 
-Only `crash` takes an exit code and only `hardware` an `xid`. Mappings (a YAML fates file, a `Fate` object's
-spec): `{fault: crash, replica: leader-0-0, exitCode: 3, after: 1, attempt: 1}`, `{fault: hardware, replica:
-workers-0-1, after: 2, xid: 79}`, with keys `fault replica jobset attempt restart after times exitCode xid output`.
+Only `crash` takes an exit code, only `hardware` an `xid`, only `prints` `every` and `line`. Mappings (a YAML
+fates file, a `Fate` object's spec): `{fault: crash, replica: leader-0-0, exitCode: 3, after: 1, attempt: 1}`,
+`{fault: hardware, replica: workers-0-1, after: 2, xid: 79}`, `{fault: prints, replica: workers-*, times: any,
+every: 30, line: "step {n}"}`, `{fault: hang, replica: workers-0-1, after: 600}`, with keys `fault replica jobset
+attempt restart after times exitCode xid every line output` (a hang's `output` is what it prints on SIGTERM).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from dataclasses import fields
 from typing import Any
 
 from jobset_core.errors import SpecError
-from jobset_core.sim.faults import KIND_NAMES, Crash, Fault, Hardware, check_xid, kind_of
+from jobset_core.sim.faults import KIND_NAMES, Crash, Fault, Hardware, Prints, check_xid, kind_of
 
 FAULTS_ENV = "JOBSET_LOCAL_FAULTS"
 ANY = "any"
@@ -55,9 +59,13 @@ def _option(part: str, option: str, kwargs: dict[str, Any], where: str) -> None:
         kwargs[key] = None if value == ANY else int(value)
     elif key == "xid" and value.isdigit():
         kwargs["xid"] = int(value)
+    elif key == "every" and value:
+        kwargs["every_seconds"] = _seconds(value, where)
+    elif key == "line" and value:
+        kwargs["line"] = value
     else:
-        raise _bad(part, f"option {option!r} is not attempt=<n>, restart=<n>, times=<n>, jobset=<glob> or xid=<n>",
-                   where)
+        raise _bad(part, f"option {option!r} is not attempt=<n>, restart=<n>, times=<n>, jobset=<glob>, xid=<n>, "
+                   "every=<seconds> or line=<text>", where)
 
 
 def parse_one(part: str, where: str = FAULTS_ENV) -> Fault:
@@ -80,6 +88,16 @@ def parse_one(part: str, where: str = FAULTS_ENV) -> Fault:
         kwargs["exit_code"] = int(match["code"])
     for option in options:
         _option(part, option, kwargs, where)
+    _check_kind_options(cls, part, kwargs, where)
+    try:
+        return cls(**kwargs)
+    except SpecError as exc:
+        raise _bad(part, f"{exc.field.split('.')[-1]} {exc.problem}" + (f"; {exc.fix}" if exc.fix else ""),
+                   where) from None
+
+
+def _check_kind_options(cls: type[Fault], part: str, kwargs: dict[str, Any], where: str) -> None:
+    """The options only one kind takes: `xid` (hardware, a fatal one), `every` and `line` (prints)."""
     if "xid" in kwargs:
         if cls is not Hardware:
             raise _bad(part, "only hardware takes an xid", where)
@@ -87,7 +105,8 @@ def parse_one(part: str, where: str = FAULTS_ENV) -> Fault:
             check_xid(kwargs["xid"], where)
         except SpecError as exc:
             raise _bad(part, f"xid {exc.problem}; {exc.fix}", where) from None
-    return cls(**kwargs)
+    if cls is not Prints and ("every_seconds" in kwargs or "line" in kwargs):
+        raise _bad(part, "only prints takes every and line", where)
 
 
 def parse_faults(text: str | None, where: str = FAULTS_ENV) -> tuple[Fault, ...]:
@@ -107,7 +126,7 @@ def faults_from_env(environ: Mapping[str, str] | None = None) -> tuple[Fault, ..
 # mapping key -> dataclass field; both spellings of the multi-word keys are accepted
 _KEYS = {"fault": "", "replica": "replica", "jobset": "jobset", "attempt": "attempt", "restart": "restart",
          "after": "after_seconds", "times": "times", "exitCode": "exit_code", "exit_code": "exit_code",
-         "xid": "xid", "output": "output"}
+         "xid": "xid", "every": "every_seconds", "line": "line", "output": "output"}
 
 
 def _seconds(value: Any, field: str) -> float:
@@ -133,6 +152,9 @@ def _integral(value: Any, field: str) -> Any:
     return value
 
 
+_MAPPING_KEYS = {"after_seconds": "after", "exit_code": "exitCode", "every_seconds": "every"}
+
+
 def from_mapping(data: Any, where: str = "fate") -> Fault:
     """A fault from `{fault: ..., replica: ..., ...}`; errors name `where` and the key, with the fix."""
     if isinstance(data, str):
@@ -147,7 +169,7 @@ def from_mapping(data: Any, where: str = "fate") -> Fault:
     try:
         return cls(**kwargs)
     except SpecError as exc:
-        key = {"after_seconds": "after", "exit_code": "exitCode"}.get(exc.field.split(".")[-1], exc.field.split(".")[-1])
+        key = _MAPPING_KEYS.get(exc.field.split(".")[-1], exc.field.split(".")[-1])
         raise SpecError(f"{where}.{key}", exc.problem, exc.fix) from None
 
 
@@ -172,7 +194,9 @@ def _value(cls: type[Fault], key: str, value: Any, where: str) -> Any:
         raise SpecError(f"{where}.{key}", f"only a crash takes an exit code, not {cls.name}", "remove it")
     if target == "xid" and cls is not Hardware:
         raise SpecError(f"{where}.{key}", f"only a hardware fault takes an Xid, not {cls.name}", "remove it")
-    if target == "after_seconds":
+    if target in ("every_seconds", "line") and cls is not Prints:
+        raise SpecError(f"{where}.{key}", f"only a prints fault takes {key}, not {cls.name}", "remove it")
+    if target in ("after_seconds", "every_seconds"):
         return _seconds(value, f"{where}.{key}")
     if target in ("attempt", "restart", "times", "exit_code", "xid"):
         return _integral(value, f"{where}.{key}")

@@ -2,7 +2,8 @@
 never reaches.
 
 A fault that never fires lets a resilience test "pass" without testing anything, so the runtimes and the fates
-server refuse it before anything starts. Its own room because it reads the workload (its pods' names, its
+server refuse it before anything starts. Every fault that names a pod is checked alike, `prints` and `hang`
+included (a hang of a pod that never exists would let a hang-detection test pass untested). Its own room because it reads the workload (its pods' names, its
 retry policy, its failure policy), which the vocabulary itself (`faults`) has no need to know.
 """
 

@@ -31,6 +31,20 @@ What each fault does, as the matching cluster component would:
 - `Succeed`: the container exits 0.
 - `ImagePullFailure`: the pod never starts: its containers wait in ImagePullBackOff.
 - `Unschedulable`: the scheduler never binds the pod: PodScheduled False, reason Unschedulable.
+- `Prints`: from `after_seconds` on, the running pod's process prints `line` (a template: `{n}` the line's number
+  from 1, `{rank}` the pod's rank in the gang, `{hostname}`) every `every_seconds`, the first one interval
+  after it began, until its container ends or a `Hang` silences it. Only the offline cluster plays it (a local
+  process prints on its own); its lines are computed when the log is read, never stored (`testing/logs.py`).
+- `Hang`: `after_seconds` after the pod started running its process stops making progress and stays alive, as
+  a rank blocked in a collective or in uninterruptible sleep: the pod stays Running and Ready, nothing is
+  written to the API, and its log gets nothing from that moment on. When the pod is then deleted, the process
+  ends as one that handles SIGTERM: the offline cluster appends `output` (default: what Python's
+  `faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)` prints, every thread's stack, the
+  main one blocked in an NCCL all-reduce: `sim/hang.py`) to its log and the container exits 143, the log's
+  tail its termination message under FallbackToLogsOnError. The local runtime stops the process group with
+  SIGSTOP; its kubelet's SIGTERM is followed by SIGCONT, so the program's own handler runs and prints (its
+  `output` is the process's own, the fault's is not added), then SIGKILL after the grace period as for any pod.
+  Other faults still strike a hung pod (a preemption, a node shutdown): the hang only silences it.
 
 Two spellings of it, the text grammar and the mapping form, are read and written by `fault_parsing`; whether
 a fault can ever fire on a given workload is `fault_targets`. Both import this module, never the reverse.
@@ -75,6 +89,11 @@ class Fault:
     deletes_pod: ClassVar[bool] = False
     # Whether it acts on a running pod (after `after_seconds`) rather than keeping the pod from running.
     while_running: ClassVar[bool] = True
+    # Whether it changes only what the process prints (no status, no event, no end): it fires once per pod and
+    # the pod runs on.
+    output_only: ClassVar[bool] = False
+    # Why the local runtime's real processes cannot play it (None: they can).
+    local_refusal: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
@@ -173,12 +192,16 @@ class Succeed(Fault):
     name: ClassVar[str] = "succeed"
 
 
+_NEEDS_A_CLUSTER = "needs a cluster's scheduler or image puller, which local processes do not have"
+
+
 @dataclass(frozen=True)
 class ImagePullFailure(Fault):
     """The image cannot be pulled: the pod waits in ImagePullBackOff and never starts."""
 
     name: ClassVar[str] = "image-pull"
     while_running: ClassVar[bool] = False
+    local_refusal: ClassVar[str | None] = _NEEDS_A_CLUSTER
 
 
 @dataclass(frozen=True)
@@ -187,6 +210,61 @@ class Unschedulable(Fault):
 
     name: ClassVar[str] = "unschedulable"
     while_running: ClassVar[bool] = False
+    local_refusal: ClassVar[str | None] = _NEEDS_A_CLUSTER
+
+
+LINE_FIELDS = ("n", "rank", "hostname")  # what a `Prints` line may name
+DEFAULT_LINE = "step {n}"
+DEFAULT_EVERY_SECONDS = 10.0
+
+
+def check_line(line: Any, field: str) -> None:
+    """A `Prints` line: one line of text whose `{...}` name only `LINE_FIELDS` (a format spec is fine: `{n:06d}`)."""
+    if not isinstance(line, str) or not line or "\n" in line or "\r" in line:
+        raise SpecError(field, f"{line!r} is not one line of text", "write e.g. 'step {n} loss 0.5'")
+    try:
+        line.format(n=1, rank=0, hostname="host")
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise SpecError(field, f"{line!r} is not a line template ({type(exc).__name__}: {exc})",
+                        f"name only {{{'}, {'.join(LINE_FIELDS)}}}; write {{{{ and }}}} for braces") from None
+
+
+def check_every(value: Any, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise SpecError(field, f"must be a number of seconds > 0, got {value!r}", "use e.g. 30 or 0.5")
+
+
+@dataclass(frozen=True)
+class Prints(Fault):
+    """The running pod's process prints `line` every `every_seconds` (offline cluster only)."""
+
+    line: str = DEFAULT_LINE
+    every_seconds: float = DEFAULT_EVERY_SECONDS
+    name: ClassVar[str] = "prints"
+    output_only: ClassVar[bool] = True
+    local_refusal: ClassVar[str | None] = ("scripts what an offline pod prints; a local pod is a real process "
+                                           "that prints on its own")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_line(self.line, "Prints.line")
+        check_every(self.every_seconds, "Prints.every_seconds")
+
+    def render(self, n: int, rank: int = 0, hostname: str = "") -> str:
+        """Line number `n` (from 1) as the process prints it."""
+        return self.line.format(n=n, rank=rank, hostname=hostname)
+
+    def describe(self) -> str:
+        return super().describe().replace(
+            f"prints {self.replica}", f"prints {self.replica} {self.line!r} every {self.every_seconds:g}s", 1)
+
+
+@dataclass(frozen=True)
+class Hang(Fault):
+    """The pod's process stops making progress and stays alive; on SIGTERM it prints `output` and exits 143."""
+
+    name: ClassVar[str] = "hang"
+    output_only: ClassVar[bool] = True
 
 
 DEFAULT_XID = 48  # a double-bit ECC error: the Xid GKE's device plugin marks a GPU unhealthy for by default
@@ -218,11 +296,11 @@ class Hardware(Fault):
 
 KINDS: dict[str, type[Fault]] = {
     cls.name: cls for cls in (Preempt, Evict, NodePressure, NodeShutdown, Crash, OOMKill, Succeed,
-                              ImagePullFailure, Unschedulable, Hardware)
+                              ImagePullFailure, Unschedulable, Hardware, Prints, Hang)
 }
 _ALIASES = {"nodeshutdown": "node-shutdown", "node_shutdown": "node-shutdown", "node_pressure": "node-pressure",
             "oomkill": "oom", "oom-kill": "oom", "image_pull": "image-pull", "imagepull": "image-pull",
-            "hardware-failure": "hardware", "hardware_failure": "hardware"}
+            "hardware-failure": "hardware", "hardware_failure": "hardware", "print": "prints", "hung": "hang"}
 KIND_NAMES = ", ".join(KINDS)
 
 
@@ -236,9 +314,10 @@ def kind_of(word: str, field: str) -> type[Fault]:
     return cls
 
 
-# What local processes can play: every fault that strikes a running pod. Keeping a pod from running takes a
-# cluster's scheduler or image puller, which the local runtime's one node does not emulate.
-LOCAL_KINDS = tuple(cls for cls in KINDS.values() if cls.while_running)
+# What local processes can play: every fault that strikes a running pod, but what a process prints (its own).
+# Keeping a pod from running takes a cluster's scheduler or image puller, which the local runtime's one node
+# does not emulate.
+LOCAL_KINDS = tuple(cls for cls in KINDS.values() if cls.local_refusal is None)
 
 
 def local_faults(faults: Sequence[Any], where: str = "faults") -> tuple[Fault, ...]:
@@ -247,7 +326,7 @@ def local_faults(faults: Sequence[Any], where: str = "faults") -> tuple[Fault, .
         if not isinstance(fault, Fault):
             names = ", ".join(cls.__name__ for cls in LOCAL_KINDS)
             raise SpecError(where, f"{fault!r} is not a fault", f"use one of {names}")
-        if not isinstance(fault, LOCAL_KINDS):
-            raise SpecError(f"{where}[{number}]", f"a {fault.name} fault needs a cluster's scheduler or image puller, "
-                            "which local processes do not have", "play it on the offline cluster (jobset fake-cluster)")
+        if fault.local_refusal is not None:
+            raise SpecError(f"{where}[{number}]", f"a {fault.name} fault {fault.local_refusal}",
+                            "play it on the offline cluster (jobset fake-cluster)")
     return tuple(faults)

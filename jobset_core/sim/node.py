@@ -89,7 +89,8 @@ class ContainerEnd:
 
 def container_end(fault: Fault) -> ContainerEnd | None:
     """How `fault` ends the container; None when a deletion does (a preemption, an eviction: the kubelet
-    SIGTERMs the container of a pod being deleted)."""
+    SIGTERMs the container of a pod being deleted). `prints` and `hang` end nothing and never strike: each
+    kubelet plays them on the process or its log (`Fault.output_only`)."""
     if isinstance(fault, Crash):
         return ContainerEnd(fault.exit_code, fault.reason, fault_output(fault))
     if isinstance(fault, Hardware):  # the program dies on its next CUDA call

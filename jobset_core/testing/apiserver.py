@@ -23,6 +23,7 @@ from . import discovery
 from .context import RequestRecord, ServerContext
 from .faults import DEFAULT_USER, FaultPlan
 from .handler import ApiHTTPServer
+from .logs import PodLogs, to_nanos
 from .rbac import Authorizer, PolicyRule
 
 
@@ -120,9 +121,18 @@ class LocalApiServer(ObjectStore):
     def request_watch_progress(self, enabled: bool) -> None:
         self._context.request_watch_progress = enabled
 
-    def append_log(self, namespace: str, pod: str, text: str) -> None:
-        """Append to what a pod printed, for `read_namespaced_pod_log` (followers see it at once)."""
-        self._context.logs.append(namespace, pod, text)
+    def append_log(self, namespace: str, pod: str, text: str, container: str | None = None) -> None:
+        """Append to what a pod's container (None: its first) printed, written now on the server's clock, for
+        `read_namespaced_pod_log` (followers see it at once)."""
+        if container is None:
+            found = self.get(c.CORE_API_VERSION, c.POD_KIND, pod, namespace, shared=True)
+            container = ((found or {}).get("spec") or {}).get("containers", [{}])[0].get("name") if found else None
+        self._context.logs.append(namespace, pod, text, to_nanos(self._context.clock()), container)
+
+    @property
+    def logs(self) -> PodLogs:
+        """Every pod's log, lines and printers (`testing/logs.py`), as the log endpoint serves them."""
+        return self._context.logs
 
     # ------------------------------------------------------------- lifecycle
 

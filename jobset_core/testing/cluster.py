@@ -4,7 +4,8 @@ It is a `LocalApiServer` (real HTTP, the official client works against it unchan
 JobSet and Job controllers of `jobset_core.sim` and a scripted scheduler and kubelet behind it, so
 a JobSet submitted to it comes alive: child Jobs, pods, restarts, failures with upstream reasons. The test
 scripts what happens to the pods (`exit`, `oom`, `preempt`, `evict`, `node_shutdown`,
-`image_pull_backoff`, `unschedulable`, `succeed`, `hardware`); a pod with no script runs until told otherwise,
+`image_pull_backoff`, `unschedulable`, `succeed`, `hardware`, `prints`, `hang`); a pod with no script runs until
+told otherwise,
 or succeeds after `succeed_after` seconds. Its `nodes` Node objects (`node-0`...) exist from the start, with
 8 `nvidia.com/gpu` each; the scheduler honours node selectors, required node affinity and taints.
 
@@ -28,16 +29,20 @@ from jobset_core.sim import Controllers
 from jobset_core.sim.apistore.errors import ApiError
 from jobset_core.sim.events import record_event
 from jobset_core.sim.faults import (
+    DEFAULT_EVERY_SECONDS,
+    DEFAULT_LINE,
     DEFAULT_XID,
     Crash,
     Evict,
     Fault,
+    Hang,
     Hardware,
     ImagePullFailure,
     NodePressure,
     NodeShutdown,
     OOMKill,
     Preempt,
+    Prints,
     Succeed,
     Unschedulable,
 )
@@ -113,7 +118,7 @@ class FakeCluster:
         self.kubelet = ScriptedKubelet(
             self.server, self._scope, nodes, succeed_after, start_after=start_after, stop_after=stop_after, clock=clock,
             write_log=self.server.append_log, notice=notice, node_labels=node_labels,
-            kubelet_version=emulated_version(self.server.kubernetes),
+            kubelet_version=emulated_version(self.server.kubernetes), logs=self.server.logs,
         )
         self._lock = threading.RLock()
         self.fates = FateObjects(self.server, self.add_fault, self.remove_fault)
@@ -243,12 +248,31 @@ class FakeCluster:
             if predicate():
                 return
             now = clock.monotonic()
-            dues = [self.kubelet.next_due(), self._monotonic(self.controllers.next_due())]
-            due = min((d for d in dues if d is not None and d > now), default=None)
+            due = self._next_due(now)
             moment = due if due is not None else now + self.tick
             if moment > deadline:
                 raise TimeoutError(f"timed out after {timeout}s of virtual time waiting for {what}")
             clock.advance_to(moment)
+
+    def _next_due(self, now: float) -> float | None:
+        """The next moment after `now` a pod or a controller has something scripted or due (None: nothing)."""
+        dues = [self.kubelet.next_due(), self._monotonic(self.controllers.next_due())]
+        return min((d for d in dues if d is not None and d > now), default=None)
+
+    def run_for(self, seconds: float) -> None:
+        """On a `VirtualClock`: play `seconds` of cluster time, every scripted moment on the way at its moment
+        (a pod's start, its fate, a deadline), and stop with the clock `seconds` later, settled."""
+        if not isinstance(self.clock, clocks.VirtualClock):
+            raise TypeError("run_for moves a VirtualClock; on the wall clock, wait with run_until")
+        end = self.clock.monotonic() + seconds
+        while True:
+            self.settle()
+            due = self._next_due(self.clock.monotonic())
+            if due is None or due > end:
+                break
+            self.clock.advance_to(due)
+        self.clock.advance_to(end)
+        self.settle()
 
     def _monotonic(self, moment: float | None) -> float | None:
         """An epoch moment (a Job's deadline, a TTL) on the clock's monotonic scale (exact on a virtual clock:
@@ -323,6 +347,19 @@ class FakeCluster:
         """A GPU fault (NVIDIA Xid `xid`) under the pod: the node's `XIDError` event (and `XidCriticalError`
         condition), then the program's CUDA error (or `message`) and exit 1."""
         return self._add(Hardware, selector, after, times, restart, jobset, xid=xid, output=message or "")
+
+    def prints(self, selector: Selector, *, line: str = DEFAULT_LINE, every: float = DEFAULT_EVERY_SECONDS,
+               after: float = 0.0, times: int | None = 1, restart: int | None = None,
+               jobset: str | None = None) -> PodRule:
+        """From `after` seconds after it started running, the pod prints `line` (`{n}`, `{rank}`, `{hostname}`)
+        every `every` seconds until it ends or hangs; computed when its log is read, never stored."""
+        return self._add(Prints, selector, after, times, restart, jobset, line=line, every_seconds=every)
+
+    def hang(self, selector: Selector, *, after: float = 0.0, times: int | None = 1, restart: int | None = None,
+             jobset: str | None = None, output: str | None = None) -> PodRule:
+        """`after` seconds after it started running, the pod's process stops printing and stays alive (Running,
+        Ready, nothing written); deleted, it prints `output` (default: a faulthandler dump) and exits 143."""
+        return self._add(Hang, selector, after, times, restart, jobset, output=output or "")
 
     def image_pull_backoff(self, selector: Selector, *, times: int | None = None, restart: int | None = None,
                            jobset: str | None = None, message: str | None = None) -> PodRule:

@@ -4,12 +4,16 @@
     kubectl --kubeconfig ./kubeconfig apply -f jobset.yaml
     jobset fake-cluster fate --kubeconfig ./kubeconfig preempt --replica workers-0-1 --jobset hello
     jobset fake-cluster fate --kubeconfig ./kubeconfig hardware --replica workers-0-1 --xid 79 --after 2
+    jobset fake-cluster fate --kubeconfig ./kubeconfig prints --replica 'workers-*' --times any --every 30 \
+        --line 'step {n} rank {rank}'
+    jobset fake-cluster fate --kubeconfig ./kubeconfig hang --replica workers-0-1 --after 600
 
     jobset fake-cluster --kubernetes 1.37   # the Workload API at scheduling.k8s.io/v1beta1; /version v1.37
 
 The server runs until SIGTERM or Ctrl-C and then exits 0; bad input (a port in use, an unwritable
 kubeconfig path, a malformed fates file, a fate that can never fire, a release it does not emulate) is one
-line on stderr and exit 2, with nothing started.
+line on stderr and exit 2, with nothing started. `fate` exits 0 once the Fate exists, 2 on bad input (one line
+naming the field, e.g. `fate.every`, and the fix) or when the server cannot be reached or refuses it.
 """
 
 from __future__ import annotations
@@ -68,7 +72,10 @@ def add_parser(sub: Any) -> None:
     f.add_argument("--times", help="how many pods it hits ('any': every matching pod); default 1")
     f.add_argument("--exit-code", type=int, help="a crash's exit code")
     f.add_argument("--xid", type=int, help="a hardware fault's NVIDIA Xid (default 48: an uncorrectable ECC error)")
-    f.add_argument("--output", help="what the container printed before (its log)")
+    f.add_argument("--every", metavar="SECONDS", help="prints: seconds between two lines (default 10)")
+    f.add_argument("--line", metavar="TEMPLATE", help="prints: the line, {n} its number from 1, {rank}, {hostname} "
+                   "(default 'step {n}')")
+    f.add_argument("--output", help="what the container printed before (its log); a hang's: what it prints on SIGTERM")
     f.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
     f.set_defaults(func=add_fate_command)
 
@@ -128,7 +135,8 @@ def add_fate_command(args: argparse.Namespace) -> int:
 
     fields = {"fault": args.fault, "replica": args.replica, "jobset": args.jobset, "attempt": _number(args.attempt),
               "restart": _number(args.restart), "after": args.after, "times": _number(args.times),
-              "exitCode": args.exit_code, "xid": args.xid, "output": args.output}
+              "exitCode": args.exit_code, "xid": args.xid, "every": args.every, "line": args.line,
+              "output": args.output}
     try:
         created = add_fate(args.kubeconfig, namespace=args.namespace, **fields)
     except ApiException as exc:

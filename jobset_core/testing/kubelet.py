@@ -1,7 +1,8 @@
 """The fake cluster's kubelets: they register Node objects, have the emulated scheduler (`sim/scheduler.py`:
 node selector, required node affinity, taints, the room a node has left; round-robin) bind pods to them, start
 them, and play the fate the test scripted (exit with a code, OOM, preemption, eviction, node pressure, node shutdown, image pull
-back-off, unschedulable, a GPU hardware fault); a pod being deleted gets SIGTERM and exits 143.
+back-off, unschedulable, a GPU hardware fault, output over time, a hang); a pod being deleted gets SIGTERM and
+exits 143 (a hung one printing its SIGTERM output first: `pod_output.py`).
 
 What a fault writes first and how it ends the container is `sim/node.py`, shared with the local runtime's
 kubelet; this one plays the end as a status written (there is no process), on a clock a test may drive.
@@ -15,7 +16,7 @@ from typing import Any
 from jobset_core import clock as clocks
 from jobset_core import constants as c
 from jobset_core.sim import pod_status
-from jobset_core.sim.faults import ImagePullFailure, Unschedulable
+from jobset_core.sim.faults import Hang, ImagePullFailure, Prints, Unschedulable
 from jobset_core.sim.node import (
     EMULATED_VERSION,
     fault_output,
@@ -31,6 +32,8 @@ from jobset_core.sim.store import ClusterStore, write_status
 from jobset_core.sim.work_queue import Key, WorkQueues, key_of
 from jobset_core.submitted import attempt_of, owner_of
 from jobset_core.testing.fates import PodRule
+from jobset_core.testing.logs import PodLogs
+from jobset_core.testing.pod_output import PodOutput
 
 Obj = dict[str, Any]
 # What a pod no node has room for hears by default (`unschedulable`): four GPU nodes, all full, no victim
@@ -50,14 +53,15 @@ class ScriptedKubelet:
     ends `stop_after` seconds after the kubelet sees the deletion (a real one's: the program's own stop, then
     the PLEG relist of about a second), and the kubelet then deletes it with grace period 0. Every node carries
     `node_labels` (a node pool's labels, for pods that select one). `write_log` receives what a
-    fault says the container printed; `notice` one line per fault that fires.
+    fault says the container printed; `notice` one line per fault that fires. `logs` is where what pods print
+    over time goes (the `prints` and `hang` faults; without it they print nothing).
     """
 
     def __init__(self, store: ClusterStore, namespace: str | None, nodes: int, succeed_after: float | None,
                  *, start_after: float = 0.0, clock: clocks.Clock = clocks.WALL,
                  write_log: Callable[[str, str, str], None] | None = None,
                  notice: Callable[[str], None] | None = None, node_labels: Mapping[str, str] | None = None,
-                 kubelet_version: str = EMULATED_VERSION, stop_after: float = 0.0) -> None:
+                 kubelet_version: str = EMULATED_VERSION, stop_after: float = 0.0, logs: PodLogs | None = None) -> None:
         self.store = store
         self.namespace = namespace
         self.nodes = [f"node-{i}" for i in range(nodes)]
@@ -75,6 +79,9 @@ class ScriptedKubelet:
         self._running_since: dict[str, float] = {}
         self.stop_after = stop_after
         self._stopping: dict[str, float] = {}  # pod uid -> when its container ends after the deletion
+        self._fired: dict[str, set[int]] = {}  # pod uid -> ids of the output-only rules played on it
+        self._hung: dict[str, Hang] = {}  # pod uid -> the hang that silenced it
+        self.output = PodOutput(logs, store, clock) if logs is not None else None
         self._registered = False
         self.scheduler = Scheduler(store, instance="emulated", node_order=self.nodes)
         self._unbound: set[Key] = set()  # pods the scheduler could not place: tried again when a Node or a pod changes
@@ -150,7 +157,9 @@ class ScriptedKubelet:
         if now < due:
             self.queues.add_after(c.POD_KIND, key, due)
             return
-        self._terminate(pod, c.SIGTERM_EXIT_CODE)
+        hang = self._hung.pop(pod["metadata"]["uid"], None)
+        message = self.output.sigterm(pod, hang) if hang is not None and self.output is not None else None
+        self._terminate(pod, c.SIGTERM_EXIT_CODE, message=message)
 
     def _next_moment(self, pod: Obj, rules: list[PodRule]) -> float | None:
         """When this pod, as read, starts or meets its fate without a change (None: never by itself). A pod
@@ -160,11 +169,11 @@ class ScriptedKubelet:
         if phase == c.PHASE_PENDING and uid in self._bound_at and not status.get("containerStatuses"):
             return self._bound_at[uid] + self.start_after
         if phase == c.PHASE_RUNNING and uid in self._running_since:
-            due = self._next_running_fault(pod, rules, self._running_since[uid])
-            if due is not None:
+            due = self._next_running_fault(pod, rules, self._running_since[uid], self._fired.get(uid, set()))
+            succeed = None if self.succeed_after is None else self._running_since[uid] + self.succeed_after
+            if due is not None and (succeed is None or not due[1].fault.output_only):
                 return due[0]
-            if self.succeed_after is not None:
-                return self._running_since[uid] + self.succeed_after
+            return succeed if due is None else min(due[0], succeed)
         return None
 
     def _concerned(self, everyone: bool, known: int) -> list[Key]:
@@ -208,11 +217,12 @@ class ScriptedKubelet:
         return self._attempts[uid]
 
     @staticmethod
-    def _next_running_fault(pod: Obj, rules: list[PodRule], since: float) -> tuple[float, PodRule] | None:
+    def _next_running_fault(pod: Obj, rules: list[PodRule], since: float,
+                            fired: set[int]) -> tuple[float, PodRule] | None:
         """The fault due first on a running pod: due `after_seconds` after the later of its start and the
-        moment the rule was added; ties go to the rule added first."""
+        moment the rule was added; ties go to the rule added first. An output-only fault (`fired`) plays once."""
         due = [(max(since, rule.added_at) + rule.fault.after_seconds, n, rule)
-               for n, rule in enumerate(rules) if rule.fault.while_running]
+               for n, rule in enumerate(rules) if rule.fault.while_running and id(rule) not in fired]
         if not due:
             return None
         moment, _, rule = min(due, key=lambda item: (item[0], item[1]))
@@ -258,13 +268,32 @@ class ScriptedKubelet:
         write_status(self.store, pod, status)
 
     def _run(self, pod: Obj, rules: list[PodRule], now: float) -> None:
-        since = self._running_since.setdefault(pod["metadata"]["uid"], now)
-        due = self._next_running_fault(pod, rules, since)
-        if due is not None:
-            if now >= due[0]:
-                self._apply(pod, due[1])
-        elif self.succeed_after is not None and now - since >= self.succeed_after:
+        uid = pod["metadata"]["uid"]
+        since = self._running_since.setdefault(uid, now)
+        fired = self._fired.setdefault(uid, set())
+        due = self._next_running_fault(pod, rules, since, fired)
+        while due is not None and now >= due[0] and due[1].fault.output_only:  # the pod runs on: play them all
+            self._play_output(pod, due[1], due[0])
+            fired.add(id(due[1]))
+            due = self._next_running_fault(pod, rules, since, fired)
+        if due is not None and now >= due[0]:
+            self._apply(pod, due[1])
+        elif (due is None or due[1].fault.output_only) and self.succeed_after is not None \
+                and now - since >= self.succeed_after:
             self._terminate(pod, 0)
+
+    def _play_output(self, pod: Obj, rule: PodRule, at: float) -> None:
+        """A fault that changes only what the process prints, from its moment `at` on: nothing is written to
+        the API (a hung pod stays Running and Ready)."""
+        rule.used += 1
+        self._tell(rule, pod)
+        uid = pod["metadata"]["uid"]
+        if self.output is not None and isinstance(rule.fault, Prints) and uid not in self._hung:  # a hung one cannot
+            self.output.prints(pod, rule.fault, at)
+        if isinstance(rule.fault, Hang):
+            self._hung[uid] = rule.fault
+            if self.output is not None:
+                self.output.hang(pod, at)
 
     # ----- kubelet -----------------------------------------------------------------------------------
 
@@ -272,6 +301,10 @@ class ScriptedKubelet:
                    message: str | None = None, extra: Obj | None = None) -> None:
         status = pod_status.terminated(pod, code, reason, message, failed=bool(extra))
         write_status(self.store, pod, {**status, **(extra or {})})
+        self._hung.pop(pod["metadata"]["uid"], None)
+        self._fired.pop(pod["metadata"]["uid"], None)
+        if self.output is not None:
+            self.output.ended(pod)  # its printers stop with it
 
     def _tell(self, rule: PodRule, pod: Obj) -> None:
         if self.notice is not None:
@@ -290,6 +323,9 @@ class ScriptedKubelet:
         if end is None:  # deleted: the deletion ends it (SIGTERM, 143) on a later pass
             return
         message = end.message or (log_tail(end.output) if end.exit_code else "") or None
+        hang = self._hung.get(pod["metadata"]["uid"])
+        if end.sigterm and hang is not None and self.output is not None:  # a hung process shut down: its handler
+            message = self.output.sigterm(record, hang) or message
         if end.failed:  # the kubelet ends it on its node: Failed, keeping the pod's reason
             status = record.get("status") or {}
             self._terminate(record, end.exit_code, end.reason, message,

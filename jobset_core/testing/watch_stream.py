@@ -23,7 +23,8 @@ from jobset_core.sim.apistore.watch import Watcher
 
 from .context import RequestRecord, ServerContext
 from .faults import WatchDrop
-from .logs import tail
+from .log_query import parse_query, rendered, selected
+from .logs import to_nanos
 from .routing import Route
 from .tables import table
 from .verbs import TRUE
@@ -73,14 +74,20 @@ class StreamingHandler(BaseHTTPRequestHandler):
         return self.server.context  # type: ignore[attr-defined]
 
     def _pod_log(self, route: Route) -> None:
-        """The pod's log as plain text; with `follow=true` a chunked stream that ends with the pod."""
-        ctx, q = self._context, self._query
+        """The pod's log as plain text, as the kubelet serves it (`log_query`); with `follow=true` a chunked
+        stream of what it prints next, until the pod ends."""
+        ctx = self._context
         ns, name = route.namespace or "", route.name or ""
-        ctx.store.get(route.kind, ns, name)  # 404 for a pod that does not exist
-        whole = ctx.logs.read(ns, name)  # one read: a line appended between two reads would never be sent
-        text = tail(whole, q.get("tailLines"))
-        if q.get("follow", "").lower() not in TRUE:
-            data = text.encode()
+        pod = ctx.store.get(route.kind, ns, name)  # 404 for a pod that does not exist
+        query = parse_query(self._query, pod, ctx.clock())
+        first = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("name")
+        keys = (query.container, None) if query.container == first else (query.container,)
+        now = to_nanos(ctx.clock())
+        count = ctx.logs.count(ns, name, keys, now)  # the cursor of a follower: the log only grows at its end
+        lines = selected(query, lambda n: ctx.logs.last(ns, name, keys, n, now),
+                         lambda since: ctx.logs.since(ns, name, keys, since, now))
+        if not query.follow:
+            data = b"".join(rendered(query, lines, query.limit))
             self._record(200)
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -89,16 +96,21 @@ class StreamingHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         self._start_stream("text/plain")
-        seen = len(whole)
+        budget, ended = query.limit, False
         while True:
-            if text:
-                data = text.encode()
+            data = b"".join(rendered(query, lines, budget))  # one chunk of what was there, as a read of the file
+            if data:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 self.wfile.flush()
-            if ctx.stopping.is_set() or self._pod_ended(route):
+                budget = None if budget is None else budget - len(data)
+            if ended or (budget is not None and budget <= 0):
                 break
-            text = ctx.logs.wait(ns, name, seen, WATCH_POLL)
-            seen += len(text)
+            ended = ctx.stopping.is_set() or self._pod_ended(route)  # then what it printed last, and the end
+            if not ended:
+                ctx.logs.wait(WATCH_POLL)
+            now = to_nanos(ctx.clock())
+            seen, count = count, ctx.logs.count(ns, name, keys, now)
+            lines = ctx.logs.last(ns, name, keys, count - seen, now)
         self._end_stream()
 
     def _pod_ended(self, route: Route) -> bool:

@@ -6,7 +6,8 @@ injects faults and tears pods down when they are deleted, writing pod status thr
 transitions of `jobset_core.sim.pod_status`. What a fault writes first and how it ends the container is
 `sim/node.py`, the same the fake cluster's scripted kubelet plays; here the end is a process signalled.
 Mirrors kubernetes pkg/kubelet/status (phase and container states) and pkg/kubelet/kuberuntime (SIGTERM,
-grace period, SIGKILL; FallbackToLogsOnError).
+grace period, SIGKILL; FallbackToLogsOnError). A `hang` stops a pod's process group (SIGSTOP); the SIGTERM
+that stops a pod is followed by SIGCONT, so a hung program's own SIGTERM handler runs and prints.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from jobset_core.runtimes.local.process import (
 from jobset_core.runtimes.local.state import LocalPod, LocalSubmission
 from jobset_core.sim import pod_status
 from jobset_core.sim.events import record_event
-from jobset_core.sim.faults import Fault
+from jobset_core.sim.faults import Fault, Hang
 from jobset_core.sim.node import ContainerEnd, finish_deletion, strike
 from jobset_core.sim.records import deleting, labels, terminal
 from jobset_core.sim.scheduler import Scheduler
@@ -263,6 +264,9 @@ class Node:
 
     def _inject(self, pod: LocalPod, record: Obj, fault: Fault) -> None:
         assert pod.process is not None
+        if isinstance(fault, Hang):  # nothing is written: the pod stays Running and Ready, its process silent
+            pod.process.hang()
+            return
         grace = int((record.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
         record, end = strike(self.store, record, fault, instance="local", grace_seconds=grace)
         if end is not None:
@@ -283,7 +287,7 @@ class Node:
         container = ((record.get("spec") or {}).get("containers") or [{}])[0].get("name", "main")
         record_event(self.store, record, c.EVENT_TYPE_NORMAL, c.EVENT_KILLING,
                      c.KILL_STOPPING_FORMAT.format(container=container), component=c.KUBELET_COMPONENT, host=self.name)
-        pod.process.signal(signal.SIGTERM)
+        pod.process.terminate()  # SIGTERM, and SIGCONT for a group a hang stopped: its own handler runs
         pod.kill_at = time.monotonic() + self.grace_seconds
 
 

@@ -199,7 +199,7 @@ def stop_processes(procs: list[LocalProcess], grace_seconds: float) -> None:
     """
     try:
         for proc in procs:
-            proc.signal(signal.SIGTERM)
+            proc.terminate()
         deadline = time.monotonic() + grace_seconds
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -329,6 +329,18 @@ class LocalProcess:
         """Signal the whole process group (the container); a group already gone is fine."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, sig)
+
+    def hang(self) -> None:
+        """Stop the whole group (SIGSTOP): alive, silent, no progress, as a rank blocked in a collective or in
+        uninterruptible sleep (the `hang` fault)."""
+        self.signal(signal.SIGSTOP)
+
+    def terminate(self) -> None:
+        """SIGTERM to the group, then SIGCONT: a group the `hang` fault stopped resumes into its SIGTERM handler
+        (a rank blocked in a collective still runs its handler, e.g. faulthandler's stack dump); for a running
+        group SIGCONT changes nothing."""
+        self.signal(signal.SIGTERM)
+        self.signal(signal.SIGCONT)
 
     def release(self) -> None:
         """After the main process exited: kill what it left behind (the container is gone) and forget it."""

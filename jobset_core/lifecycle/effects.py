@@ -65,10 +65,12 @@ def effects_of(step: Step, handle: Handle, observation: Observation, now: dateti
 
 
 def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
-    """A retry after a hardware failure: the nodes it implicated, and what failed, as the summary says it first
+    """A retry after a hardware failure (also of an attempt the run ends itself: a gang stalled on a broken GPU):
+    the nodes it implicated, and what failed, as the summary says it first
     ("HardwareFailure: GPU on node n reported Xid 79: fallen off the bus"), without the pod's details."""
     decision = step.decision
-    if decision is None or not decision.avoid_nodes or step.action is not Action.RESUBMIT or step.recorded:
+    retried = step.action is Action.RESUBMIT or (step.action is Action.END_ATTEMPT and decision is not None and decision.retry)
+    if decision is None or not decision.avoid_nodes or not retried or step.recorded:
         return (), ""
     why = (step.diagnosis.summary if step.diagnosis is not None else decision.reason).split(" (", 1)[0]
     return tuple(decision.avoid_nodes), why

@@ -15,6 +15,7 @@ from benchmarks import (
     polling,
     run_requests,
     scale,
+    stalls,
     wasted_time,
     watchers,
 )
@@ -52,6 +53,8 @@ def main() -> None:
     peer.main(["--peer-poll", "10", "2"])
     print("\n## 9. many processes, each following one run, in a churned namespace, beside the peer's (issue 46)")
     followers.main(["--n", "20", "100"])  # 200 takes 20 minutes on 2 cores: `--n 200 --append`
+    print("\n## 10. the watchdog: log reads per run per stall window, detection delay, quiet-but-steady runs (issue 47)")
+    stalls.main(["--runs", "50", "--pods", "8", "--every", "4.5", "--stall", "5", "--seconds", "120", "--hung", "20"])
 
 
 if __name__ == "__main__":

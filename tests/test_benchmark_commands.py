@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import api_requests, diagnose_tails, followers, peer, report, scale
+from benchmarks import api_requests, diagnose_tails, followers, peer, report, scale, stalls
 from jobset_core import constants as c
 
 
@@ -30,6 +30,8 @@ from jobset_core import constants as c
         (followers, ["--n", "0"], "--n"),
         (followers, ["--rate", "0"], "--rate"),
         (followers, ["--tools", "kubectl"], "--tools"),
+        (stalls, ["--runs", "0"], "--runs"),
+        (stalls, ["--every", "9", "--stall", "5"], "--every"),
     ],
 )
 def test_a_bad_argument_is_one_line_and_exit_status_2(module, argv, named, capsys) -> None:

@@ -136,3 +136,44 @@ def test_a_gang_that_keeps_printing_slowly_is_never_ended(cluster: Any) -> None:
     assert result.succeeded, result.message
     # about one read per window of the one rank that wrote last, never a scan of the gang
     assert 1 <= len(log_reads(server)) <= 6
+
+
+# ----- days of cluster time on the virtual clock, polled as an engine polls -------------------------------------
+
+def test_a_day_long_run_costs_a_log_read_an_hour_and_its_hang_is_named_within_the_window(tmp_path: Any) -> None:
+    """An engine polls a run (a fresh run object per poll, one runtime per process, as the Flyte connector does)
+    for a day of virtual time: the log is read about once per hour-long window while the run prints a step a
+    minute; then rank 1 hangs, and the poll after the window ends names it and ends the attempt."""
+    from jobset_core import clock as clocks
+    from jobset_core.testing import FakeCluster, VirtualClock
+
+    clock = VirtualClock()
+    with FakeCluster(["ml-team"], clock=clock, start_after=5) as fake, clocks.using(clock):
+        now = lambda: datetime.fromtimestamp(clock.time(), UTC)  # noqa: E731
+        fake.prints("*", every=60, times=None, line="step {n}")
+        fake.hang("workers-0-1", after=86_400)
+        fake.hang("*", after=86_430, times=None)
+        runtime = fake.runtime("ml-team")
+        key = make_run_key("day", "train")
+        job = JobSetSpec(name="day", watchdog=Watchdog(stall_seconds=3600, progress=r"step \d+"),
+                         retry=RetryPolicy(retries=1, backoff=tenacity.wait_none()),
+                         replicated_jobs=[ReplicatedJob("workers", image="ghcr.io/acme/train:1", command=["python", "train.py"],
+                                                        parallelism=4, completions=4)])
+        handle = JobSetRun(job, runtime, run_key=key, engine_attempt=0, resubmit=False, now=now).start()
+        fake.server.clear_requests()
+        result = None
+        for _ in range(200):  # a poll every 20 minutes of cluster time, for at most 2.7 days
+            fake.run_for(1200)
+            result = JobSetRun.resume(handle, runtime, engine_attempt=0, now=now).step()
+            if result.done:
+                break
+        assert result is not None and result.done and result.diagnosis is not None
+        assert result.diagnosis.kind is FailureKind.STALLED, result.message
+        assert "-workers-0-1 stopped first" in result.diagnosis.summary
+        silent = result.diagnosis.silent_since
+        assert silent is not None and result.diagnosis.time is not None
+        # decided at the first poll after the window: within the window plus one poll interval
+        assert 3600 <= (result.diagnosis.time - silent).total_seconds() <= 3600 + 1200 + 60
+        reads = len(log_reads(fake.server))
+        assert reads <= 24 + 2 + 16 + 4  # one per hour-long window of the day, then the stall's few
+        assert not fake.errors, fake.errors

@@ -284,7 +284,7 @@ def test_a_hung_rank_stalls_the_gang_which_is_named_ended_and_retried_by_the_bud
         if rank == 1 and step == 2:
             print("rank 1: reading the next shard", flush=True)
             signal.pause()  # hung: alive, silent
-        if rank != 1 and step == 20:
+        if rank != 1 and step == 40:
             signal.pause()  # blocked in the next collective, waiting for rank 1 (its buffers ran dry)
         print(f"rank {rank} step {step}", flush=True)
         time.sleep(0.05)
@@ -345,3 +345,37 @@ def test_the_timeline_shades_the_silent_span_of_a_stalled_attempt() -> None:
     diagnosis = stall.stalled_diagnosis(found, Watchdog(stall_seconds=120))
     page = render_timeline([AttemptTimeline("train-0", pods, diagnosis, "failed")], now=at(1_000))
     assert f"class='bar {SILENT}'" in page and "no progress from 10:04:56Z to 10:06:56Z" in page
+
+
+COLLECTIVE = """
+import os, sys, time, pathlib, faulthandler, signal
+faulthandler.register(signal.SIGTERM, all_threads=True)
+rank, world = int(os.environ["JOB_COMPLETION_INDEX"]), 3
+shared = pathlib.Path(os.environ["SHARED"])
+for step in range(100000):
+    time.sleep(0.3)  # the step's compute
+    print(f"rank {rank} step {step}", flush=True)
+    (shared / f"{step}.{rank}").touch()  # an all-reduce: every rank waits for every other's part of the step
+    while len(list(shared.glob(f"{step}.*"))) < world:
+        time.sleep(0.01)
+"""
+
+
+def test_the_local_fault_vocabularys_hang_stops_a_rank_and_the_others_block_in_the_collective(tmp_path: Path) -> None:
+    """The `hang` fault on real processes: rank 1 is stopped (alive, silent); the ranks meet at every step as in an
+    all-reduce, so the others block in the next one; the watchdog names rank 1 first."""
+    from jobset_core.sim.faults import Hang
+
+    shared = tmp_path / "collective"
+    shared.mkdir()
+    runtime = LocalRuntime(stream_output=False, workdir=tmp_path / "work", grace_seconds=2,
+                           faults=[Hang("w-0-1", after_seconds=1.0)])
+    try:
+        spec = JobSetSpec(name="allreduce", replicated_jobs=[ReplicatedJob(
+            name="w", image="python", command=[sys.executable, "-c", COLLECTIVE], parallelism=3, completions=3,
+            env={"SHARED": str(shared)})], retry=RetryPolicy(retries=0), watchdog=Watchdog(stall_seconds=2))
+        result = JobSetRun(spec, runtime, run_key=make_run_key("allreduce", "t")).run()
+    finally:
+        runtime.close()
+    assert result.diagnosis is not None and result.diagnosis.kind is FailureKind.STALLED, result.message
+    assert "-w-0-1 stopped first" in result.diagnosis.summary

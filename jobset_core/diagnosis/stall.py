@@ -41,6 +41,9 @@ PROGRESS_SCAN_LINES = 2000
 LIMIT_BYTES = 1024 * 1024  # what one read may bring at most (the API server's `limitBytes`)
 EVIDENCE_RANKS = 4  # ranks quoted in the evidence besides the first to stop
 LINE_CHARS = 200  # a quoted line is cut here
+# Ranks whose last lines are closer than this stopped together, as far as their output tells (a collective's
+# ranks all print the step they finished): none of them is named as the one that stopped first.
+TOGETHER = timedelta(seconds=0.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +312,11 @@ def _summary(stall: Stall, watchdog: Watchdog) -> str:
     if len(stall.stopped) == 1:
         alone = " (only it writes, so no rank can be singled out)" if stall.ranks_running > 1 else ""
         return f"Stalled: no rank wrote {what} for {gap}; {first.replica} on {first.node or 'its node'} last wrote{alone}: {first.last_line!r}"
+    together = [r for r in stall.stopped if r.last_at is not None and first.last_at is not None and r.last_at - first.last_at < TOGETHER]
+    if len(together) > 1:
+        return (f"Stalled: no rank wrote {what} for {gap}; {len(together)} ranks stopped together at {_hms(first.last_at)} "
+                f"(within {TOGETHER.total_seconds():g}s: no rank can be singled out by its output), "
+                f"{first.replica} on {first.node or 'its node'}: {first.last_line!r}")
     return (f"Stalled: no rank wrote {what} for {gap}; {first.replica} stopped first, on {first.node or 'its node'}, "
             f"at {_hms(first.last_at)}: {first.last_line!r}")
 

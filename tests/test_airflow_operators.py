@@ -1169,3 +1169,26 @@ def test_a_bad_watchdog_is_refused_in_one_line_before_anything_is_submitted(serv
         assert outcome.state == "failed" and outcome.tries == 1
         assert str(outcome.errors[0]).startswith(said) and "\n" not in str(outcome.errors[0])
     assert jobsets(server) == []
+
+
+HANGS = "import time\nfor step in range(3):\n    print(f'step {step}', flush=True)\nwhile True:\n    time.sleep(1)\n"
+
+
+def test_a_deferred_gang_that_stops_printing_ends_as_stalled_through_the_trigger() -> None:
+    """Real processes on the local runtime, watched by the trigger's async watch: the stall's deadline wakes it,
+    its event says the outcome the operator's own watch would, and the worker fails the task in the core's words."""
+    command = [sys.executable, "-c", HANGS]
+    spec = JobSetSpec(name="hangs", replicated_jobs=[ReplicatedJob("leader", image="python", command=command),
+                                                     ReplicatedJob("workers", image="python", command=command)])
+
+    def op() -> JobSetOperator:
+        return JobSetOperator(task_id="train", jobset=spec, runtime="local", deferrable=True, watchdog=Watchdog(stall_seconds=2),
+                              retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()))
+
+    ti = ti_for("deferred-stall")
+    event = in_thread(lambda: first_event(deferred(op(), ti)))
+
+    assert event.payload["outcome"] == "failure" and event.payload["result"]["diagnosis"]["kind"] == "Stalled"
+    with pytest.raises(AirflowFailException) as failed:
+        op().execute_complete({"ti": ti}, event.payload)
+    assert str(failed.value).split(": ", 1)[1].startswith("Stalled: no rank wrote a line for "), str(failed.value)

@@ -173,7 +173,8 @@ class _JobSetDecoratedOperator(DecoratedOperator, JobSetOperator):
 
 
 def jobset_task(python_callable: Callable | None = None, multiple_outputs: bool | None = None, **kwargs: Any) -> TaskDecorator:
-    """`@task.jobset(workers=3, image=..., runtime=..., retries=...)`: run the function on every replica."""
+    """`@task.jobset(workers=3, image=..., runtime=..., retries=..., watchdog=Watchdog(...))`: run the function on
+    every replica; every other argument is `JobSetOperator`'s."""
     return task_decorator_factory(
         python_callable=python_callable,
         multiple_outputs=multiple_outputs,

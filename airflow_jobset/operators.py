@@ -4,7 +4,8 @@ Mapping of Airflow onto the core (the tries' arithmetic is `tries`, what a resul
 - every try of a task instance belongs to one run whose ledger lives on the cluster; Airflow's try number is the
   engine attempt, and a clear starts a fresh run with the whole budget (`jobset_core.clear_attempts`);
 - `retries` is the budget: `RetryPolicy(retries=task.retries)` unless `retry=` is given (then `retries` follows
-  it). Airflow owns resubmission (`resubmit=False`); a free retry runs again within the try;
+  it). Airflow owns resubmission (`resubmit=False`); a free retry runs again within the try; `watchdog=` (or the
+  workload's `watchdog:`) ends a gang that stopped making progress, decided like any failure;
 - reattach: on Airflow 3.3 the handle is kept in the task state store (`ResumableJobMixin`), and the core says
   whether it is the run's attempt to reconnect to (`jobset_core.reattach`); everywhere, `JobSetRun.start()`
   adopts the run's live submission by run key instead of submitting a duplicate;
@@ -35,7 +36,7 @@ from airflow_jobset.deferral import Deferral
 from airflow_jobset.outcome import Outcome, failure, outcome_of
 from airflow_jobset.retry import JobSetRetryPolicy
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, check_runtime, make_runtime
-from airflow_jobset.specs import load_spec
+from airflow_jobset.specs import check_watchdog, load_spec, with_watchdog
 from airflow_jobset.tries import cleared_before, engine_attempt_for, run_key_for
 from jobset_core import (
     GangJobSpec,
@@ -47,6 +48,7 @@ from jobset_core import (
     RunEvent,
     RunResult,
     SpecError,
+    Watchdog,
     check_seconds,
     clear_attempts,
     echo_unheard,
@@ -82,6 +84,7 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         namespace: str | None = None,
         kubernetes_conn_id: str = DEFAULT_CONN_ID,
         retry: RetryPolicy | None = None,
+        watchdog: Watchdog | None = None,
         deferrable: bool = False,
         runtime: str = KUBERNETES,
         delete_on_finish: bool = False,
@@ -98,6 +101,7 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         self.namespace = namespace
         self.kubernetes_conn_id = kubernetes_conn_id
         self.retry = retry
+        self.watchdog = check_watchdog(watchdog)
         if retry is not None:
             self.retries = retry.retries  # the one count: Airflow retries exactly as far as the budget goes
         self.deferrable = deferrable
@@ -122,15 +126,16 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         """A spec object needs no rendering, so a bad one fails the DAG import instead of a task run."""
         value = getattr(self, self.spec_field)
         if isinstance(value, (JobSetSpec, GangJobSpec)):
-            load_spec(value, self.spec_class).validate()
+            with_watchdog(load_spec(value, self.spec_class), self.watchdog).validate()
 
     @property
     def policy(self) -> RetryPolicy:
         return self.retry if self.retry is not None else RetryPolicy(retries=int(self.retries or 0))
 
     def build_spec(self, context: Any) -> JobSetSpec | GangJobSpec:
-        """The workload as the rendered template field gives it, with this operator's one-count policy."""
-        return dataclasses.replace(load_spec(getattr(self, self.spec_field), self.spec_class), retry=self.policy)
+        """The workload as the rendered template field gives it, with this operator's one-count policy and watchdog."""
+        spec = with_watchdog(load_spec(getattr(self, self.spec_field), self.spec_class), self.watchdog)
+        return dataclasses.replace(spec, retry=self.policy)
 
     def _spec(self, context: Any) -> JobSetSpec | GangJobSpec:
         if self._spec_obj is None:

@@ -9,8 +9,10 @@ Two things are Flyte's own, around the codec:
   and the codec refuses any other value in an integer field, naming its path under `custom`;
 - the layout: `replicatedJobs` (each with only what a Flyte replica may set: every replica runs the task's
   container and function), `leader`, `gang`, `retry` (the policy as it is stored on the objects), `namespace`,
-  `runtime`, `localFaults`, spelled as templates registered by earlier versions carry them, so that a connector
-  reads what any version of the plugin wrote, and an earlier connector what this one writes.
+  `runtime`, `localFaults`, `watchdog` (the codec's mapping of a `Watchdog`, resolved at registration; absent
+  from a template an earlier version wrote, whose run then gets the connector's platform default), spelled as
+  templates registered by earlier versions carry them, so that a connector reads what any version of the plugin
+  wrote, and an earlier connector what this one writes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobset_core import GangBackend, ReplicatedJob, RetryPolicy, SpecError, spec_from_dict, spec_to_dict
+from jobset_core import (
+    GangBackend,
+    ReplicatedJob,
+    RetryPolicy,
+    SpecError,
+    Watchdog,
+    spec_from_dict,
+    spec_to_dict,
+)
 
 # The fields of a replicated job that a Flyte task carries, and their keys in `custom`.
 REPLICA_KEYS = {
@@ -68,6 +78,7 @@ class TaskCustom:
     namespace: str | None = None
     runtime: str | None = None
     local_faults: str | None = None
+    watchdog: Watchdog | None = None  # None: the platform's default where the run is submitted
 
     def policy(self, retries: int, source: str) -> RetryPolicy:
         """The task's policy with Flyte's `retries` (the one count propeller spends) as its count."""
@@ -84,7 +95,7 @@ def replica_data(rj: ReplicatedJob) -> dict[str, Any]:
 
 
 def custom_data(jobs: Sequence[ReplicatedJob], leader: str, gang: Any, policy: RetryPolicy, *, namespace: str | None,
-                runtime: str | None, local_faults: str | None) -> dict[str, Any]:
+                runtime: str | None, local_faults: str | None, watchdog: Watchdog | None = None) -> dict[str, Any]:
     """The template's `custom` for task type `jobset`, read back by `read_custom` in the connector."""
     return {
         "replicatedJobs": [replica_data(rj) for rj in jobs],
@@ -94,6 +105,7 @@ def custom_data(jobs: Sequence[ReplicatedJob], leader: str, gang: Any, policy: R
         "namespace": namespace,
         "runtime": runtime,
         "localFaults": local_faults,
+        "watchdog": spec_to_dict(watchdog) if watchdog is not None else None,
     }
 
 
@@ -126,4 +138,5 @@ def read_custom(custom: Mapping[str, Any] | None) -> TaskCustom:
         namespace=_string("custom.namespace", data.get("namespace")),
         runtime=_string("custom.runtime", data.get("runtime")),
         local_faults=_string("custom.localFaults", data.get("localFaults")),
+        watchdog=spec_from_dict(data["watchdog"], Watchdog, path="custom.watchdog") if data.get("watchdog") else None,
     )

@@ -28,11 +28,13 @@ from jobset_core import (
     ReplicatedJob,
     RetryPolicy,
     SpecError,
+    Watchdog,
     check_bool,
     check_dns1123,
     check_positive_int,
     leader_and_workers,
     platform_default_retries,
+    platform_watchdog,
 )
 from jobset_core.constants import NVIDIA_GPU_RESOURCE
 from jobset_core.runtimes.local import parse_faults
@@ -50,9 +52,11 @@ class JobSet:
     task's container (its image, requests and limits, or its `pod_template`); a replicated job may set its own
     `image`, `resources`, `env`, node selector and tolerations, but never a command: it runs the function.
     `retries` is the one count for every retryable cause (default: the task's `retries`, else the platform
-    default), `retry` the rest of the policy. `runtime` is "local" (no cluster) or "kubernetes"; default: env
-    `JOBSET_RUNTIME`, then local for a local run and the cluster for a remote one. `local_faults` injects faults
-    on the local runtime (`"preempt:workers-0-0@2s"`, the syntax of `JOBSET_LOCAL_FAULTS`).
+    default), `retry` the rest of the policy. `watchdog` ends a gang that stops making progress (a `Watchdog`;
+    default: the platform's, resolved where the task is registered, as the count is). `runtime` is "local" (no
+    cluster) or "kubernetes"; default: env `JOBSET_RUNTIME`, then local for a local run and the cluster for a
+    remote one. `local_faults` injects faults on the local runtime (`"preempt:workers-0-0@2s"`, the syntax of
+    `JOBSET_LOCAL_FAULTS`).
     """
 
     workers: int = 0
@@ -66,6 +70,7 @@ class JobSet:
     namespace: str | None = None
     runtime: str | None = None
     local_faults: str | None = None
+    watchdog: Watchdog | None = None
 
     def __post_init__(self) -> None:
         """Refuse bad values where the user wrote them (at import of the workflow), not at submission."""
@@ -76,6 +81,8 @@ class JobSet:
             check_positive_int("retries", self.retries, allow_zero=True)
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
             raise SpecError("retry", f"{self.retry!r} is not a RetryPolicy", "use retry=RetryPolicy(retries=3)")
+        if self.watchdog is not None and not isinstance(self.watchdog, Watchdog):
+            raise SpecError("watchdog", f"{self.watchdog!r} is not a Watchdog", "use watchdog=Watchdog(stall_seconds=3600)")
         check_bool("interruptible", self.interruptible, optional=True)
         if self.namespace is not None:
             check_dns1123("namespace", self.namespace)
@@ -132,11 +139,17 @@ def task_policy(config: JobSet, task_retries: int) -> RetryPolicy:
     return policy
 
 
-def custom_of(config: JobSet, policy: RetryPolicy) -> dict[str, Any]:
+def task_watchdog(config: JobSet) -> Watchdog:
+    """The task's watchdog: the config's, else the platform's default read where the task is registered, as its
+    count is (`resolve_retries`), so the connector in another process submits with what its source says."""
+    return config.watchdog if config.watchdog is not None else platform_watchdog()
+
+
+def custom_of(config: JobSet, policy: RetryPolicy, watchdog: Watchdog) -> dict[str, Any]:
     """The template's `custom` for task type `jobset` (`custom.custom_data`), read back by `custom.read_custom`
     in the connector."""
     return custom_data(config.shape(), config.leader_name(), config.gang, policy, namespace=config.namespace,
-                       runtime=config.runtime, local_faults=config.local_faults)
+                       runtime=config.runtime, local_faults=config.local_faults, watchdog=watchdog)
 
 
 def resolve_retries(config: JobSet, task_retries: int) -> int:
@@ -165,11 +178,12 @@ class JobSetFunctionTask(AsyncConnectorExecutorMixin, PythonFunctionTask[JobSet]
         # the count the JobSet's maxRestarts and the ledger draw on.
         self._policy = task_policy(task_config, self.metadata.retries)
         self.metadata.retries = self._policy.retries
+        self._watchdog = task_watchdog(task_config)
         if task_config.interruptible is not None:
             self.metadata.interruptible = task_config.interruptible
 
     def get_custom(self, settings: SerializationSettings) -> dict[str, Any]:
-        return custom_of(self.task_config, self._policy)
+        return custom_of(self.task_config, self._policy, self._watchdog)
 
     def execute(self, **kwargs: Any) -> Any:
         """Locally: through the connector, retrying from the same count; in a replica's pod: the function."""
@@ -214,6 +228,7 @@ def jobset_task(
     namespace: str | None = None,
     runtime: str | None = None,
     local_faults: str | None = None,
+    watchdog: Watchdog | None = None,
     requests: Any = None,
     limits: Any = None,
     pod_template: Any = None,
@@ -239,6 +254,7 @@ def jobset_task(
         namespace=namespace,
         runtime=runtime,
         local_faults=local_faults,
+        watchdog=watchdog,
     )
     extra = {k: v for k, v in (("requests", requests), ("limits", limits), ("pod_template", pod_template), ("container_image", image)) if v is not None}
 

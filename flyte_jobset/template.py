@@ -214,6 +214,7 @@ def spec_from_template(
         coordinator=Coordinator(custom.leader),
         gang=custom.gang,
         retry=custom.policy(int(retries or 0), "Flyte task retries"),
+        watchdog=custom.watchdog,
     )
 
 

@@ -9,7 +9,7 @@ import time
 import flyte
 
 from flyte_jobset.v2 import JobSet
-from jobset_core import Coscheduling, RetryPolicy
+from jobset_core import Coscheduling, RetryPolicy, Watchdog
 
 ONCE = RetryPolicy(in_cluster_restarts=False)
 
@@ -18,6 +18,9 @@ free = flyte.TaskEnvironment(
     name="free", plugin_config=JobSet(workers=1, retry=RetryPolicy(in_cluster_restarts=False, count_interruptions=False, max_interruptions=3))
 )
 preempted = flyte.TaskEnvironment(name="preempted", plugin_config=JobSet(workers=2, retry=ONCE, local_faults="preempt:workers-1-0@1.5s"))
+# Only "step N" lines are progress: what `a0` itself logs while it starts is not.
+STEPS = Watchdog(stall_seconds=2, progress=r"step \d+")
+watched = flyte.TaskEnvironment(name="watched", plugin_config=JobSet(workers=1, retry=ONCE, watchdog=STEPS))
 everything = flyte.TaskEnvironment(
     name="everything",
     image="ghcr.io/acme/train:1",
@@ -73,4 +76,22 @@ def sleeps(seconds: int) -> int:
 
 @everything.task(retries=3)
 def train(steps: int) -> int:
+    return steps
+
+
+@watched.task(retries=1)
+def hangs(steps: int) -> int:
+    """Every rank prints its steps, then blocks, as in a collective that never returns."""
+    for step in range(steps):
+        print(f"step {step}", flush=True)
+    while True:
+        time.sleep(1)
+
+
+@watched.task(retries=1)
+def slow_steps(steps: int) -> int:
+    """Slow but steady: a step every 0.3 s, for longer than the watchdog's window, then done."""
+    for step in range(steps):
+        print(f"step {step}", flush=True)
+        time.sleep(0.3)
     return steps

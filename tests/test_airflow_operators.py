@@ -55,6 +55,7 @@ from jobset_core import (  # noqa: E402
     ReplicatedJob,
     RetryPolicy,
     SpecError,
+    Watchdog,
     cleared_record,
     leader_selector,
     spec_to_dict,
@@ -1089,3 +1090,105 @@ def test_the_namespace_is_the_operators_else_the_workloads_own_else_the_connecti
 
     assert handle.namespace == expected and server.get(JOBSET_API, "JobSet", handle.name, expected) is not None
     JobSetRun.resume(handle, op._get_runtime()).cancel()
+
+
+# ----------------------------------------------------------------------------------------------------
+# the watchdog: the operator's argument, or the workload's own, on what is submitted
+
+STEPS = Watchdog(stall_seconds=900, progress=r"step \d+")
+
+
+def gang_job(**fields: Any) -> dict[str, Any]:
+    return {"name": "shards", "pods": 2, "image": "busybox", "command": ["true"], **fields}
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: JobSetOperator(task_id="train", jobset=make_spec(), watchdog=STEPS), STEPS.to_annotation()),
+        (lambda: JobSetOperator(task_id="train", jobset={**spec_to_dict(make_spec()), "watchdog": {"stall_seconds": 1200}}),
+         Watchdog(stall_seconds=1200).to_annotation()),
+        (lambda: JobSetOperator(task_id="train", jobset=dataclasses.replace(make_spec(), watchdog=STEPS)), STEPS.to_annotation()),
+        (lambda: GangJobOperator(task_id="shards", job=gang_job(), watchdog=Watchdog(stall_seconds=None)),
+         Watchdog(stall_seconds=None).to_annotation()),
+        (lambda: GangJobOperator(task_id="shards", job=gang_job(watchdog={"stallSeconds": 600, "startupSeconds": 300})),
+         Watchdog(stall_seconds=600, startup_seconds=300).to_annotation()),
+    ],
+    ids=["argument", "in-the-workload-data", "in-the-spec-object", "gang-job-off", "gang-job-data"],
+)
+def test_the_watchdog_reaches_the_submitted_object(
+    server: LocalApiServer, driver: ClusterDriver, make: Any, expected: dict[str, Any]
+) -> None:
+    op = make()
+    op.kubernetes_conn_id, op.retries = CONN, 0
+    handle = Handle.from_dict(op.submit_job({"ti": ti_for(f"watchdog-{op.task_id}-{expected['stallSeconds']}")}))
+
+    api = JOBSET_API if handle.kind == "JobSet" else "batch/v1"
+    submitted = server.get(api, handle.kind, handle.name, NS)
+    assert json.loads(submitted["metadata"]["annotations"]["jobset-plugins.io/watchdog"]) == expected
+    JobSetRun.resume(handle, op._get_runtime()).cancel()
+
+
+def test_the_platform_watchdog_is_logged_with_its_source_and_submitted(
+    server: LocalApiServer, driver: ClusterDriver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("JOBSET_WATCHDOG_STALL_SECONDS", "1800")
+    op = operator(retries=0)
+    with caplog.at_level(logging.INFO):
+        handle = Handle.from_dict(op.submit_job({"ti": ti_for("watchdog-platform")}))
+
+    said = "watchdog: stalled after 30m without a line from any rank (env JOBSET_WATCHDOG_STALL_SECONDS)"
+    assert caplog.text.index(said) > caplog.text.index("retry budget: retries=0")  # beside the retry budget
+    stored = json.loads(jobsets(server)[0]["metadata"]["annotations"]["jobset-plugins.io/watchdog"])
+    assert stored["stallSeconds"] == 1800 and stored["source"] == "env JOBSET_WATCHDOG_STALL_SECONDS"
+    JobSetRun.resume(handle, op._get_runtime()).cancel()
+
+
+def test_a_bad_watchdog_is_refused_in_one_line_before_anything_is_submitted(server: LocalApiServer) -> None:
+    for bad, said in [
+        (lambda: JobSetOperator(task_id="train", jobset=make_spec(), watchdog={"stall_seconds": 60}),
+         "watchdog: must be a jobset_core.Watchdog, got dict; use watchdog=Watchdog(stall_seconds=3600)"),
+        (lambda: JobSetOperator(task_id="train", jobset=make_spec(), watchdog=Watchdog(stall_seconds=0.5)),
+         "watchdog.stall_seconds: must be a number of seconds >= 1"),
+        (lambda: JobSetOperator(task_id="train", jobset=dataclasses.replace(make_spec(), watchdog=STEPS),
+                                watchdog=Watchdog(stall_seconds=60)),
+         "watchdog: is given both in the workload and as the operator's watchdog=; give it in one place"),
+    ]:
+        with pytest.raises(SpecError) as err:  # when the DAG is parsed
+            bad()
+        assert str(err.value).startswith(said) and "\n" not in str(err.value)
+
+    for workload, kwargs, said in [
+        ({**spec_to_dict(make_spec()), "watchdog": {"stall_seconds": 0.5}}, {},
+         "invalid jobset: watchdog.stall_seconds: must be a number of seconds >= 1"),
+        ({**spec_to_dict(make_spec()), "watchdog": {"stall_seconds": 60}}, {"watchdog": STEPS},
+         "invalid jobset: watchdog: is given both in the workload and as the operator's watchdog="),
+    ]:
+        outcome = run_tries(lambda: JobSetOperator(task_id="train", jobset=workload, kubernetes_conn_id=CONN, retries=3,  # noqa: B023
+                                                   **kwargs), ti_for("bad-watchdog"), StateStore())  # noqa: B023
+        assert outcome.state == "failed" and outcome.tries == 1
+        assert str(outcome.errors[0]).startswith(said) and "\n" not in str(outcome.errors[0])
+    assert jobsets(server) == []
+
+
+HANGS = "import time\nfor step in range(3):\n    print(f'step {step}', flush=True)\nwhile True:\n    time.sleep(1)\n"
+
+
+def test_a_deferred_gang_that_stops_printing_ends_as_stalled_through_the_trigger() -> None:
+    """Real processes on the local runtime, watched by the trigger's async watch: the stall's deadline wakes it,
+    its event says the outcome the operator's own watch would, and the worker fails the task in the core's words."""
+    command = [sys.executable, "-c", HANGS]
+    spec = JobSetSpec(name="hangs", replicated_jobs=[ReplicatedJob("leader", image="python", command=command),
+                                                     ReplicatedJob("workers", image="python", command=command)])
+
+    def op() -> JobSetOperator:
+        return JobSetOperator(task_id="train", jobset=spec, runtime="local", deferrable=True, watchdog=Watchdog(stall_seconds=2),
+                              retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()))
+
+    ti = ti_for("deferred-stall")
+    event = in_thread(lambda: first_event(deferred(op(), ti)))
+
+    assert event.payload["outcome"] == "failure" and event.payload["result"]["diagnosis"]["kind"] == "Stalled"
+    with pytest.raises(AirflowFailException) as failed:
+        op().execute_complete({"ti": ti}, event.payload)
+    assert str(failed.value).split(": ", 1)[1].startswith("Stalled: no rank wrote a line for "), str(failed.value)

@@ -7,6 +7,7 @@ against the offline cluster served as `jobset fake-cluster` serves it.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -78,7 +79,7 @@ def test_a_task_serializes_as_type_jobset_with_the_one_count_and_its_shape() -> 
     assert read.gang == Coscheduling(min_member=4, timeout_seconds=120)
     assert read.jobs[1].resources == {"nvidia.com/gpu": 8}
     assert read.policy(3, "task").to_annotation() == tasks.train._policy.to_annotation()  # by meaning
-    assert plain_numbers(custom) == plain_numbers(custom_of(tasks.train.plugin_config, tasks.train._policy))
+    assert plain_numbers(custom) == plain_numbers(custom_of(tasks.train.plugin_config, tasks.train._policy, tasks.train._watchdog))
     assert template.container.image == "ghcr.io/acme/train:1" and template.container.args[0] == "a0"
 
 
@@ -146,6 +147,46 @@ def test_an_application_error_fails_at_once_naming_the_pod_and_exit_code(capsys:
     out = capsys.readouterr().out
     assert "attempt 1 (Flyte retry 0): FAILED" in out and "Flyte retry 1" not in out  # retries=2, none spent on a bug
     assert "0 in-cluster restarts + 0 resubmissions used" in out
+
+
+def test_a_gang_whose_ranks_stop_making_progress_is_retried_then_fails_as_stalled(capsys: pytest.CaptureFixture[str]) -> None:
+    """Real `a0` replicas print their steps, then block: the watchdog ends the gang. A stall is a counted retry like
+    any retryable failure (RETRYABLE_FAILED, the next Flyte retry of the same run); the second finds the budget spent
+    and the task fails in the core's words. The run said the watchdog beside its budget when it started."""
+    with pytest.raises(flyte.errors.RuntimeUserError) as failed:
+        run_locally(tasks.hangs, steps=3)
+    message = str(failed.value)
+    assert message.startswith("Stalled: no rank wrote a progress line for ") and "'step 2'" in message, message
+    assert "not retrying: Stalled is retryable but the budget is spent: 1 of 1 retry used" in message
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[jobset] ")]
+    budget = next(i for i, line in enumerate(said) if line.startswith("[jobset] retry budget: retries=1 "))
+    assert said[budget + 1] == "[jobset] watchdog: stalled after 2s without a line matching 'step \\\\d+' from any rank (task)"
+    first = next(line for line in said if "(Flyte retry 0):" in line)
+    assert first.startswith("[jobset] attempt 1 (Flyte retry 0): RETRYABLE_FAILED: Stalled: "), first
+    assert "retrying: Stalled is retryable, retry 1 of 1" in first
+    last = next(line for line in said if "(Flyte retry 1):" in line)
+    assert last.startswith("[jobset] attempt 2 (Flyte retry 1): FAILED: Stalled: "), last
+    report = next(line.split("report: ", 1)[1] for line in said if line.startswith("[jobset] report: "))
+    assert "Stalled: no rank wrote a progress line" in Path(report).read_text()  # the timeline, in the same words
+
+
+def test_a_gang_that_makes_progress_slowly_is_never_ended(capsys: pytest.CaptureFixture[str]) -> None:
+    """The control: a step every 0.3 s for longer than the 2 s window, then the function returns, in one attempt."""
+    assert run_locally(tasks.slow_steps, steps=12) == 12
+    out = capsys.readouterr().out
+    assert "[jobset] attempt 1 (Flyte retry 0): SUCCEEDED" in out and "Stalled" not in out
+
+
+def test_the_watchdog_is_serialized_and_read_back_as_the_connector_reads_it() -> None:
+    template = serialize(tasks.hangs)
+    read = read_custom(json_format.MessageToDict(template.custom))  # numbers as the Struct carries them
+    assert read.watchdog == tasks.STEPS and read.watchdog.to_annotation() == tasks.STEPS.to_annotation()
+
+
+def test_a_bad_watchdog_is_refused_where_the_environment_is_written() -> None:
+    with pytest.raises(ValueError) as err:
+        tasks.JobSet(workers=1, watchdog={"stall_seconds": 60})
+    assert str(err.value) == "watchdog: {'stall_seconds': 60} is not a Watchdog; use watchdog=Watchdog(stall_seconds=3600)"
 
 
 def test_ctrl_c_ends_a_local_run_saying_what_it_deleted_with_130_and_no_replica_left(tmp_path: Path) -> None:
@@ -327,6 +368,17 @@ def test_a_free_preemption_is_resubmitted_within_the_attempt_with_the_replicas_e
     assert TaskExecution.Phase.Name(resource.phase) == "SUCCEEDED", resource.message
     first, second = run_objects(cluster, name)
     assert env_of(second, "leader") == env_of(first, "leader") and env_of(second, "leader")[V2_RUN_NAME_ENV] == name
+    delete(server, meta)
+
+
+def test_the_connector_server_submits_with_the_tasks_watchdog(offline: tuple[FakeCluster, FlyteConnectorServer], tmp_path: Path) -> None:
+    """`c0`, a process of its own, builds the JobSet from the template: the watchdog rides in `custom`."""
+    cluster, server = offline
+    name = f"w{uuid.uuid4().hex[:10]}"
+    meta = server.stub().CreateTask(attempt_request(tasks.hangs, name, 0, tmp_path / name, steps=1), timeout=30).resource_meta
+
+    (js,) = run_objects(cluster, name)
+    assert json.loads(js["metadata"]["annotations"]["jobset-plugins.io/watchdog"]) == tasks.STEPS.to_annotation()
     delete(server, meta)
 
 

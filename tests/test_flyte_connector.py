@@ -7,6 +7,8 @@ exception reaches the connector the way flytekit writes it, as an `error-<uuid>.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import signal
 import time
 import uuid
@@ -27,7 +29,7 @@ from flytekit.tools.translator import get_serializable
 
 from flyte_jobset import JobSetConnector, JobSetMeta, jobset_task
 from flyte_jobset.constants import DECK_FILE, REPLICAS_DIR
-from jobset_core import Kueue, RetryPolicy, SpecError
+from jobset_core import Kueue, RetryPolicy, SpecError, Watchdog
 from jobset_core.testing import LocalApiServer
 from tests.kube_driver import JOBSET_API, ClusterDriver
 from tests.test_kube_runtime import NS, condition, driver, jobsets, leftovers, make_runtime, server  # noqa: F401
@@ -58,6 +60,14 @@ def train_queued(steps: int) -> int:
 
 @jobset_task(workers=1, retries=2, retry=RetryPolicy(in_cluster_restarts=False, count_interruptions=False, retryable_exit_codes=[3]))
 def train_free_then_counted(steps: int) -> int:
+    return steps
+
+
+WATCHED = Watchdog(stall_seconds=600, progress=r"step \d+")
+
+
+@jobset_task(workers=1, retries=1, watchdog=WATCHED)
+def train_watched(steps: int) -> int:
     return steps
 
 
@@ -511,3 +521,20 @@ def test_a_connector_whose_kubeconfig_points_elsewhere_submits_to_propellers_nam
     assert meta.handle["namespace"] == NS and [js["metadata"]["namespace"] for js in jobsets(server)] == [NS]
     connector.delete(meta)
     assert jobsets(server) == []
+
+
+def test_the_tasks_watchdog_is_said_beside_the_budget_and_stored_on_the_jobset(
+    flyte: Flyte,
+    server: LocalApiServer,  # noqa: F811
+    driver: ClusterDriver,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The connector, in a process of its own, submits with the watchdog the task was registered with."""
+    with caplog.at_level(logging.INFO, logger="flyte_jobset.report"):
+        meta = flyte.create(train_watched, 0)
+
+    js = jobset_named(server, meta.handle["name"])
+    assert json.loads(js["metadata"]["annotations"]["jobset-plugins.io/watchdog"]) == WATCHED.to_annotation()
+    said, budget = caplog.text, caplog.text.index("[jobset] retry budget: retries=1")
+    assert said.index("[jobset] watchdog: stalled after 10m without a line matching 'step \\\\d+' from any rank (task)") > budget
+    flyte.connector().delete(meta)

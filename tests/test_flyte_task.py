@@ -16,7 +16,7 @@ from kubernetes.client import V1Container, V1PodSpec
 
 from flyte_jobset import JobSet, JobSetFunctionTask, jobset_task
 from flyte_jobset.template import spec_from_template
-from jobset_core import Coscheduling, Kueue, ReplicatedJob, RetryPolicy, SpecError, Volcano
+from jobset_core import Coscheduling, Kueue, ReplicatedJob, RetryPolicy, SpecError, Volcano, Watchdog
 from jobset_core.model.gang import WorkloadAPI
 from tests.schemas import validate_jobset
 
@@ -164,6 +164,8 @@ def test_the_connector_is_registered_for_the_task_type() -> None:
         ({"workers": 2, "local_faults": "preempt:"}, "local_faults"),  # the argument written, not an env var
         ({"workers": 2, "namespace": "ML"}, "namespace"),
         ({"workers": 2, "interruptible": "yes"}, "interruptible"),
+        ({"workers": 2, "watchdog": 600}, "watchdog"),
+        ({"workers": 2, "watchdog": {"stall_seconds": 600}}, "watchdog"),
     ],
 )
 def test_bad_config_is_refused_where_it_is_written(kwargs: dict, field: str) -> None:
@@ -285,3 +287,65 @@ def test_an_option_the_connector_would_refuse_is_refused_by_the_decorator() -> N
             return x
 
     assert err.value.field == "gang.min_member"
+
+
+# ----- the watchdog -------------------------------------------------------------------------------------------------
+
+STEPS = Watchdog(stall_seconds=600, progress=r"step \d+", startup_seconds=300)
+
+
+@jobset_task(workers=2, retries=1, watchdog=STEPS)
+def train_watched(steps: int) -> int:
+    return steps
+
+
+def test_the_watchdog_travels_in_custom_to_the_jobset_the_connector_builds() -> None:
+    """In process and over gRPC (a Struct: numbers as doubles) the connector builds the JobSet with the task's
+    watchdog, which the run stores on what it submits."""
+    template = serialize(train_watched)
+    assert template.custom["watchdog"] == {"stall_seconds": 600.0, "progress": r"step \d+", "checkpoint": None,
+                                           "startup_seconds": 300.0, "source": "task"}
+    for read in (template, over_the_wire(template)):
+        spec = spec_from_template(read, PREFIX, namespace="ml", local=False)
+        assert spec.watchdog == STEPS and spec.watchdog.to_annotation() == STEPS.to_annotation()
+
+
+def test_an_unset_watchdog_is_the_platform_default_read_where_the_task_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the count is: the connector, in another process with other settings, submits what the source says."""
+    monkeypatch.setenv("JOBSET_WATCHDOG_STALL_SECONDS", "1800")
+
+    @jobset_task(workers=1)
+    def defaulted(x: int) -> int:
+        return x
+
+    template = serialize(defaulted)
+    monkeypatch.setenv("JOBSET_WATCHDOG_STALL_SECONDS", "off")  # the connector's own setting does not apply
+    guard = spec_from_template(over_the_wire(template), PREFIX, namespace="ml", local=False).guard
+    assert (guard.stall_seconds, guard.source) == (1800, "env JOBSET_WATCHDOG_STALL_SECONDS")
+    assert guard.describe() == "watchdog: stalled after 30m without a line from any rank (env JOBSET_WATCHDOG_STALL_SECONDS)"
+
+
+def test_a_template_without_a_watchdog_gets_the_connectors_platform_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template an earlier version registered carries no watchdog: its run gets the platform's default."""
+    template = serialize(train)
+    template.custom.pop("watchdog")
+    monkeypatch.setenv("JOBSET_WATCHDOG_STALL_SECONDS", "off")
+    spec = spec_from_template(template, PREFIX, namespace="ml", local=False)
+    assert spec.watchdog is None and not spec.guard.on and spec.guard.source == "env JOBSET_WATCHDOG_STALL_SECONDS"
+
+
+def test_a_bad_watchdog_is_refused_in_one_line_where_the_task_is_written() -> None:
+    with pytest.raises(SpecError) as err:
+
+        @jobset_task(workers=2, watchdog=Watchdog(stall_seconds=0))
+        def too_eager(x: int) -> int:
+            return x
+
+    assert err.value.field == "watchdog.stall_seconds" and "\n" not in str(err.value)
+    with pytest.raises(SpecError) as err:
+
+        @jobset_task(workers=2, watchdog=3600)
+        def bare(x: int) -> int:
+            return x
+
+    assert str(err.value) == "watchdog: 3600 is not a Watchdog; use watchdog=Watchdog(stall_seconds=3600)"

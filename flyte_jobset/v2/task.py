@@ -42,7 +42,7 @@ from flytekit.core.context_manager import FlyteContextManager
 from flyte_jobset import local_run
 from flyte_jobset.connector import JobSetConnector
 from flyte_jobset.constants import INPUTS_FILE, TASK_TYPE
-from flyte_jobset.task import JobSet, custom_of, task_policy
+from flyte_jobset.task import JobSet, custom_of, task_policy, task_watchdog
 from flyte_jobset.v2 import wire
 from jobset_core import EXIT_INTERRUPTED, SpecError
 
@@ -72,11 +72,12 @@ class JobSetTaskTemplate(AsyncFunctionTaskTemplate):
         # the JobSet's maxRestarts and the ledger draw on.
         self._policy = task_policy(self.plugin_config, retries.count)
         self.retries = dataclasses.replace(retries, count=self._policy.retries)
+        self._watchdog = task_watchdog(self.plugin_config)  # resolved here, as the count is
         if self.plugin_config.interruptible is not None:
             self.interruptible = self.plugin_config.interruptible
 
     def custom_config(self, sctx: SerializationContext) -> dict[str, Any]:
-        return custom_of(self.plugin_config, self._policy)
+        return custom_of(self.plugin_config, self._policy, self._watchdog)
 
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         """In a local run: the JobSet on the local runtime; in a replica's pod (or remotely): the function."""

@@ -379,3 +379,9 @@ def test_the_local_fault_vocabularys_hang_stops_a_rank_and_the_others_block_in_t
         runtime.close()
     assert result.diagnosis is not None and result.diagnosis.kind is FailureKind.STALLED, result.message
     assert "-w-0-1 stopped first" in result.diagnosis.summary
+
+
+def test_a_bad_watchdog_given_as_data_names_its_path() -> None:
+    data = {"name": "a", "replicated_jobs": [{"name": "w", "image": "i", "command": ["x"]}], "watchdog": {"stall_seconds": 0}}
+    with pytest.raises(SpecError, match=r"^custom\.watchdog\.stall_seconds: must be a number of seconds"):
+        spec_from_dict(data, JobSetSpec, path="custom")

@@ -60,7 +60,8 @@ def log_reads(server: LocalApiServer) -> list[str]:
     return [r.path for r in server.requests if r.method == "GET" and r.path.endswith("/log")]
 
 
-def test_a_hung_rank_is_named_through_the_pod_logs_and_its_retry_runs_to_success(cluster: Any) -> None:
+def test_a_hung_rank_is_named_through_the_pod_logs_and_its_retry_runs_to_success(
+        cluster: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     server, driver, runtime = cluster
     driver.prints("*", every=0.1, times=None, line="step {n}")
     driver.hang("workers-0-1", after=0.5, jobset="*-0")  # rank 1 hangs...
@@ -79,6 +80,19 @@ def test_a_hung_rank_is_named_through_the_pod_logs_and_its_retry_runs_to_success
     assert server.get(c.JOBSET_API_VERSION, "JobSet", first.name, NS) is None  # ended, with its pods' grace
     reads = log_reads(server)
     assert reads and len(reads) <= 1 + 16  # the cheap read, then at most 16 ranks to name the first to stop
+
+    # `jobset explain` of the ended attempt says it in the same words, from the recorded decision
+    from jobset_core.cli import main
+    from tests.test_cluster_edge import kubeconfig_text
+
+    config = tmp_path / "kubeconfig"
+    config.write_text(kubeconfig_text(server.url, "lab", NS))
+    monkeypatch.setenv("KUBECONFIG", str(config))
+    capsys.readouterr()
+    main(["explain", first.name])
+    out = capsys.readouterr().out
+    assert out.startswith(stalled.message.split("; retrying")[0]), out
+    assert "decision: retrying: Stalled is retryable, retry 1 of 1" in out
 
 
 def test_a_gpu_fault_reported_while_the_gang_stalls_on_its_node_is_free_and_the_retry_keeps_off_it(cluster: Any) -> None:

@@ -163,7 +163,13 @@ def _record(where: _Where, data: Any, cls: type) -> Any:
     missing = [name for name in _required(cls) if name not in given]
     if missing:
         raise SpecError(where.field(missing[0]).name, f"is required in a {cls.__name__}", None)
-    return cls(**given)
+    try:
+        return cls(**given)
+    except SpecError as exc:  # a part that checks itself when made (a Watchdog) names its field under `where`
+        head, _, rest = exc.field.partition(".")
+        if not rest or head != cls.__name__.lower():
+            raise
+        raise SpecError(where.field(rest).name, exc.problem, exc.fix) from None
 
 
 def _gang(where: _Where, data: Any) -> Any:

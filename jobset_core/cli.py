@@ -1,4 +1,5 @@
-"""`jobset` terminal commands: explain a failure, from a live cluster or from a saved dump.
+"""`jobset` terminal commands: explain a failure, from a live cluster or from a saved dump; see and clear the
+suspect nodes the runs keep off (`jobset nodes`, `cli_nodes.py`).
 
 `jobset explain NAME [-n NS] [--json]` makes the observation a run makes of the JobSet (or Job): its child
 Jobs, pods and events and the evidence a watcher kept of deleted pods and of the restarts' causes, through the
@@ -29,6 +30,11 @@ import yaml
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core import kinds
+from jobset_core.cli_nodes import (
+    REFUSED_SECONDS as REFUSED_SECONDS,  # the timings a person's command talks with
+)
+from jobset_core.cli_nodes import REQUEST_TIMEOUT_SECONDS as REQUEST_TIMEOUT_SECONDS
+from jobset_core.cli_nodes import add_parser as add_nodes_parser
 from jobset_core.constants import (
     CONDITION_COMPLETE,
     CONDITION_COMPLETED,
@@ -56,10 +62,6 @@ EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_RUNNING = 3
-# A person is waiting: give a server that does not answer a few seconds, not the runtime's minutes.
-REQUEST_TIMEOUT_SECONDS = 5.0
-# Nothing listening at the address is said at once (a second of retries covers a server that is restarting).
-REFUSED_SECONDS = 0.5
 SUCCESS_CONDITIONS = (CONDITION_COMPLETED, CONDITION_COMPLETE)
 
 
@@ -345,7 +347,7 @@ def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, no
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobset",
-        description="Explain JobSet and gang Job failures; serve an offline cluster to test them.",
+        description="Explain JobSet and gang Job failures; see and clear suspect nodes; serve an offline cluster to test them.",
         epilog="exit codes: 0 succeeded, 1 failed (the diagnosis is printed), 2 usage or access error, "
         "3 still running or no failure yet, 130 interrupted, 141 output pipe closed",
     )
@@ -360,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--html", metavar="FILE", help="also write the pods' timeline (culprit and cascade marked) as HTML")
     p.set_defaults(func=explain)
+    add_nodes_parser(sub)
     add_fake_cluster_parser(sub)
     return parser
 

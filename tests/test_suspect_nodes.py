@@ -411,3 +411,17 @@ def test_jobset_nodes_lists_and_clears(tmp_path: Path, monkeypatch: pytest.Monke
         assert stored(server) == []
         assert main(["nodes", "clear"]) == 2
         assert capsys.readouterr().err.strip() == "jobset nodes clear: give the NODE to clear: jobset nodes clear NODE"
+
+
+def test_the_local_runtime_keeps_the_namespace_list_and_its_one_node(tmp_path: Path) -> None:
+    from jobset_core import LocalRuntime
+
+    with LocalRuntime(workdir=tmp_path, stream_output=False) as runtime:
+        now = datetime.now(UTC)
+        assert runtime.read_suspect_nodes(NS) == []
+        wrote = runtime.update_suspect_nodes(NS, partial(suspects.reported, nodes=["laptop"], why="HardwareFailure: x",
+                                                         run="r", attempt=0, now=now, seconds=60))
+        assert runtime.read_suspect_nodes(NS) == wrote and runtime.read_suspect_nodes("other") == []
+        [node] = runtime.read_nodes([n["metadata"]["name"] for n in runtime.cluster.list("v1", "Node")])
+        assert runtime.read_nodes(["elsewhere"]) == [] and node["kind"] == "Node"
+        runtime.report_node("laptop", suspect=True, reason="HardwareFailure", message="nothing to tell")

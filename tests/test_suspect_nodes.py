@@ -186,6 +186,29 @@ def test_a_second_run_from_another_process_keeps_off_the_node_from_its_first_att
     assert own.succeeded and kept_off(opted_out) == [], "a task that opts out keeps only off what it found itself"
 
 
+def test_writers_racing_for_the_list_lose_nothing(cluster: Any) -> None:
+    """Two processes write at once: the loser's create or patch is refused (409: the object exists, or its
+    resourceVersion moved), and it reads again and applies its change to what the winner wrote."""
+    server, _ = cluster
+    mine, theirs = new_runtime(server), new_runtime(server)
+    now = datetime.now(UTC)
+    for round_, (me, them) in enumerate([("a", "b"), ("c", "d")]):  # first a create race, then a patch race
+        calls: list[int] = []
+
+        def add(entries: list[dict[str, Any]], me: str = me, them: str = them) -> list[dict[str, Any]]:
+            if not calls:  # the other process writes between this one's read and its write
+                theirs.update_suspect_nodes(NS, partial(suspects.reported, nodes=[them], why="theirs", run="t",
+                                                        attempt=0, now=now, seconds=DAY))
+            calls.append(len(entries))
+            return suspects.reported(entries, [me], "mine", run="m", attempt=0, now=now, seconds=DAY)
+
+        mine.update_suspect_nodes(NS, add)
+        assert calls == [2 * round_, 2 * round_ + 1], "applied again to what the other process wrote"
+    assert sorted(e["node"] for e in stored(server)) == ["a", "b", "c", "d"]
+    refused = [r for r in server.requests if r.status == 409 and "configmaps" in r.path]
+    assert [r.method for r in refused] == ["POST", "PATCH"]
+
+
 # ----------------------------------------------------------------------------------------------------
 # on the virtual clock: expiry, a repaired node, the fallback, the Workload API and Kueue modes
 
@@ -365,6 +388,7 @@ def test_the_cluster_is_told_with_exactly_the_report_nodes_rbac(platform: Path) 
         ours = next(cd for cd in node["status"]["conditions"] if cd["type"] == c.SUSPECT_CONDITION_TYPE)
         assert ours["status"] == "True" and ours["reason"] == c.SUSPECT_CONDITION_REASON
         assert ours["message"].startswith(f"HardwareFailure: GPU on node {bad} reported an uncorrectable ECC")
+        assert ours["message"].endswith(f"attempt 1; runs of namespace {NS} keep off it until {stored(server)[0]['until']})")
         assert node["spec"].get("unschedulable") is not True and not node["spec"].get("taints"), "never cordoned"
         told = [e for e in server.list("v1", "Event", "default") if e.get("source", {}).get("component") == c.PROJECT_COMPONENT]
         assert told and told[0]["involvedObject"]["name"] == bad and told[0]["reason"] == c.SUSPECT_EVENT_REASON

@@ -90,14 +90,17 @@ class Upkeep:
         settings = self._settings_or_none()
         if settings is None:
             return
+        wrote: list[dict[str, Any]] = []
         if settings.avoid_node_seconds > 0:
             add = partial(suspect_list.reported, nodes=nodes, why=why, run=self.run_key, attempt=attempt, now=now,
                           seconds=settings.avoid_node_seconds)
-            self._say_failed("record the suspect nodes of namespace " + self.namespace,
-                             self.runtime.update_suspect_nodes, self.namespace, add)
+            wrote = self._say_failed("record the suspect nodes of namespace " + self.namespace,
+                                     self.runtime.update_suspect_nodes, self.namespace, add) or []
         if settings.report_nodes:
-            message = f"{why} (run {self.run_key}, attempt {attempt + 1}, namespace {self.namespace})"
+            until = {str(e.get("node")): e.get("until") for e in wrote}
             for node in nodes:
+                kept = f"; runs of namespace {self.namespace} keep off it until {until[node]}" if node in until else ""
+                message = f"{why} (run {self.run_key}, attempt {attempt + 1}{kept})"
                 self._say_failed(f"report node {node} to the cluster", partial(
                     self.runtime.report_node, node, suspect=True, reason=c.SUSPECT_CONDITION_REASON, message=message))
 
@@ -144,11 +147,13 @@ class Upkeep:
             return None
 
     @staticmethod
-    def _say_failed(what: str, call: Any, *args: Any) -> None:
+    def _say_failed(what: str, call: Any, *args: Any) -> Any:
+        """The call's answer; None, said in one line, when it failed (bookkeeping: see the module's docstring)."""
         try:
-            call(*args)
+            return call(*args)
         except Exception as exc:  # noqa: BLE001 - bookkeeping: see the module's docstring
             log.warning("could not %s: %s", what, exc)
+            return None
 
     def annotate(self, handle: Handle, annotations: Mapping[str, str]) -> None:
         self._try("annotate", handle, self.runtime.annotate, annotations)

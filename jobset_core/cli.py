@@ -10,7 +10,8 @@ jobsets,jobs,pods,events,configmaps`, so that the kept evidence is in it; or the
 
 Exit codes, for scripts: 0 succeeded, 1 failed (with a diagnosis), 2 usage or access error (no such object,
 no kubeconfig, unreachable server, a server certificate that does not verify, unreadable input), 3 still
-running or no failure yet, 130 interrupted (Ctrl-C), 141 the reader of the output went away (`| head`). The
+running or no failure yet, 130 interrupted (Ctrl-C), 141 the reader of the output went away (`| head`); `jobset
+nodes` answers 0 when it listed or released, 1 for `clear` of a node that is not a suspect node (`cli_nodes.py`). The
 console script enters through `jobset_core.console`, so that the last two hold from its first instruction.
 """
 
@@ -349,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jobset",
         description="Explain JobSet and gang Job failures; see and clear suspect nodes; serve an offline cluster to test them.",
         epilog="exit codes: 0 succeeded, 1 failed (the diagnosis is printed), 2 usage or access error, "
-        "3 still running or no failure yet, 130 interrupted, 141 output pipe closed",
+        "3 still running or no failure yet, 130 interrupted, 141 output pipe closed; jobset nodes: 0 listed or "
+        "released, 1 not a suspect node",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("explain", help="print the root cause of a JobSet's or Job's failure")

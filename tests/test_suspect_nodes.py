@@ -195,7 +195,8 @@ def test_writers_racing_for_the_list_lose_nothing(cluster: Any) -> None:
     for round_, (me, them) in enumerate([("a", "b"), ("c", "d")]):  # first a create race, then a patch race
         calls: list[int] = []
 
-        def add(entries: list[dict[str, Any]], me: str = me, them: str = them) -> list[dict[str, Any]]:
+        def add(entries: list[dict[str, Any]], me: str = me, them: str = them,
+                calls: list[int] = calls) -> list[dict[str, Any]]:
             if not calls:  # the other process writes between this one's read and its write
                 theirs.update_suspect_nodes(NS, partial(suspects.reported, nodes=[them], why="theirs", run="t",
                                                         attempt=0, now=now, seconds=DAY))

@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from jobset_core.policy.interruptible import Interruptible
     from jobset_core.policy.kinds import FailureKind
     from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
-    from jobset_core.policy.platform import platform_default_retries
+    from jobset_core.policy.platform import NodeSettings, platform_default_retries, platform_node_settings
     from jobset_core.policy.watchdog import Watchdog, platform_watchdog
     from jobset_core.runtimes.kube.identity import ClusterAccess, TcpKeepalive, api_client_for
     from jobset_core.runtimes.kube.runtime import KEEP_STREAMS_SECONDS, KubernetesRuntime
@@ -120,7 +120,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.policy.budget": ("RetryPolicy",),
     "jobset_core.policy.decision": ("RetryDecision",),
     "jobset_core.policy.interruptible": ("Interruptible",),
-    "jobset_core.policy.platform": ("platform_default_retries",),
+    "jobset_core.policy.platform": ("NodeSettings", "platform_default_retries", "platform_node_settings"),
     "jobset_core.policy.watchdog": ("Watchdog", "platform_watchdog"),
     "jobset_core.policy.kinds": ("FailureKind",),
     "jobset_core.policy.ledger": ("Ledger", "Submission", "submission_from_object"),
@@ -168,6 +168,7 @@ __all__ = [
     "check_positive_int",
     "handle_of",
     "platform_default_retries",
+    "platform_node_settings",
     "render_timeline",
     "EventType",
     "Progress",
@@ -197,6 +198,7 @@ __all__ = [
     "Ledger",
     "LocalRuntime",
     "Network",
+    "NodeSettings",
     "NodeShutdown",
     "OOMKill",
     "Observation",

@@ -1,4 +1,5 @@
-"""`jobset` terminal commands: explain a failure, from a live cluster or from a saved dump.
+"""`jobset` terminal commands: explain a failure, from a live cluster or from a saved dump; see and clear the
+suspect nodes the runs keep off (`jobset nodes`, `cli_nodes.py`).
 
 `jobset explain NAME [-n NS] [--json]` makes the observation a run makes of the JobSet (or Job): its child
 Jobs, pods and events and the evidence a watcher kept of deleted pods and of the restarts' causes, through the
@@ -9,7 +10,8 @@ jobsets,jobs,pods,events,configmaps`, so that the kept evidence is in it; or the
 
 Exit codes, for scripts: 0 succeeded, 1 failed (with a diagnosis), 2 usage or access error (no such object,
 no kubeconfig, unreachable server, a server certificate that does not verify, unreadable input), 3 still
-running or no failure yet, 130 interrupted (Ctrl-C), 141 the reader of the output went away (`| head`). The
+running or no failure yet, 130 interrupted (Ctrl-C), 141 the reader of the output went away (`| head`); `jobset
+nodes` answers 0 when it listed or released, 1 for `clear` of a node that is not a suspect node (`cli_nodes.py`). The
 console script enters through `jobset_core.console`, so that the last two hold from its first instruction.
 """
 
@@ -29,6 +31,11 @@ import yaml
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core import kinds
+from jobset_core.cli_nodes import (
+    REFUSED_SECONDS as REFUSED_SECONDS,  # the timings a person's command talks with
+)
+from jobset_core.cli_nodes import REQUEST_TIMEOUT_SECONDS as REQUEST_TIMEOUT_SECONDS
+from jobset_core.cli_nodes import add_parser as add_nodes_parser
 from jobset_core.constants import (
     CONDITION_COMPLETE,
     CONDITION_COMPLETED,
@@ -56,10 +63,6 @@ EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_RUNNING = 3
-# A person is waiting: give a server that does not answer a few seconds, not the runtime's minutes.
-REQUEST_TIMEOUT_SECONDS = 5.0
-# Nothing listening at the address is said at once (a second of retries covers a server that is restarting).
-REFUSED_SECONDS = 0.5
 SUCCESS_CONDITIONS = (CONDITION_COMPLETED, CONDITION_COMPLETE)
 
 
@@ -345,9 +348,10 @@ def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, no
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobset",
-        description="Explain JobSet and gang Job failures; serve an offline cluster to test them.",
+        description="Explain JobSet and gang Job failures; see and clear suspect nodes; serve an offline cluster to test them.",
         epilog="exit codes: 0 succeeded, 1 failed (the diagnosis is printed), 2 usage or access error, "
-        "3 still running or no failure yet, 130 interrupted, 141 output pipe closed",
+        "3 still running or no failure yet, 130 interrupted, 141 output pipe closed; jobset nodes: 0 listed or "
+        "released, 1 not a suspect node",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("explain", help="print the root cause of a JobSet's or Job's failure")
@@ -360,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--html", metavar="FILE", help="also write the pods' timeline (culprit and cascade marked) as HTML")
     p.set_defaults(func=explain)
+    add_nodes_parser(sub)
     add_fake_cluster_parser(sub)
     return parser
 

@@ -2,7 +2,7 @@
 
 The one reader of them. A policy made without a count, a hardware setting or site signatures asks here once
 (`read_platform_config`), as does a `Watchdog` made without a threshold (`JOBSET_WATCHDOG_STALL_SECONDS`,
-the file's `[watchdog]`), and hands what it found to the pure checks of `policy/platform.py`; nothing else in
+the file's `[watchdog]`), as does a run that records suspect nodes (`JOBSET_AVOID_NODE_SECONDS`, `[nodes]`), and hands what it found to the pure checks of `policy/platform.py`; nothing else in
 the package reads `JOBSET_DEFAULT_RETRIES`, `JOBSET_CONFIG` or the file. It reads, and decodes the TOML, but
 judges nothing: which keys and values are settings is the policy's business, so a bad value is refused in the
 same words as a task's own.
@@ -22,6 +22,7 @@ from jobset_core.errors import SpecError
 RETRIES_ENV = "JOBSET_DEFAULT_RETRIES"
 CONFIG_ENV = "JOBSET_CONFIG"
 WATCHDOG_ENV = "JOBSET_WATCHDOG_STALL_SECONDS"
+AVOID_NODES_ENV = "JOBSET_AVOID_NODE_SECONDS"
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class PlatformConfig:
 
     retries_env: str | None = None
     watchdog_env: str | None = None  # the stall threshold in the environment (a string, unchecked)
+    avoid_nodes_env: str | None = None  # how long a suspect node is avoided, in the environment (unchecked)
     tables: Mapping[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
@@ -47,7 +49,7 @@ def read_platform_config(environ: Mapping[str, str] | None = None) -> PlatformCo
     path = _config_path(environ)
     tables = _read_tables(path) if path is not None else {}
     return PlatformConfig(retries_env=environ.get(RETRIES_ENV) or None, watchdog_env=environ.get(WATCHDOG_ENV) or None,
-                          tables=tables, path=path)
+                          avoid_nodes_env=environ.get(AVOID_NODES_ENV) or None, tables=tables, path=path)
 
 
 def _config_path(environ: Mapping[str, str]) -> Path | None:

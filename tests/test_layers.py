@@ -51,6 +51,7 @@ FLOORS = {
     "jobset_core.lifecycle": LIFECYCLE,
     "jobset_core": EDGE,  # the root package itself only
     "jobset_core.cli": EDGE,
+    "jobset_core.cli_nodes": EDGE,
     "jobset_core.console": EDGE,
     "jobset_core.progress": EDGE,
     "jobset_core.engine_support": EDGE,

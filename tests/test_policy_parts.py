@@ -340,13 +340,14 @@ GOOD = {f: getattr(RetryPolicy(retries=1, count_hardware_failures=False, site_si
     "retries", "retryable_exit_codes", "retry_on", "count_interruptions", "max_interruptions", "backoff",
     "final_attempt_on_demand", "in_cluster_restarts", "interruptible", "image_pull_grace_seconds",
     "config_error_grace_seconds", "create_container_grace_seconds", "unschedulable_timeout_seconds",
-    "count_hardware_failures")}
+    "count_hardware_failures", "avoid_suspect_nodes")}
 
 
 @pytest.mark.parametrize(
     "bad,field,problem",
     [
         ({"retries": True}, "retry.retries", "True is not an integer"),
+        ({"avoid_suspect_nodes": "no"}, "retry.avoid_suspect_nodes", "must be True or False"),
         ({"retryable_exit_codes": "75"}, "retry.retryable_exit_codes", "must be a list"),
         ({"retry_on": {"Preempted": 1}}, "retry.retry_on", "must be a list"),
         ({"count_interruptions": "no"}, "retry.count_interruptions", "must be True or False"),

@@ -9,6 +9,7 @@ that node. Controls: a gang that keeps printing, however slowly, is never ended.
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -134,6 +135,10 @@ def test_a_gpu_fault_reported_while_the_gang_stalls_on_its_node_is_free_and_the_
     placed = [p for p in server.list("v1", "Pod", NS) if (p["metadata"].get("labels") or {}).get(c.JOBSET_NAME_LABEL) == second.name]
     assert placed and all(p["spec"]["nodeName"] != node for p in placed), (broken.message, [p["spec"]["nodeName"] for p in placed])
     assert result.diagnosis is None or result.diagnosis.kind is not FailureKind.STALLED
+    # and every run of the namespace keeps off it from now on (`lifecycle/suspects.py`)
+    shared = json.loads(server.get("v1", "ConfigMap", c.SUSPECT_NODES_CONFIG_MAP, NS)["data"][c.SUSPECT_NODES_KEY])
+    assert [(e["node"], e["attempt"]) for e in shared] == [(node, 0)]
+    assert shared[0]["why"].startswith(f"HardwareFailure: GPU on node {node}")
 
 
 def _log(server: LocalApiServer, pod: dict[str, Any]) -> str:

@@ -71,3 +71,20 @@ KUEUE_ADMISSION_TIMEOUT_ANNOTATION = PROJECT_PREFIX + "kueue-admission-timeout-s
 # Our own reason for a workload Kueue did not admit within that bound: Kueue writes none, it holds a workload as long
 # as its queue says.
 REASON_KUEUE_ADMISSION_TIMEOUT = "KueueAdmissionTimeout"
+
+# Suspect nodes shared by the runs of a namespace (`lifecycle/suspects.py`): one ConfigMap per namespace, its JSON
+# list under one key, every entry {node, why, run, attempt, since, until, count}. Every submission reads it and
+# keeps its pods off the nodes in force; a hardware failure (or a stalled gang's node fault) writes it.
+SUSPECT_NODES_CONFIG_MAP = "jobset-suspect-nodes"
+SUSPECT_NODES_KEY = "nodes.json"
+# On an attempt whose exclusions left its gang nowhere to be placed, and on every later one of its run: the nodes
+# of `AVOIDED_NODES_ANNOTATION` are only preferred against (a preferred node affinity), never required.
+AVOIDED_NODES_PREFERRED_ANNOTATION = PROJECT_PREFIX + "avoided-nodes-preferred"
+# What a run tells the cluster of a node it found broken, when the platform allows it (`[nodes] report_nodes`):
+# a node condition of our own type (read by `kubectl describe node` and every tool that reads conditions; it
+# changes no scheduling) and an Event on the Node from our component, with the evidence line.
+SUSPECT_CONDITION_TYPE = "JobsetPluginsSuspect"
+SUSPECT_CONDITION_REASON = "HardwareFailure"  # status True: a run of ours found a hardware fault on the node
+SUSPECT_RELEASED_REASON = "Released"  # status False: repaired, expired or cleared (`jobset nodes clear`)
+SUSPECT_EVENT_REASON = "SuspectNode"
+PROJECT_COMPONENT = "jobset-plugins"  # the Event source component of what we write on Nodes

@@ -258,12 +258,19 @@ def _taint_fault(taint: Obj, signatures: Signatures) -> HardwareFault | None:
     return None
 
 
+def _ours(event: Obj) -> bool:
+    """An Event a run of ours wrote on a Node (`report_nodes`): what a run concluded, never a node's own report."""
+    return ev.as_str(ev.as_map(event.get("source")).get("component")) == c.PROJECT_COMPONENT or \
+        ev.as_str(event.get("reportingComponent")) == c.PROJECT_COMPONENT
+
+
 def node_faults(events: Iterable[Obj], nodes: Iterable[Obj], signatures: Signatures = ()) -> dict[str, list[HardwareFault]]:
-    """Every hardware fault each node reported, earliest first: Xid events, GPU health conditions and taints."""
+    """Every hardware fault each node reported, earliest first: Xid events, GPU health conditions and taints.
+    What a run of ours wrote on a Node (our condition type, our component's events) is never the node's word."""
     found: dict[str, list[HardwareFault]] = {}
     for event in events:
         kind, name = ev.involved(event)
-        if kind != c.NODE_KIND:
+        if kind != c.NODE_KIND or _ours(event):
             continue
         fault = _event_fault(event, signatures)
         if fault is not None:
@@ -271,6 +278,8 @@ def node_faults(events: Iterable[Obj], nodes: Iterable[Obj], signatures: Signatu
     for node in nodes:
         name = ev.name_of(node)
         for cond in ev.conditions(node):
+            if cond.get("type") == c.SUSPECT_CONDITION_TYPE:
+                continue
             fault = _condition_fault(cond, signatures)
             if fault is not None:
                 found.setdefault(name, []).append(fault)

@@ -37,6 +37,7 @@ class Ending(StrEnum):
     STUCK = "stuck"  # waiting in a state no controller ever ends (an image that never pulls, unschedulable)
     OVER_CAP = "over-cap"  # free interruptions passed the user's max_interruptions
     STALLED = "stalled"  # running, but no rank made progress for the watchdog's stall_seconds
+    UNPLACEABLE = "unplaceable"  # pending only because the nodes it is kept off left its gang nowhere to go
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ connector's `ResourceMeta` and Airflow's task state store hold nothing else.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -182,6 +182,15 @@ class Runtime(Protocol):
     - `follow_pod_log`: the log as it is written, or None where the runtime already shows every pod's output
       itself (the local runtime copies it to its terminal).
     - `pod_log_file`: where the log is a file on this machine (the local runtime), else None.
+
+    Suspect nodes (`lifecycle.suspects`) are one small list per namespace that every run reads at each submission
+    and a run that found a node broken updates: `read_suspect_nodes` answers the list as stored (an empty one when
+    there is none), `update_suspect_nodes` applies `change` to the list it read and writes the result only if
+    nobody wrote meanwhile, reading and applying again on a conflict (optimistic concurrency), and answers what it
+    wrote. `read_nodes` answers the Node objects it can read of `names` (none where nodes cannot be read: a CPU
+    cluster, a Role without them), for a run that releases a repaired node; `report_node` tells the cluster what a
+    run found (a node condition of our type and an Event on the Node; `suspect` False: released), raising when the
+    cluster refuses (the caller logs it: it never fails a run).
     """
 
     namespace: str | None
@@ -225,3 +234,12 @@ class Runtime(Protocol):
     def follow_pod_log(self, namespace: str, pod: str, container: str | None = None) -> LogStream | None: ...
 
     def pod_log_file(self, namespace: str, pod: str) -> Path | None: ...
+
+    def read_suspect_nodes(self, namespace: str) -> list[dict[str, Any]]: ...
+
+    def update_suspect_nodes(self, namespace: str,
+                             change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> list[dict[str, Any]]: ...
+
+    def read_nodes(self, names: Sequence[str]) -> list[dict[str, Any]]: ...
+
+    def report_node(self, node: str, *, suspect: bool, reason: str, message: str) -> None: ...

@@ -272,7 +272,8 @@ class JobSetRun:
 
     def _on_end_attempt(self, handle: Handle, step: Step, polling: bool) -> Outcome:
         """The decision is recorded (`_effects`): delete the attempt, then do what the decision calls for."""
-        what = {Ending.STUCK: "cannot make progress", Ending.STALLED: "stopped making progress"}.get(step.ending, "is stopped")
+        what = {Ending.STUCK: "cannot make progress", Ending.STALLED: "stopped making progress",
+                Ending.UNPLACEABLE: "cannot be placed while kept off its suspect nodes"}.get(step.ending, "is stopped")
         self._emit(EventType.STUCK, f"{handle.name} {what}: {step.diagnosis.summary if step.diagnosis else ''}; ending it", handle)
         self.runtime.cancel(handle)
         then = Action.RESUBMIT if step.decision is not None and step.decision.retry else Action.FAILED
@@ -438,7 +439,13 @@ class JobSetRun:
         record = self._memory.record or {}
         if records.expires_at(record) is not None:  # a run said to be over goes on after all: keep its record
             self._write_record(records.reopened(record))
-        attempt = next_attempt(ledger, self.policy, follows, records.avoided_nodes(record))
+        shared: dict[str, str] = {}
+        if self.policy.avoid_suspect_nodes:  # the nodes the namespace's runs found broken, the first attempt included
+            shared, released = self._books.shared_avoided(self._now())
+            for line in released:
+                self._emit(EventType.POLICY, line)
+        attempt = next_attempt(ledger, self.policy, follows, records.avoided_nodes(record), shared=shared,
+                               prefer=records.avoid_preferred(record))
         number, avoid = attempt.number, attempt.avoid
         manifests = attempt_manifests(self.spec, self.policy, attempt, run_key=self.run_key, namespace=self.namespace,
                                       engine_attempt=self.engine_attempt, gang=self._gang_for_cluster())
@@ -451,7 +458,7 @@ class JobSetRun:
             self._memory.ledger = dataclasses.replace(ledger.with_submission(submitted), engine_attempt=self.engine_attempt)
         self._memory.started_here = True
         self._reporter.submitted(self.handle, attempt, self.policy, gang=isinstance(self.spec, GangJobSpec))
-        self._reporter.placement(self.handle, manifests, avoid)
+        self._reporter.placement(self.handle, manifests, avoid, prefer=attempt.prefer)
         return self.handle
 
     # ----- cancel -----------------------------------------------------------------------------------

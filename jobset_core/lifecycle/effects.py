@@ -15,7 +15,7 @@ from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import kinds
-from jobset_core.lifecycle.actions import Action, Step
+from jobset_core.lifecycle.actions import Action, Ending, Step
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.lifecycle.decided import Decided
 from jobset_core.policy.kinds import FailureKind
@@ -35,6 +35,9 @@ class Effects:
     avoid: tuple[str, ...] = ()
     avoid_why: str = ""
     keep_causes: tuple[dict[str, Any], ...] = ()
+    suspects: tuple[str, ...] = ()
+    suspect_why: str = ""
+    prefer_avoided: bool = False
 
 
 def decision_of(step: Step, handle: Handle, now: datetime) -> Decided | None:
@@ -61,7 +64,26 @@ def effects_of(step: Step, handle: Handle, observation: Observation, now: dateti
     avoid, why = _avoided(step)
     then = decided.action if decided is not None else step.action  # an ended attempt: what its decision calls for
     over = then in (Action.FAILED, Action.SUCCEEDED)  # a retry goes on, in this run or the engine's
-    return Effects(decided, over, release, _annotations(step, handle), avoid, why, _new_causes(step, observation))
+    suspects = _suspects(step) if decided is not None else ()
+    prefer = decided is not None and step.ending is Ending.UNPLACEABLE
+    return Effects(decided, over, release, _annotations(step, handle), avoid, why, _new_causes(step, observation),
+                   suspects, _why(step) if suspects else "", prefer)
+
+
+def _why(step: Step) -> str:
+    """What failed, as the summary says it first ("HardwareFailure: GPU on node n reported Xid 79: fallen off the
+    bus"), without the pod's details."""
+    decision = step.decision
+    return (step.diagnosis.summary if step.diagnosis is not None else decision.reason if decision else "").split(" (", 1)[0]
+
+
+def _suspects(step: Step) -> tuple[str, ...]:
+    """The nodes a newly decided hardware failure implicated, whatever the decision (a run that cannot retry found
+    them broken all the same)."""
+    diagnosis = step.diagnosis
+    if diagnosis is None or not FailureKind.parse(diagnosis.kind).is_hardware:
+        return ()
+    return tuple(dict.fromkeys(n for n in diagnosis.faulty_nodes if n))
 
 
 def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
@@ -72,8 +94,7 @@ def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
     retried = step.action is Action.RESUBMIT or (step.action is Action.END_ATTEMPT and decision is not None and decision.retry)
     if decision is None or not decision.avoid_nodes or not retried or step.recorded:
         return (), ""
-    why = (step.diagnosis.summary if step.diagnosis is not None else decision.reason).split(" (", 1)[0]
-    return tuple(decision.avoid_nodes), why
+    return tuple(decision.avoid_nodes), _why(step)
 
 
 def _annotations(step: Step, handle: Handle) -> dict[str, str]:

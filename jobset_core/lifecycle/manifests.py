@@ -15,6 +15,7 @@ from typing import Any
 from jobset_core.constants import (
     ATTEMPT_ANNOTATION,
     AVOIDED_NODES_ANNOTATION,
+    AVOIDED_NODES_PREFERRED_ANNOTATION,
     ENGINE_ATTEMPT_ANNOTATION,
     FREE_ANNOTATION,
     GANG_RESTARTS_ANNOTATION,
@@ -26,7 +27,7 @@ from jobset_core.diagnosis import Diagnosis, HistoryEntry
 from jobset_core.lifecycle import ttl
 from jobset_core.lifecycle.decided import Decided
 from jobset_core.lifecycle.naming import attempt_name
-from jobset_core.model.placement import avoid_nodes, strip_interruptible
+from jobset_core.model.placement import MAX_AVOIDED_NODES, avoid_nodes, prefer_off_nodes, strip_interruptible
 from jobset_core.model.spec import GangJobSpec, JobSetSpec
 from jobset_core.policy.budget import RetryPolicy
 from jobset_core.policy.ledger import Ledger
@@ -46,6 +47,7 @@ class Attempt:
     final: bool = False
     follows: Decided | None = None
     avoid: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    prefer: bool = False  # the nodes of `avoid` are only preferred against (the run's fallback, `placeable.py`)
 
     @property
     def free(self) -> bool:
@@ -58,13 +60,20 @@ class Attempt:
         return self.follows.failed if self.follows is not None else None
 
 
-def next_attempt(ledger: Ledger, policy: RetryPolicy, follows: Decided | None, avoid: Mapping[str, str]) -> Attempt:
+def next_attempt(ledger: Ledger, policy: RetryPolicy, follows: Decided | None, avoid: Mapping[str, str], *,
+                 shared: Mapping[str, str] | None = None, prefer: bool = False) -> Attempt:
     """The run's next attempt after what `ledger` spent: the last one when the decision before it said so (or,
-    with nothing decided before it, when the budget has one attempt left); a free one never is."""
+    with nothing decided before it, when the budget has one attempt left); a free one never is. It keeps off the
+    nodes the run's own failures implicated (`avoid`, from its second attempt) and those the namespace's runs
+    found broken (`shared`, from its first), at most `MAX_AVOIDED_NODES`, the run's own kept first; only
+    preferred against once they left a gang unplaceable (`prefer`)."""
     remaining = policy.remaining(ledger)
     decision = follows.decision if follows is not None else None
     final = decision.final_attempt if decision is not None and decision.retry else remaining <= 1
-    attempt = Attempt(ledger.next_attempt, remaining, follows=follows, avoid=avoid if ledger.next_attempt > 0 else {})
+    own = dict(avoid) if ledger.next_attempt > 0 else {}
+    others = [(node, why) for node, why in (shared or {}).items() if node not in own]
+    kept = [*others, *own.items()][-MAX_AVOIDED_NODES:]
+    attempt = Attempt(ledger.next_attempt, remaining, follows=follows, avoid=dict(kept), prefer=prefer and bool(kept))
     return dataclasses.replace(attempt, final=final and not attempt.free)
 
 
@@ -80,9 +89,11 @@ def attempt_manifests(spec: JobSetSpec | GangJobSpec, policy: RetryPolicy, attem
     if attempt.final and policy.final_attempt_on_demand and attempt.number > 0:
         main = strip_interruptible(main, policy.interruptible)
     if attempt.avoid:
-        main = avoid_nodes(main, attempt.avoid)
-        main.setdefault("metadata", {}).setdefault("annotations", {})[AVOIDED_NODES_ANNOTATION] = json.dumps(
-            dict(attempt.avoid), sort_keys=True)
+        main = prefer_off_nodes(main, attempt.avoid) if attempt.prefer else avoid_nodes(main, attempt.avoid)
+        noted = main.setdefault("metadata", {}).setdefault("annotations", {})
+        noted[AVOIDED_NODES_ANNOTATION] = json.dumps(dict(attempt.avoid), sort_keys=True)
+        if attempt.prefer:
+            noted[AVOIDED_NODES_PREFERRED_ANNOTATION] = "true"
     manifests[-1] = ttl.hold(main)
     for obj in manifests:
         obj.setdefault("metadata", {})["namespace"] = namespace

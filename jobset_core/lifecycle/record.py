@@ -29,6 +29,9 @@ ATTEMPTS = "attempts"  # [{Submission.to_dict(), "decided": Decided.to_dict() on
 LEGACY_ENDED = "ended"  # version 1's list of attempts the run ended itself: read for their ledger entries only
 POLICY = "policy"  # the policy the run decides with (RetryPolicy.to_annotation())
 AVOIDED = "avoidedNodes"  # nodes every later attempt is kept off: [{"node", "why", "attempt"}], newest last
+# Set once an attempt's exclusions left its gang unplaceable (`lifecycle/placeable.py`): every later attempt of the
+# run only prefers to keep off the nodes it avoids (a preferred node affinity), so the run is never stuck on them.
+AVOID_PREFERRED = "avoidPreferred"
 AVOIDED_WHY_LIMIT = 300  # characters of the cause kept per node (it rides on every later attempt too)
 EXPIRES = c.RUN_RECORD_EXPIRES_KEY  # set once the run is over: after this moment any process may delete the record
 # How long the record of a run that is over stays for later looks: an engine that asks again (a Flyte `get`
@@ -143,3 +146,13 @@ def with_avoided(record: Mapping[str, Any], nodes: Iterable[str], why: str, atte
     why = why if len(why) <= AVOIDED_WHY_LIMIT else why[: AVOIDED_WHY_LIMIT - 3] + "..."
     added = [{"node": node, "why": why, "attempt": attempt} for node in nodes]
     return {**record, AVOIDED: [*kept, *added][-MAX_AVOIDED_NODES:]}
+
+
+def avoid_preferred(record: Mapping[str, Any]) -> bool:
+    """Whether the run's later attempts only prefer to keep off the nodes they avoid (`AVOID_PREFERRED`)."""
+    return record.get(AVOID_PREFERRED) is True
+
+
+def with_avoid_preferred(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record once an attempt's exclusions left its gang unplaceable: later attempts only prefer them."""
+    return {**record, AVOID_PREFERRED: True}

@@ -106,13 +106,16 @@ class Reporter:
         self.emit(EventType.RETRY, f"waiting {decision.delay_seconds:.0f}s before attempt {shown_attempt(handle.attempt + 1)}",
                   handle)
 
-    def placement(self, handle: Handle, manifests: Sequence[Mapping[str, Any]], avoid: Mapping[str, str]) -> None:
-        """Who gangs the pods (a Workload API gang), and which nodes the attempt is kept off and why."""
+    def placement(self, handle: Handle, manifests: Sequence[Mapping[str, Any]], avoid: Mapping[str, str], *,
+                  prefer: bool = False) -> None:
+        """Who gangs the pods (a Workload API gang), and which nodes the attempt is kept off, why and since when
+        (only where it can be placed elsewhere, once keeping off them left a gang unplaceable)."""
         gang = gang_mode_line(manifests[-1], manifests[:-1])
         if gang is not None:
             self.emit(EventType.POLICY, gang, handle)
         if avoid:
-            self.emit(EventType.POLICY, f"{handle.name} is kept off node{'s' if len(avoid) > 1 else ''} "
+            how = " where it can be placed elsewhere (preferred: keeping off them left the gang unplaceable)" if prefer else ""
+            self.emit(EventType.POLICY, f"{handle.name} is kept off node{'s' if len(avoid) > 1 else ''}{how} "
                       + "; ".join(f"{node} ({why})" for node, why in avoid.items()), handle)
 
 

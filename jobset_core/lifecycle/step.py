@@ -25,7 +25,7 @@ from jobset_core.diagnosis import Diagnosis, stall
 from jobset_core.diagnosis.deadlines import next_deadline
 from jobset_core.diagnosis.excerpt import quote_in_log_excerpt
 from jobset_core.diagnosis.hardware import compile_signatures, node_faults
-from jobset_core.lifecycle import endings
+from jobset_core.lifecycle import endings, placeable
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.assemble import diagnose_observation
 from jobset_core.lifecycle.contract import Handle, Observation, State
@@ -135,6 +135,9 @@ def _assess(
     assert diagnosis is not None
     if facts.state is State.FAILED:
         return endings.decided(diagnosis, ledger, policy, progress)
+    blocked = placeable.unplaceable(observation, now) if facts.deleting_since is None else None
+    if blocked is not None:  # kept off suspect nodes with nowhere else to go: never wait for the timeout
+        return _ending(Ending.UNPLACEABLE, blocked[0], policy.decide_unplaceable(blocked[1], ledger), progress)
     if _stuck(diagnosis, facts):
         return _ending(Ending.STUCK, diagnosis, policy.decide(diagnosis, ledger), progress)
     if policy.over_interruption_cap(ledger):
@@ -151,12 +154,13 @@ def next_look_at(observation: Observation, policy: RetryPolicy, progress: Progre
                  watchdog: Watchdog | None = None) -> datetime | None:
     """When a waiting attempt must be judged again although nothing changed: the earliest grace period or
     timeout of its pods and events (`diagnosis.deadlines`), the end of the window in which the newest
-    restart's cause may still arrive, or when its ranks' output must be read again for its watchdog
-    (`stall.due`); None when only a change of its objects can change the step."""
+    restart's cause may still arrive, when its ranks' output must be read again for its watchdog
+    (`stall.due`), or when its exclusions' grace ends (`placeable.due`); None when only a change of its objects can change the step."""
     now = now if now.tzinfo else now.replace(tzinfo=UTC)
     output_due = stall.due(observation.output, watchdog) if watchdog is not None else None
     moments = [m for m in (next_deadline(observation.pods, observation.events, policy.grace, now, observation.main),
-                           cause_deadline(progress, observation.jobs), output_due) if m is not None and m > now]
+                           cause_deadline(progress, observation.jobs), output_due, placeable.due(observation, now))
+               if m is not None and m > now]
     return min(moments, default=None)
 
 

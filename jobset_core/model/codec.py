@@ -45,7 +45,8 @@ _POLICY_INTS = ("retries", "maxInterruptions")
 _POLICY_INT_LISTS = ("retryableExitCodes",)
 _POLICY_SECONDS = ("imagePullGraceSeconds", "configErrorGraceSeconds", "createContainerGraceSeconds",
                    "unschedulableTimeoutSeconds")
-_POLICY_FLAGS = ("countInterruptions", "inClusterRestarts", "finalAttemptOnDemand", "countHardwareFailures")
+_POLICY_FLAGS = ("countInterruptions", "inClusterRestarts", "finalAttemptOnDemand", "countHardwareFailures",
+                 "avoidSuspectNodes")
 _POLICY_LISTS = ("retryOn", "signatures", "siteSignatures")
 _SHOWN = reprlib.Repr()
 _SHOWN.maxstring, _SHOWN.maxother = 60, 60

@@ -7,6 +7,10 @@ NotIn [node]`: the API server allows one value per field requirement). Node sele
 exclusion is added to each of the user's own terms (and makes the only term when there is none):
 it narrows whatever the user asked for, never widens it.
 
+When keeping off them leaves a gang unplaceable (`lifecycle/placeable.py`), the run's later attempts carry the
+same nodes as a preferred node affinity instead (`prefer_off_nodes`): placed elsewhere when the scheduler can,
+never held Pending by the exclusion.
+
 The final attempt on demand (as Flyte does for interruptible tasks): the last attempt a run may spend drops the
 node selectors, tolerations and affinity terms that ask for spot capacity, so a preemption cannot end the run.
 Pure: manifests in, manifests out.
@@ -27,6 +31,7 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 # How many nodes a run keeps its attempts off: enough for a bad rack, never so many that the gang cannot be
 # placed (the newest exclusions are kept).
 MAX_AVOIDED_NODES = 16
+PREFERRED_WEIGHT = 100  # core/v1 PreferredSchedulingTerm: weight in 1-100
 
 
 def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -70,6 +75,26 @@ def avoid_nodes(manifest: Mapping[str, Any], nodes: Iterable[str]) -> dict[str, 
         for spec in pod_specs(result):
             avoid_in_pod_spec(spec, wanted)
     return result
+
+
+def prefer_off_nodes(manifest: Mapping[str, Any], nodes: Iterable[str]) -> dict[str, Any]:
+    """A copy of a JobSet or Job manifest whose pods only prefer to keep off `nodes`: one preferred node affinity
+    term per node (weight 100, the most a term may weigh), so the scheduler places them elsewhere when it can and
+    on those nodes when nothing else fits (the fallback when keeping off them left a gang unplaceable)."""
+    wanted = list(dict.fromkeys(n for n in nodes if n))
+    result = copy.deepcopy(dict(manifest))
+    for spec in pod_specs(result) if wanted else []:
+        preferred = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {}).setdefault(PREFERRED, [])
+        have = {value for term in preferred for value in _excluded(term.get("preference") or {})}
+        preferred.extend({"weight": PREFERRED_WEIGHT, "preference": {"matchFields": [_exclusion(node)]}}
+                         for node in wanted if node not in have)
+    return result
+
+
+def preferred_off(pod_spec: Mapping[str, Any]) -> set[str]:
+    """The nodes a pod spec's preferred node affinity asks to keep it off."""
+    terms = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
+    return {value for term in terms for value in _excluded(term.get("preference") or {})}
 
 
 def avoided_nodes(pod_spec: Mapping[str, Any]) -> set[str]:

@@ -70,6 +70,9 @@ class RetryPolicy:
     # site's; `site_signatures` None takes the platform config's [signatures].
     signatures: Any = ()
     site_signatures: Any = None
+    # Keep every attempt off the nodes another run of the namespace found broken (`lifecycle/suspects.py`), for
+    # as long as the platform says (`[nodes] avoid_node_seconds`); False: only off what this run found itself.
+    avoid_suspect_nodes: bool = True
     # The parts, made once from the settings above.
     _count: CountedBudget = field(init=False, repr=False, compare=False)
     _free: FreeRetries = field(init=False, repr=False, compare=False)
@@ -250,6 +253,22 @@ class RetryPolicy:
     def decide_cancelled(self, ledger: Ledger) -> RetryDecision:
         """No retry after a cancel: the user asked the run to stop."""
         return _stop("the run was cancelled", ledger)
+
+    def decide_unplaceable(self, nodes: Sequence[str], ledger: Ledger) -> RetryDecision:
+        """A retry after an attempt its exclusions left unplaceable (`lifecycle/placeable.py`): free and at once,
+        whatever the caps, since the attempt never ran and the next one only prefers to keep off `nodes` (so this
+        happens once per run); it spends nothing of the count."""
+        used, remaining = ledger.counted_attempts, self._count.remaining(ledger)
+        listed = ", ".join(nodes)
+        return RetryDecision(
+            retry=True,
+            reason=(f"retrying: keeping off node{'s' if len(nodes) > 1 else ''} {listed} left the gang nowhere to be "
+                    f"placed; the next attempt only prefers to keep off them (free; "
+                    f"{retries_left(remaining, self.total_attempts - 1)})"),
+            attempt=used + 1,
+            remaining=remaining,
+            counted=False,
+        )
 
     def decide_deleted(self, what: str, ledger: Ledger) -> RetryDecision:
         """No retry after someone else deleted the attempt `what` ("JobSet train-0"): a resubmission would be a

@@ -38,7 +38,7 @@ def is_seconds(value: object) -> bool:
 
 
 LISTS = {"retryable_exit_codes": "use e.g. retryable_exit_codes=[75]", "retry_on": "use e.g. retry_on=['Preempted']"}
-FLAGS = ("count_interruptions", "final_attempt_on_demand", "in_cluster_restarts")
+FLAGS = ("count_interruptions", "final_attempt_on_demand", "in_cluster_restarts", "avoid_suspect_nodes")
 GRACE_SECONDS = ("image_pull_grace_seconds", "config_error_grace_seconds", "create_container_grace_seconds")
 
 

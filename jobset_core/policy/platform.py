@@ -1,5 +1,5 @@
 """The platform's retry settings, checked: the default count (env, then the config file, then 3), whether
-hardware failures count, and the site's log signatures.
+hardware failures count, the site's log signatures, and how long runs keep off a suspect node (`[nodes]`).
 
 Pure: each setting is judged from a `PlatformConfig` (what `jobset_core/platform_config.py`, the one reader of
 the environment and the file, found), with the checks a task's own setting gets, and a key the file does not
@@ -10,17 +10,56 @@ know is refused (a misspelt one would leave a default in force silently). `platf
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jobset_core.errors import SpecError
-from jobset_core.platform_config import RETRIES_ENV, PlatformConfig, read_platform_config
-from jobset_core.policy.checks import COUNT_BOUNDS, check_signatures, is_count
+from jobset_core.platform_config import AVOID_NODES_ENV, RETRIES_ENV, PlatformConfig, read_platform_config
+from jobset_core.policy.checks import COUNT_BOUNDS, check_signatures, is_count, is_seconds
 
 DEFAULT_RETRIES = 3
 CONFIG_SECTION = "retry"
 SIGNATURES_SECTION = "signatures"  # [signatures] "<regular expression>" = "<failure kind>"
 WATCHDOG_SECTION = "watchdog"  # [watchdog]: its keys are judged by `policy/watchdog.py`
-CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures")}
+NODES_SECTION = "nodes"  # [nodes]: suspect nodes shared by the namespace's runs (`lifecycle/suspects.py`)
+CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures"),
+               NODES_SECTION: ("avoid_node_seconds", "report_nodes")}
+DEFAULT_AVOID_NODE_SECONDS = 24 * 3600.0  # a day: a node one run found broken, every run keeps off
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """What the platform says of suspect nodes: how long every run keeps off one (0: not shared at all, each
+    run keeps only its own attempts off what it found) and whether runs tell the cluster (a node condition and an
+    Event on the Node; `plugins/kubernetes/rbac-report-nodes.yaml` grants it)."""
+
+    avoid_node_seconds: float = DEFAULT_AVOID_NODE_SECONDS
+    report_nodes: bool = False
+
+
+def platform_node_settings(environ: Mapping[str, str] | None = None) -> NodeSettings:
+    """The platform's node settings, read now (`environ` stands for `os.environ`)."""
+    return node_settings(read_platform_config(environ))
+
+
+def node_settings(found: PlatformConfig) -> NodeSettings:
+    """`[nodes] avoid_node_seconds` (env `JOBSET_AVOID_NODE_SECONDS` first) and `[nodes] report_nodes`, checked."""
+    _check_known_keys(found)
+    table = found.tables.get(NODES_SECTION, {})
+    where = f"{found.path}: {NODES_SECTION}"
+    seconds: Any = table.get("avoid_node_seconds", DEFAULT_AVOID_NODE_SECONDS)
+    if found.avoid_nodes_env is not None:
+        try:
+            seconds = float(found.avoid_nodes_env.strip())
+        except ValueError as exc:
+            raise SpecError(AVOID_NODES_ENV, f"{found.avoid_nodes_env!r} is not a number", "use e.g. 86400") from exc
+    if not is_seconds(seconds):
+        named = AVOID_NODES_ENV if found.avoid_nodes_env is not None else f"{where}.avoid_node_seconds"
+        raise SpecError(named, f"must be a number of seconds >= 0, got {seconds!r}", "use e.g. 86400 (a day)")
+    report = table.get("report_nodes", False)
+    if not isinstance(report, bool):
+        raise SpecError(f"{where}.report_nodes", f"{report!r} is not true or false", "use true or false")
+    return NodeSettings(float(seconds), report)
 
 
 def platform_default_retries(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
@@ -76,7 +115,8 @@ def _check_known_keys(found: PlatformConfig) -> None:
         raise SpecError(
             f"{found.path}: {unknown[0]}",
             "is not a setting this project reads",
-            f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}, [{SIGNATURES_SECTION}] and [{WATCHDOG_SECTION}]",
+            f"the file takes [{CONFIG_SECTION}] with: {', '.join(CONFIG_KEYS[CONFIG_SECTION])}, [{NODES_SECTION}] with: "
+            f"{', '.join(CONFIG_KEYS[NODES_SECTION])}, [{SIGNATURES_SECTION}] and [{WATCHDOG_SECTION}]",
         )
 
 
@@ -97,9 +137,10 @@ def _unknown_config_keys(data: Mapping[str, Any]) -> list[str]:
     unknown = sorted(set(data) - set(CONFIG_KEYS) - {SIGNATURES_SECTION, WATCHDOG_SECTION})
     if not isinstance(data.get(SIGNATURES_SECTION, {}), dict):
         unknown.append(SIGNATURES_SECTION)
-    section = data.get(CONFIG_SECTION, {})
-    if not isinstance(section, dict):
-        unknown.append(CONFIG_SECTION)
-    else:
-        unknown += [f"{CONFIG_SECTION}.{k}" for k in sorted(set(section) - set(CONFIG_KEYS[CONFIG_SECTION]))]
+    for name, keys in CONFIG_KEYS.items():
+        section = data.get(name, {})
+        if not isinstance(section, dict):
+            unknown.append(name)
+        else:
+            unknown += [f"{name}.{k}" for k in sorted(set(section) - set(keys))]
     return unknown

@@ -29,6 +29,7 @@ def policy_annotation(policy: Any) -> dict[str, Any]:
         "createContainerGraceSeconds": policy.create_container_grace_seconds,
         "unschedulableTimeoutSeconds": policy.unschedulable_timeout_seconds,
         "countHardwareFailures": policy.count_hardware_failures,
+        "avoidSuspectNodes": policy.avoid_suspect_nodes,
         "signatures": [list(pair) for pair in policy.signatures],
         "siteSignatures": [list(pair) for pair in policy.site_signatures],
     }
@@ -54,6 +55,7 @@ def settings_from_annotation(data: Mapping[str, Any], base: Any) -> dict[str, An
         "unschedulable_timeout_seconds": data.get("unschedulableTimeoutSeconds", base.unschedulable_timeout_seconds),
         "retries_source": str(data.get("source") or "submitted policy"),
         "count_hardware_failures": bool(data.get("countHardwareFailures", base.count_hardware_failures)),
+        "avoid_suspect_nodes": bool(data.get("avoidSuspectNodes", base.avoid_suspect_nodes)),
         "signatures": [tuple(pair) for pair in data.get("signatures", base.signatures)],
         "site_signatures": [tuple(pair) for pair in data.get("siteSignatures", base.site_signatures)],
     }

@@ -110,6 +110,10 @@ class NodeReader:
                 self._kept.popitem(last=False)
         return found
 
+    def read(self, names: Sequence[str]) -> list[Obj]:
+        """The Nodes of `names` that exist and may be read, now (not kept: a run releasing a repaired node)."""
+        return self._read_nodes(names)
+
     def _read_nodes(self, names: Sequence[str]) -> list[Obj]:
         found = []
         for name in names:

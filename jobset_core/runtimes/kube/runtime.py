@@ -48,6 +48,7 @@ from jobset_core.runtimes.kube.stream_resources import (
 )
 from jobset_core.runtimes.kube.streams import InformerHub, Subscription
 from jobset_core.runtimes.kube.submit import Submitter
+from jobset_core.runtimes.kube.suspects import SuspectNodes
 from jobset_core.runtimes.kube.timers import Timers
 from jobset_core.runtimes.rank_output import OutputWatch
 
@@ -123,6 +124,7 @@ class KubernetesRuntime:
         self.observer = Observer(self.objects, self.keeper, self.node_reader, self.rank_output)
         self.submitter = Submitter(self.objects, self.keeper)
         self.records = RunRecords(self.objects)
+        self.suspects = SuspectNodes(self.objects, self.node_reader)
         self.informers = InformerHub(self)
         self.timers = Timers()  # the deadlines of every blocking watch and kept subscription of this runtime
         # Set in long-lived processes that poll (`observe`): the attempt stays subscribed to the shared
@@ -201,6 +203,21 @@ class KubernetesRuntime:
 
     def delete_run_record(self, run_key: str, namespace: str) -> None:
         self.records.delete(run_key, namespace)
+
+    # ----- suspect nodes shared by the namespace's runs (`suspects.py`) ---------------------------------------
+
+    def read_suspect_nodes(self, namespace: str) -> list[dict[str, Any]]:
+        return self.suspects.read(namespace)
+
+    def update_suspect_nodes(self, namespace: str,
+                             change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        return self.suspects.update(namespace, change)
+
+    def read_nodes(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        return self.suspects.read_nodes(names)
+
+    def report_node(self, node: str, *, suspect: bool, reason: str, message: str) -> None:
+        self.suspects.report(node, suspect=suspect, reason=reason, message=message)
 
     # ----- pod logs (through the one retry policy: `logs.py`) -----------------------------------------------
 

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,7 @@ class LocalRuntime:
         # what the ranks wrote, read from their log files when a watchdog's deadline is due (a look holds the lock)
         self.rank_output = OutputWatch(LogFileLines(self._log_file))
         self._records: dict[tuple[str, str], dict[str, Any]] = {}
+        self._suspects: dict[str, list[dict[str, Any]]] = {}  # namespace -> the suspect nodes its runs share
         if self.faults:
             self._notice("faults to inject: " + "; ".join(f.describe() for f in self.faults))
         atexit.register(_close_at_exit, weakref.ref(self))
@@ -258,6 +259,27 @@ class LocalRuntime:
     def delete_run_record(self, run_key: str, namespace: str) -> None:
         with self._lock:
             self._records.pop((namespace, run_key), None)
+
+    # ----- suspect nodes: kept in this runtime, as its run records are (one lock: no conflict to retry) ------
+
+    def read_suspect_nodes(self, namespace: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self._suspects.get(namespace, []))
+
+    def update_suspect_nodes(self, namespace: str,
+                             change: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        with self._lock:
+            wanted = change(copy.deepcopy(self._suspects.get(namespace, [])))
+            self._suspects[namespace] = copy.deepcopy(wanted)
+            return wanted
+
+    def read_nodes(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        """This machine's one emulated Node, when named."""
+        with self._lock:
+            return [copy.deepcopy(n) for n in self.cluster.list(c.CORE_API_VERSION, c.NODE_KIND) if ev.name_of(n) in set(names)]
+
+    def report_node(self, node: str, *, suspect: bool, reason: str, message: str) -> None:
+        """Nothing to tell: this machine is no cluster's node."""
 
     def cancel(self, handle: Handle) -> None:
         """Delete the submission: stop all its processes (SIGTERM, grace, SIGKILL) before returning."""

@@ -171,8 +171,8 @@ def test_a_gang_whose_ranks_stop_making_progress_is_retried_then_fails_as_stalle
 
 
 def test_a_gang_that_makes_progress_slowly_is_never_ended(capsys: pytest.CaptureFixture[str]) -> None:
-    """The control: a step every 0.3 s for longer than the 2 s window, then the function returns, in one attempt."""
-    assert run_locally(tasks.slow_steps, steps=12) == 12
+    """The control: a step every 0.3 s for longer than the 6 s window, then the function returns, in one attempt."""
+    assert run_locally(tasks.slow_steps, steps=25) == 25
     out = capsys.readouterr().out
     assert "[jobset] attempt 1 (Flyte retry 0): SUCCEEDED" in out and "Stalled" not in out
 

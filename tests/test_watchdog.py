@@ -304,11 +304,11 @@ def test_a_hung_rank_stalls_the_gang_which_is_named_ended_and_retried_by_the_bud
 
 def test_a_slow_rank_that_still_prints_is_never_ended(local: LocalRuntime) -> None:
     body = """
-    for step in range(8):
+    for step in range(12):
         print(f"rank {rank} step {step}", flush=True)
         time.sleep(0.5 if rank == 2 else 0.01)  # the others wait for the slow one at the end
     """
-    result, _ = _run(local, "slow", body, Watchdog(stall_seconds=2))
+    result, _ = _run(local, "slow", body, Watchdog(stall_seconds=4))  # 6 s of steps, a line every 0.5 s
     assert result.succeeded, result.message
 
 

@@ -6,8 +6,8 @@ Everything is tuned for a small machine: one api-server worker, a dag-processor 
 DAG once, short heartbeats so a killed triggerer's triggers move within seconds. A component that dies, or a
 wait that times out, fails with the last lines of every component's log; `stop()` ends every process group
 it started (SIGTERM, then SIGKILL), so no port or process outlives the session. Nor does one outlive a test process
-that dies without stopping them (SIGKILL, a closed terminal): everything started here carries a mark in its
-environment, and a watchdog of its own ends every marked process then (`tests/reaper.py`).
+that dies without stopping them (SIGKILL, a closed terminal): each component leads a session of its own, which
+a watchdog of its own ends then, every process in it whatever its group (`tests/reaper.py`).
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
-from tests.reaper import MARK, Watchdog
+from tests.reaper import Watchdog
 
 ROOT = Path(__file__).resolve().parents[1]
 DAGS = ROOT / "tests" / "airflow_dags"
@@ -100,11 +99,9 @@ def _log_line(item: Any) -> str:
 class AirflowComponents:
     """The four components on one home; `api` is an authenticated client of the public REST API."""
 
-    def __init__(self, home: Path, env: Mapping[str, str], port: int, token: str | None = None) -> None:
+    def __init__(self, home: Path, env: Mapping[str, str], port: int) -> None:
         self.home, self.env, self.port = home, dict(env), port
-        self.token = token or uuid.uuid4().hex
-        self.env[MARK] = self.token  # inherited by every process the components start, whatever its group
-        self.watchdog = Watchdog(self.token)
+        self.watchdog = Watchdog()  # ends the components' sessions if this process dies without stopping them
         self.logs = home / "component-logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -132,6 +129,7 @@ class AirflowComponents:
             start_new_session=True, cwd=self.home,
         )
         out.close()
+        self.watchdog.add(proc.pid)  # the leader of its own session: everything it starts stays in it
         self.procs[label] = proc
         return label
 
@@ -162,7 +160,7 @@ class AirflowComponents:
         self.stopped = [proc.pid for proc in self.procs.values()]
         self.procs.clear()
         self.api.close()
-        self.watchdog.close()  # it ends any marked process the groups left (an orphan in a group of its own)
+        self.watchdog.close()  # it ends whatever the groups left in the sessions (an orphan in a group of its own)
 
     def leftovers(self, grace: float = 10.0) -> list[int]:
         """Process groups of stopped components that still have a process in them after `grace` seconds

@@ -14,17 +14,15 @@ from pathlib import Path
 
 from tests.airflow_components import AirflowComponents, airflow_env, free_port
 
-TOKEN = "JOBSET_KILLED_RUN_TOKEN"  # the mark the killing test looks for
-READY = "JOBSET_KILLED_RUN_READY"  # a file this process writes once the components are started
+READY = "JOBSET_KILLED_RUN_READY"  # a file this process writes once the components are started: their sessions
 STARTED = ("scheduler", "triggerer")  # each starts processes of its own: executor workers, a trigger runner
-WAIT_SECONDS = 600  # killed long before
+WAIT_SECONDS = 600  # killed long before (the killing test runs this with pytest's own timeout off)
 
 
 def test_start_components_then_wait_to_be_killed() -> None:
     home = Path(tempfile.mkdtemp(prefix="jobset-airflow-killed-"))
     port = free_port()
-    components = AirflowComponents(home, airflow_env(home, port, str(home / "no-kubeconfig"), "default"), port,
-                                   token=os.environ[TOKEN])
+    components = AirflowComponents(home, airflow_env(home, port, str(home / "no-kubeconfig"), "default"), port)
     try:
         components.migrate()
         for name in STARTED:

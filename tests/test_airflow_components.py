@@ -23,7 +23,6 @@ import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import uuid  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from importlib import import_module  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -36,7 +35,7 @@ from jobset_core import constants as c  # noqa: E402
 from jobset_core.testing import FakeCluster, FakeClusterServer  # noqa: E402
 from tests import airflow_killed_run as killed_run  # noqa: E402
 from tests.airflow_components import COMPONENTS, AirflowComponents, ComponentFailed, airflow_env, free_port  # noqa: E402
-from tests.reaper import end_marked, marked  # noqa: E402
+from tests.reaper import end_sessions, in_sessions, session_of  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
 DAG_ID = "jobset_components"
@@ -520,38 +519,75 @@ def test_a_worker_past_its_execution_timeout_deletes_its_jobset(
 
 
 def test_a_killed_test_process_leaves_none_of_the_airflow_processes_it_started(tmp_path: Path) -> None:
-    """A pytest process starts a scheduler and a triggerer (each starts processes of its own, some in groups of
-    their own) and is SIGKILLed, as a closed terminal or an impatient user would: its watchdog ends them all."""
-    token, ready = uuid.uuid4().hex, tmp_path / "ready"
-    env = {**os.environ, killed_run.TOKEN: token, killed_run.READY: str(ready)}
+    """A pytest process starts a scheduler and a triggerer, each of which starts processes of its own (executor
+    workers, a trigger runner, log servers), and is SIGKILLed, as a closed terminal would: nothing of it is left."""
+    ready = tmp_path / "ready"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=0", killed_run.__file__]
     with (tmp_path / "pytest.log").open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", killed_run.__file__],
-                                cwd=airflow_support.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=airflow_support.ROOT, env={**os.environ, killed_run.READY: str(ready)},
+                                stdout=out, stderr=subprocess.STDOUT)
+    sessions: set[int] = set()
     try:
         def started() -> bool:
             assert proc.poll() is None, (tmp_path / "pytest.log").read_text(errors="replace")[-3000:]
-            if not ready.exists():
-                return False
-            leaders = {int(pid) for pid in ready.read_text().split()}
-            groups = {_group(pid) for pid in marked(token) if pid not in leaders} - {None}
-            return len(groups) > len(leaders)  # their own processes are up, in groups of their own too
+            sessions.update(int(pid) for pid in (ready.read_text().split() if ready.exists() else ()))
+            parents = {_parent(pid) for pid in in_sessions(sessions)}
+            return bool(sessions) and sessions <= parents  # every component has started processes of its own
 
         wait_until(started, "the killed run's components and their processes to start", SETUP_SECONDS, every=0.5)
-        before = marked(token)
+        before = in_sessions(sessions)
         proc.kill()
         proc.wait(30)
 
-        wait_until(lambda: not marked(token), f"the {len(before)} processes it started to end", 90, every=0.5)
+        wait_until(lambda: not in_sessions(sessions), f"the {len(before)} processes it started to end", 90, every=0.5)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
-        end_marked(token)  # whatever went wrong above, this test leaves nothing running either
+        end_sessions(sessions)  # whatever went wrong above, this test leaves nothing running either
 
 
-def _group(pid: int) -> int | None:
-    """A process's group, None once it is gone."""
+# A stand-in test process: a session leader whose child makes a group of its own (as Airflow's task runners do),
+# named to the test process's watchdog; it prints the session and the child's pid, then waits to be killed.
+STAND_IN = """
+import subprocess, sys, time
+from tests.reaper import Watchdog
+
+child = "import os, time; os.setpgid(0, 0); time.sleep(600)"
+leader = f"import subprocess, sys, time; print(subprocess.Popen([sys.executable, '-c', {child!r}]).pid, flush=True); time.sleep(600)"
+watchdog = Watchdog()
+proc = subprocess.Popen([sys.executable, "-c", leader], start_new_session=True, stdout=subprocess.PIPE, text=True)
+watchdog.add(proc.pid)
+print(proc.pid, proc.stdout.readline().strip(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_watchdog_ends_a_dead_test_process_sessions_whatever_their_groups() -> None:
+    """The watchdog alone, without Airflow: the stand-in test process is SIGKILLed; its session leader and the
+    leader's child, in a group of its own, both end."""
+    test_process = subprocess.Popen([sys.executable, "-c", STAND_IN], cwd=airflow_support.ROOT, stdout=subprocess.PIPE,
+                                    text=True)
+    assert test_process.stdout is not None
+    session, child = (int(pid) for pid in test_process.stdout.readline().split())
     try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
+        wait_until(lambda: os.getpgid(child) == child, "the child to make a group of its own")
+        assert session_of(child) == session  # still in the leader's session
+        test_process.kill()
+        test_process.wait(30)
+
+        wait_until(lambda: not in_sessions({session}), "the session's processes to end", 30)
+    finally:
+        if test_process.poll() is None:
+            test_process.kill()
+            test_process.wait(30)
+        end_sessions({session})
+
+
+def _parent(pid: int) -> int | None:
+    """A process's parent, None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # after the command's name: state, then the parent

@@ -1,4 +1,4 @@
-"""Airflow version differences in one place: imports on Airflow 3.1+, full features on 3.3.
+"""Airflow version differences in one place: imports on Airflow 3.1+, full features on 3.3, reschedules on 3.4.
 
 Airflow 3.3 (task SDK 1.3) added `retry_policy=` (`airflow.sdk.RetryPolicy`) and `ResumableJobMixin` with
 the per-task-instance `task_state_store`. On older versions the operator still works: it reattaches by run

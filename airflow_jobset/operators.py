@@ -277,7 +277,7 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         """A free retry (a gang's free interruption, a hardware failure) never spends one of Airflow's tries (the
         budget's count): a reschedule where Airflow has them (3.4: its next run submits the next attempt, as
         `get_job_status` finds this one ended), else the next attempt within this try (`resubmit_free`)."""
-        if reschedules_free(self.retry_policy):
+        if reschedules_free(getattr(self, "retry_policy", None)):  # Airflow 3.1 and 3.2 have no retry_policy
             self.log.info("%s: Airflow reschedules the task, free: no retry spent (at most %d reschedules, the cap "
                           "of free retries)", failed.in_words, self.policy.interruption_cap)
             raise rescheduled(report.what(failed), data, self.policy.interruption_cap)

@@ -37,6 +37,7 @@ _EXPORTS = {
     "JobSetTrigger": "airflow_jobset.triggers",
     "JobSetRetryPolicy": "airflow_jobset.retry",
     "JobSetFailed": "airflow_jobset.retry",
+    "JobSetInterrupted": "airflow_jobset.retry",
     "jobset_task": "airflow_jobset.decorators",
     "get_provider_info": "airflow_jobset.provider",
 }

@@ -1,4 +1,4 @@
-"""Airflow version differences in one place: imports on Airflow 3.1+, full features on 3.3.
+"""Airflow version differences in one place: imports on Airflow 3.1+, full features on 3.3, reschedules on 3.4.
 
 Airflow 3.3 (task SDK 1.3) added `retry_policy=` (`airflow.sdk.RetryPolicy`) and `ResumableJobMixin` with
 the per-task-instance `task_state_store`. On older versions the operator still works: it reattaches by run
@@ -9,6 +9,12 @@ the store it cannot know an attempt its cleared try already deleted, so its firs
 Airflow 3.3's triggerer also calls a trigger's `on_kill` when a user acts on a deferred task (mark failed or
 success, clear); older ones only cancel the trigger, so the JobSet of a deferred task marked failed or success
 keeps running (a clear deletes it when the next try starts).
+
+Airflow 3.4 tells a hand-over from a user's action: a trigger whose row moved to another triggerer is cancelled
+with a message of its own and dropped without `on_kill` (`TRIGGER_RELEASED`), where 3.3 cancelled it as for a
+user's action and left the trigger's question to tell them apart. It also brings `RetryAction.RESCHEDULE`, which
+runs the task again later without spending a retry (`HAS_RETRY_RESCHEDULE`): a free retry then reaches Airflow
+as a reschedule, where older ones run it again within the try.
 
 Airflow 3.1's triggerer sends a trigger's request to its supervisor (the connection's secrets to mask, when a
 trigger looks its connection up) on an event loop of the calling thread's own, over the one socket its own loop
@@ -80,6 +86,22 @@ except ImportError:  # pragma: no cover - Airflow 3.1/3.2
 
 HAS_TRIGGER_ON_KILL = hasattr(BaseTrigger, "on_kill")  # Airflow 3.3+: the triggerer calls it on a user's action
 
+try:  # Airflow 3.4+: a retry policy may reschedule the task, which spends no retry
+    from airflow.sdk.definitions.retry_policy import RetryAction as _RetryAction
+
+    HAS_RETRY_RESCHEDULE = hasattr(_RetryAction, "RESCHEDULE")
+except ImportError:  # pragma: no cover - Airflow 3.1/3.2
+    HAS_RETRY_RESCHEDULE = False
+
+# airflow-core 3.4's triggerer_job_runner: the cancel message of a trigger handed to another triggerer
+TRIGGER_RELEASED = "__airflow_reassigned__"
+
+
+def released(cancel: BaseException) -> bool:
+    """Whether the triggerer cancelled a trigger because another triggerer runs it now (Airflow 3.4 on)."""
+    return bool(cancel.args) and cancel.args[0] == TRIGGER_RELEASED
+
+
 # airflow-core 3.2's TriggerCommsDecoder.send: a request from another thread runs on the triggerer's loop
 TRIGGER_REQUESTS_FROM_ANY_THREAD = tuple(int(part) for part in AIRFLOW_VERSION.split(".")[:2]) >= (3, 2)
 
@@ -97,7 +119,9 @@ __all__ = [
     "CONNECTION_NOT_FOUND",
     "HAS_RESUMABLE",
     "HAS_RETRY_POLICY",
+    "HAS_RETRY_RESCHEDULE",
     "HAS_TRIGGER_ON_KILL",
+    "TRIGGER_RELEASED",
     "TRIGGER_REQUESTS_FROM_ANY_THREAD",
     "AirflowException",
     "AirflowFailException",
@@ -107,5 +131,6 @@ __all__ = [
     "BaseOperator",
     "ResumableJobMixin",
     "conf",
+    "released",
     "to_thread",
 ]

@@ -39,7 +39,7 @@ from typing import Any
 
 import tenacity
 
-from jobset_core import Handle, Runtime, cancel_attempts
+from jobset_core import Handle, Runtime, cancel_attempts, clear_up_to
 from jobset_core.constants import KEPT_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,10 @@ DEFERRED = "deferred"  # airflow TaskInstanceState.DEFERRED, as the execution AP
 ENDED_STATES = frozenset({
     "success", "failed", "up_for_retry", "up_for_reschedule", "upstream_failed", "skipped", "removed", "restarting",
 })
+# What a task instance cleared to run again says: RESTARTING while its try still runs (TaskInstanceState), no
+# state once the scheduler took the clear. The cleanup then leaves the fresh run the cleared history it starts
+# from, on the run record: Airflow 3.4 discards the task state store on a clear, where the next try found it.
+CLEARED_STATES = frozenset({None, "restarting"})
 # How long a cancelled trigger keeps asking when Airflow gives no answer, and how long one question may take
 KEEP_ASKING_SECONDS = 600.0
 ASK_TIMEOUT_SECONDS = 10.0
@@ -72,6 +76,11 @@ class Verdict(StrEnum):
     DELETE = "delete"  # the task ended (or was cleared): what it ran is not wanted
     KEEP = "keep"  # still deferred, running or queued: a hand-over, a worker going away
     UNKNOWN = "unknown"  # no answer: delete nothing now
+
+
+def was_cleared(answer: TaskAnswer) -> bool:
+    """Airflow said the task was cleared to run again (not failed, not marked): what it ran is history."""
+    return answer.known and answer.state in CLEARED_STATES
 
 
 def verdict(answer: TaskAnswer) -> Verdict:
@@ -183,7 +192,7 @@ def decide_later(handle: Handle, first: TaskAnswer, ask: Callable[[], TaskAnswer
         outcome = verdict(answer)
         if outcome is Verdict.DELETE:
             report(f"Airflow says the task is {answer.state or 'cleared'} now: deleting {handle.kind} {handle.name}")
-            return cancel_attempts(runtime, handle.run_key, handle.namespace, handle)
+            return Target(handle.run_key, handle.namespace, handle).end(runtime, answer)
         if outcome is Verdict.KEEP:
             _note(runtime, handle, None)
             report(f"Airflow says the task is {answer.state} now: {handle.kind} {handle.name} stays")
@@ -229,6 +238,13 @@ class Target:
         """Delete now (the caller knows the task is over)."""
         return cancel_attempts(runtime, self.run_key, self.namespace, self.handle)
 
+    def end(self, runtime: Runtime, answer: TaskAnswer) -> list[str]:
+        """Delete on Airflow's answer that the task is over; a clear also leaves the attempts as cleared history
+        for the fresh run (`jobset_core.clear_up_to`), which no task state store may carry across it."""
+        if self.handle is not None and was_cleared(answer):
+            return clear_up_to(runtime, self.handle)
+        return self.delete(runtime)
+
 
 def delete_if_ended(ti: Any, runtime_of: Callable[[], Runtime], target: Target, *, timeout: float,
                     say: Callable[[str], None], warn: Callable[[str], None], ask_later: bool) -> list[str]:
@@ -238,8 +254,9 @@ def delete_if_ended(ti: Any, runtime_of: Callable[[], Runtime], target: Target, 
     answer = ask_task_state(ti, timeout)
     outcome = verdict(answer)
     if outcome is Verdict.DELETE:
-        say(f"the task is {answer.state or 'cleared'}: deleting {target.what} and the attempts before it")
-        return target.delete(runtime_of())
+        kept = " (cleared history for the fresh run)" if target.handle is not None and was_cleared(answer) else ""
+        say(f"the task is {answer.state or 'cleared'}: deleting {target.what} and the attempts before it{kept}")
+        return target.end(runtime_of(), answer)
     if outcome is Verdict.KEEP:
         why = "the trigger moved to another triggerer" if answer.state == DEFERRED else "the task runs on"
         say(f"{target.run_key} is still {answer.state}: {why}; {target.what} stays")

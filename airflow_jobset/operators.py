@@ -33,8 +33,8 @@ from airflow_jobset._compat import (
 )
 from airflow_jobset.connection import BadConnection
 from airflow_jobset.deferral import Deferral
-from airflow_jobset.outcome import Outcome, failure, outcome_of
-from airflow_jobset.retry import JobSetRetryPolicy
+from airflow_jobset.outcome import Outcome, failure, outcome_of, rescheduled
+from airflow_jobset.retry import JobSetRetryPolicy, reschedules_free
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, check_runtime, make_runtime
 from airflow_jobset.specs import check_watchdog, load_spec, with_watchdog
 from airflow_jobset.tries import cleared_before, engine_attempt_for, run_key_for
@@ -279,8 +279,13 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         return data
 
     def _run_again_free(self, context: Any, failed: Handle, data: dict[str, Any]) -> Any:
-        """A free retry (a gang's free interruption, a hardware failure) runs again within this try, so it never
-        spends one of Airflow's tries (the budget's count): the engines' one free re-run path, `resubmit_free`."""
+        """A free retry (a gang's free interruption, a hardware failure) never spends one of Airflow's tries (the
+        budget's count): a reschedule where Airflow has them (3.4: its next run submits the next attempt, as
+        `get_job_status` finds this one ended), else the next attempt within this try (`resubmit_free`)."""
+        if reschedules_free(getattr(self, "retry_policy", None)):  # Airflow 3.1 and 3.2 have no retry_policy
+            self.log.info("%s: Airflow reschedules the task, free: no retry spent (at most %d reschedules, the cap "
+                          "of free retries)", failed.in_words, self.policy.interruption_cap)
+            raise rescheduled(report.what(failed), data, self.policy.interruption_cap)
         self._handle = resubmit_free(failed, self._spec(context), self._get_runtime(),
                                      engine_attempt=self._engine_attempt(context), on_event=self._on_event)
         new = self._handle.to_dict()

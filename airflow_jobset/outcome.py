@@ -1,7 +1,8 @@
 """One mapping of a run's result onto what Airflow does next, for the operator's own watch and the trigger's.
 
 The core decides; this only names the decision in Airflow's terms. A success returns the result (the XCom); a
-free retry runs again within this try (Airflow's tries are the budget's count, and a free retry spends none); a
+free retry runs again within this try, or where Airflow can, is a reschedule (`retry.reschedules_free`: either
+way Airflow's tries are the budget's count, and a free retry spends none); a
 counted retry raises `JobSetFailed`, which `JobSetRetryPolicy` retries after the core's backoff; anything else
 raises `AirflowFailException`, which Airflow never retries. The trigger maps its result here too and sends the
 outcome with it, so a deferred task ends exactly as a watched one would.
@@ -13,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from airflow_jobset._compat import AirflowException, AirflowFailException
-from airflow_jobset.retry import JobSetFailed
+from airflow_jobset.retry import JobSetFailed, JobSetInterrupted
 from jobset_core import Diagnosis, Handle, RetryDecision, RunResult
 
 
@@ -79,10 +80,20 @@ def event_handle(event: dict[str, Any] | None) -> Handle | None:
 # ----- the exception a failure raises ------------------------------------------------------------------------------
 
 
-def failure(outcome: Outcome, what: str, data: dict[str, Any]) -> AirflowException:
-    """The exception that ends the try for an outcome other than SUCCESS, AGAIN and DEFER."""
+def _parsed(data: dict[str, Any]) -> tuple[Diagnosis | None, RetryDecision | None]:
     diagnosis = Diagnosis.from_dict(data["diagnosis"]) if data.get("diagnosis") else None
     decision = RetryDecision.from_dict(data["decision"]) if data.get("decision") else None
+    return diagnosis, decision
+
+
+def rescheduled(what: str, data: dict[str, Any], max_reschedules: int) -> JobSetInterrupted:
+    """The exception that hands a free retry (AGAIN) to Airflow as a reschedule (`retry.reschedules_free`)."""
+    return JobSetInterrupted(f"{what}: {data.get('message') or 'interrupted'}", *_parsed(data), max_reschedules)
+
+
+def failure(outcome: Outcome, what: str, data: dict[str, Any]) -> AirflowException:
+    """The exception that ends the try for an outcome other than SUCCESS, AGAIN and DEFER."""
+    diagnosis, decision = _parsed(data)
     if outcome is Outcome.CANCELLED:
         return AirflowFailException(f"{what} was cancelled")
     if outcome is Outcome.UNFINISHED:

@@ -35,8 +35,9 @@ def engine_attempt_for(context: Any, retries: int = 0) -> int:
 
 
 def cleared_before(context: Any, retries: int) -> bool:
-    """This try is the first after a clear: everything the task ran before is history."""
-    if context.get("ti") is None:
+    """This try is the first after a clear: everything the task ran before is history. Not when Airflow runs it
+    again after a reschedule (`task_reschedule_count`): its own attempts are no history."""
+    if context.get("ti") is None or context.get("task_reschedule_count"):
         return False
     first = first_try_for(context, retries)
     return first > 1 and int(context["ti"].try_number) == first

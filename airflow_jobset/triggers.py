@@ -7,9 +7,11 @@ worker resumes and raises there, because a trigger's failure event would skip th
 
 Cancelling the trigger stops its watch and its log follower and never touches the JobSet: a triggerer
 restart, a hand-over and a deferral timeout all cancel it. Only `on_kill` deletes, which Airflow calls
-when the user acted on the task (mark failed or success, clear); since a hand-over reaches `on_kill` the
-same way, it first asks Airflow what the task instance is now, and deletes only when the answer says it
-ended (`cleanup.verdict`); without an answer it keeps the JobSet and asks again in the background.
+when the user acted on the task (mark failed or success, clear); since on Airflow 3.3 a hand-over reaches
+`on_kill` the same way, it first asks Airflow what the task instance is now, and deletes only when the answer
+says it ended (`cleanup.verdict`); without an answer it keeps the JobSet and asks again in the background.
+Airflow 3.4 cancels a trigger it handed over with a message of its own and calls no `on_kill`: the trigger
+says in its log that the JobSet stays.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_jobset import cleanup
-from airflow_jobset._compat import to_thread
+from airflow_jobset._compat import released, to_thread
 from airflow_jobset.outcome import done_event, error_event
 from airflow_jobset.runtimes import DEFAULT_CONN_ID, KUBERNETES, make_runtime
 from jobset_core import Handle, JobSetRun, LeaderLog, RunEvent, echo_unheard, follow_leader
@@ -134,7 +136,9 @@ class JobSetTrigger(BaseTrigger):
             # the leader's log in the trigger's log (which Airflow shows with the task's) while it waits
             follower = follow_leader(runtime, handle, self.leader_selector, self.leader_container or "", self.log.info)
             result = await run.afollow(handle)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as cancel:
+            if released(cancel):  # Airflow 3.4: the triggerer says so itself, and calls no on_kill
+                self.log.info("the trigger moved to another triggerer: %s %s stays, watched there", handle.kind, handle.name)
             raise
         except Exception as exc:  # noqa: BLE001 - reported to the worker, which raises and retries
             self.log.exception("watching %s %s failed", handle.kind, handle.name)

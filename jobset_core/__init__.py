@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from jobset_core.engine_support.attempts import (
         Reattach,
         clear_attempts,
+        clear_up_to,
         reattach,
         resubmit_free,
         start_attempt,
@@ -85,7 +86,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.diagnosis": ("Diagnosis", "Grace", "HistoryEntry", "diagnose"),
     "jobset_core.diagnosis.excerpt": ("without_log_excerpt",),
     "jobset_core.engine_support.attempts": (
-        "Reattach", "clear_attempts", "reattach", "resubmit_free", "start_attempt",
+        "Reattach", "clear_attempts", "clear_up_to", "reattach", "resubmit_free", "start_attempt",
     ),
     "jobset_core.engine_support.events": ("echo_unheard",),
     "jobset_core.engine_support.history": ("history_lines", "restart_history", "run_timeline"),
@@ -221,6 +222,7 @@ __all__ = [
     "without_log_excerpt",
     "Reattach",
     "clear_attempts",
+    "clear_up_to",
     "reattach",
     "resubmit_free",
     "start_attempt",

@@ -5,7 +5,9 @@ REST API (/api/v2) a user acts through.
 Everything is tuned for a small machine: one api-server worker, a dag-processor that parses the one test
 DAG once, short heartbeats so a killed triggerer's triggers move within seconds. A component that dies, or a
 wait that times out, fails with the last lines of every component's log; `stop()` ends every process group
-it started (SIGTERM, then SIGKILL), so no port or process outlives the session.
+it started (SIGTERM, then SIGKILL), so no port or process outlives the session. Nor does one outlive a test process
+that dies without stopping them (SIGKILL, a closed terminal): each component leads a session of its own, which
+a watchdog of its own ends then, every process in it whatever its group (`tests/reaper.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+
+from tests.reaper import Watchdog
 
 ROOT = Path(__file__).resolve().parents[1]
 DAGS = ROOT / "tests" / "airflow_dags"
@@ -97,6 +101,7 @@ class AirflowComponents:
 
     def __init__(self, home: Path, env: Mapping[str, str], port: int) -> None:
         self.home, self.env, self.port = home, dict(env), port
+        self.watchdog = Watchdog()  # ends the components' sessions if this process dies without stopping them
         self.logs = home / "component-logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -124,6 +129,7 @@ class AirflowComponents:
             start_new_session=True, cwd=self.home,
         )
         out.close()
+        self.watchdog.add(proc.pid)  # the leader of its own session: everything it starts stays in it
         self.procs[label] = proc
         return label
 
@@ -154,6 +160,7 @@ class AirflowComponents:
         self.stopped = [proc.pid for proc in self.procs.values()]
         self.procs.clear()
         self.api.close()
+        self.watchdog.close()  # it ends whatever the groups left in the sessions (an orphan in a group of its own)
 
     def leftovers(self, grace: float = 10.0) -> list[int]:
         """Process groups of stopped components that still have a process in them after `grace` seconds

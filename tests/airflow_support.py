@@ -85,47 +85,59 @@ class TaskInstance:
 
 @dataclass
 class Tries:
-    """How a task instance ended after Airflow's tries: the exception of each failed try, the last value."""
+    """How a task instance ended after Airflow's tries: the exception of each failed try, the last value, and
+    how many times Airflow rescheduled a try (Airflow 3.4's reschedules, which spend no try)."""
 
     state: str
     errors: list[BaseException]
     value: Any = None
     tries: int = 0
+    reschedules: int = 0
 
 
 def run_tries(make_operator: Callable[[], Any], ti: TaskInstance, store: StateStore) -> Tries:
     """What Airflow's task runner does with one task instance, try after try.
 
-    A new operator object per try, as a new worker process parses the DAG again. `AirflowFailException`
-    ends the task; any other exception asks the task's `retry_policy` (which can only shorten `retries`; Airflow
-    3.3 and later, older task runners have none), then `retries` itself.
+    A new operator object per try (and per run of a rescheduled try), as a new worker process parses the DAG
+    again. `AirflowFailException` ends the task; any other exception asks the task's `retry_policy` (which can
+    only shorten `retries`; Airflow 3.3 and later, older task runners have none): FAIL ends the task, RESCHEDULE
+    (Airflow 3.4) runs the same try again while the try's reschedules are fewer than its `max_reschedules`
+    (`task_reschedule_count` in the context counts them), else `retries` decides.
     """
     from airflow_jobset._compat import AirflowFailException
 
     errors: list[BaseException] = []
+    reschedules = this_try = 0
     while True:
         op = make_operator()
         try:
-            value = op.execute({"ti": ti, "task_state_store": store})
+            value = op.execute({"ti": ti, "task_state_store": store, "task_reschedule_count": this_try})
         except AirflowFailException as exc:
             errors.append(exc)
-            return Tries("failed", errors, tries=ti.try_number)
+            return Tries("failed", errors, tries=ti.try_number, reschedules=reschedules)
         except Exception as exc:  # noqa: BLE001 - what the task runner catches
             errors.append(exc)
-            if retry_policy_fails(op, exc, ti.try_number) or ti.try_number > op.retries:
-                return Tries("failed", errors, tries=ti.try_number)
-            ti.try_number += 1
+            action = retry_policy_action(op, exc, ti.try_number, this_try)
+            if action == "reschedule":
+                reschedules, this_try = reschedules + 1, this_try + 1
+                continue
+            if action == "fail" or ti.try_number > op.retries:
+                return Tries("failed", errors, tries=ti.try_number, reschedules=reschedules)
+            ti.try_number, this_try = ti.try_number + 1, 0
             continue
-        return Tries("success", errors, value, tries=ti.try_number)
+        return Tries("success", errors, value, tries=ti.try_number, reschedules=reschedules)
 
 
-def retry_policy_fails(op: Any, exc: BaseException, try_number: int) -> bool:
-    """Whether the task's `retry_policy` ends the task at this failure, as Airflow 3.3's task runner asks it;
-    the task runners of Airflow 3.1 and 3.2 have no retry policy to ask."""
+def retry_policy_action(op: Any, exc: BaseException, try_number: int, rescheduled: int) -> str:
+    """What the task's `retry_policy` makes of this failure, as Airflow's task runner applies it: "fail",
+    "reschedule" (within its `max_reschedules`: past it, the standard retry logic applies) or "default"; the task
+    runners of Airflow 3.1 and 3.2 have no retry policy to ask."""
     from airflow_jobset._compat import HAS_RETRY_POLICY
 
     if not HAS_RETRY_POLICY or not op.retry_policy:
-        return False
-    from airflow.sdk.definitions.retry_policy import RetryAction
-
-    return op.retry_policy.evaluate(exc, try_number, op.retries + 1).action is RetryAction.FAIL
+        return "default"
+    decision = op.retry_policy.evaluate(exc, try_number, op.retries + 1)
+    action = decision.action.value
+    if action == "reschedule" and rescheduled >= decision.max_reschedules:
+        return "default"
+    return action if action in ("fail", "reschedule") else "default"

@@ -15,6 +15,7 @@ airflow_support.HOME.mkdir(exist_ok=True)
 
 import base64  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
@@ -23,15 +24,19 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
+from importlib import import_module  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
-from airflow_jobset._compat import HAS_RESUMABLE, HAS_TRIGGER_ON_KILL  # noqa: E402
+from airflow_jobset._compat import HAS_RESUMABLE, HAS_RETRY_RESCHEDULE, HAS_TRIGGER_ON_KILL, TRIGGER_RELEASED  # noqa: E402
 from jobset_core import constants as c  # noqa: E402
 from jobset_core.testing import FakeCluster, FakeClusterServer  # noqa: E402
+from tests import airflow_killed_run as killed_run  # noqa: E402
 from tests.airflow_components import COMPONENTS, AirflowComponents, ComponentFailed, airflow_env, free_port  # noqa: E402
+from tests.reaper import end_sessions, in_sessions, session_of  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
 DAG_ID = "jobset_components"
 RUN_ID = "components"
@@ -40,6 +45,10 @@ SETUP_SECONDS = 240
 CASE_SECONDS = 240
 
 pytestmark = pytest.mark.timeout(SETUP_SECONDS + CASE_SECONDS)
+# Airflow 3.4's triggerer cancels a trigger it handed to another triggerer with a message of its own and calls no
+# on_kill (airflow.jobs.triggerer_job_runner); 3.3's cancels it as for a user's action, and the trigger asks
+TRIGGERER_RELEASES = getattr(import_module("airflow.jobs.triggerer_job_runner"), "_REASSIGNED_CANCEL_MSG", None) == TRIGGER_RELEASED
+MOVED = "the trigger moved to another triggerer"  # what the old trigger says, released (3.4) or answered (3.3)
 TRIGGER_ON_KILL = pytest.mark.skipif(
     not HAS_TRIGGER_ON_KILL, reason="the triggerer calls a trigger's on_kill on a user's action from Airflow 3.3 on"
 )
@@ -84,6 +93,7 @@ def run(airflow: AirflowComponents, cluster: tuple[FakeCluster, str]) -> str:
     """The one DAG run, with every case's fate scripted before it starts."""
     fake = cluster[0]
     fake.preempt("workers-0-0", jobset="preempted-*", restart=0, after=2)
+    fake.preempt("workers-0-0", jobset="resched-*", after=2, times=None)
     fake.succeed("*", jobset="preempted-*", restart=1, after=2, times=None)
     fake.exit("workers-1-0", 1, jobset="bug-*", after=2, message="ValueError: bad learning rate")
     fake.succeed("*", jobset="cleared-*-1", after=3, times=None)
@@ -354,10 +364,11 @@ def test_a_trigger_moved_to_another_triggerer_leaves_the_jobset_running(
     airflow.signal(stalled, signal.SIGSTOP)
     airflow.wait_for(lambda: len(trigger_logs(airflow, "moved")) == owners + 1, 90, "another triggerer to take the trigger over")
     airflow.signal(stalled, signal.SIGCONT)
-    # Airflow answers "deferred" at once, or (a loaded machine) only after the first question timed out: then the
+    # Airflow 3.4 says it handed the trigger over and calls no on_kill. Airflow 3.3 cancels it as for a user's action:
+    # it answers "deferred" at once, or (a loaded machine) only after the first question timed out: then the
     # trigger kept the JobSet, marked, and its background asking takes the mark away on the later answer
     let_go = airflow.wait_for(
-        lambda: next((t for t in trigger_logs(airflow, "moved")[:-1] if "still deferred" in t or "could not tell" in t), None),
+        lambda: next((t for t in trigger_logs(airflow, "moved")[:-1] if MOVED in t or "could not tell" in t), None),
         60, f"{stalled} to let the trigger go",
     )
     if "could not tell" in let_go:
@@ -367,8 +378,10 @@ def test_a_trigger_moved_to_another_triggerer_leaves_the_jobset_running(
     assert airflow.state(DAG_ID, run, "moved") == "deferred"
     [kept] = jobsets(fake, "moved")
     assert kept["metadata"]["name"] == name and not kept["metadata"].get("deletionTimestamp")
-    assert "Trigger cancelled by user action, invoking on_kill" in let_go  # what Airflow told it
-    assert ("the trigger moved to another triggerer" in let_go or "could not tell" in let_go) and "deleting" not in let_go
+    told = ("Trigger reassigned to another triggerer, dropping it without on_kill" if TRIGGERER_RELEASES
+            else "Trigger cancelled by user action, invoking on_kill")
+    assert told in let_go  # what Airflow told it
+    assert (MOVED in let_go or "could not tell" in let_go) and "deleting" not in let_go
     fake.succeed("*", jobset=name, times=None)
     ti = ended(airflow, "moved")
     assert ti["state"] == "success" and ti["try_number"] == 1
@@ -408,6 +421,25 @@ def test_a_moved_trigger_whose_question_gets_no_answer_keeps_the_jobset_until_ai
     finally:
         for label in stalled:
             airflow.signal(label, signal.SIGCONT)
+    if TRIGGERER_RELEASES:  # Airflow 3.4 says it handed the trigger over: no question, so no answer to wait for
+        released = airflow.wait_for(
+            lambda: next((t for t in trigger_logs(airflow, "moved_unanswered")[:-1] if MOVED in t), None),
+            60, "the old triggerer to release the trigger",
+        )
+        assert "Trigger reassigned to another triggerer, dropping it without on_kill" in released
+        assert "could not tell" not in released and "deleting" not in released and kept_mark(fake, "movedq") is None
+    else:
+        asked_unanswered(airflow, fake, name)
+    [kept] = jobsets(fake, "movedq")
+    assert kept["metadata"]["name"] == name and not kept["metadata"].get("deletionTimestamp")
+    fake.succeed("*", jobset=name, times=None)
+    ti = ended(airflow, "moved_unanswered")
+    assert ti["state"] == "success" and ti["try_number"] == 1
+
+
+def asked_unanswered(airflow: AirflowComponents, fake: FakeCluster, name: str) -> None:
+    """Airflow 3.3: the moved trigger's old triggerer asks, gets no answer in time, keeps the JobSet marked, and
+    takes the mark away on Airflow's later answer."""
     unsure = airflow.wait_for(
         lambda: next((t for t in trigger_logs(airflow, "moved_unanswered")[:-1] if "could not tell whether the task ended" in t), None),
         60, "the old triggerer to get no answer in time",
@@ -420,11 +452,6 @@ def test_a_moved_trigger_whose_question_gets_no_answer_keeps_the_jobset_until_ai
     airflow.wait_for(lambda: kept_mark(fake, "movedq") is None and (
         answered in "\n".join(trigger_logs(airflow, "moved_unanswered")) or answered in airflow.lines_about(name)), 90,
         "Airflow's later answer to take the mark away")
-    [kept] = jobsets(fake, "movedq")
-    assert kept["metadata"]["name"] == name and not kept["metadata"].get("deletionTimestamp")
-    fake.succeed("*", jobset=name, times=None)
-    ti = ended(airflow, "moved_unanswered")
-    assert ti["state"] == "success" and ti["try_number"] == 1
 
 
 @TRIGGER_ON_KILL
@@ -453,6 +480,27 @@ def test_a_mark_failed_whose_question_gets_no_answer_first_deletes_once_airflow_
     assert airflow.state(DAG_ID, run, "mark_failed_unanswered") == "failed"
 
 
+def test_a_free_interruption_spends_no_retry_and_stops_at_its_cap(
+    airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
+) -> None:
+    """Every attempt is preempted; interruptions are free, capped at 1, and retries=1. The first preemption's free
+    retry spends no Airflow retry: on Airflow 3.4 a reschedule of the same try (UP_FOR_RESCHEDULE), on older ones
+    the next attempt within the try. The second is over the cap: the task fails on its first try."""
+    ti = ended(airflow, "rescheduled")
+
+    assert ti["state"] == "failed" and ti["try_number"] == 1, ti
+    names = [js["metadata"]["name"] for js in jobsets(cluster[0], "resched")]
+    assert [name.rsplit("-", 1)[1] for name in names] == ["0", "1"], names
+    log = airflow.task_log(DAG_ID, run, "rescheduled", 1)
+    assert "retrying: Preempted is retryable and free, interruption 1 of 1 free" in log, log[-3000:]
+    assert "Preempted is free but the cap of 1 free interruptions is used" in log, log[-3000:]
+    if HAS_RETRY_RESCHEDULE:
+        assert "Airflow reschedules the task, free: no retry spent (at most 1 reschedules" in log, log[-3000:]
+        assert "marking task as UP_FOR_RESCHEDULE" in log, log[-3000:]
+    else:
+        assert f"runs again as {names[1]} within this try (Preempted, free)" in log, log[-3000:]
+
+
 def test_a_worker_past_its_execution_timeout_deletes_its_jobset(
     airflow: AirflowComponents, run: str, cluster: tuple[FakeCluster, str]
 ) -> None:
@@ -464,3 +512,82 @@ def test_a_worker_past_its_execution_timeout_deletes_its_jobset(
     log = airflow.task_log(DAG_ID, run, "timed_out_sync", 1)
     assert "execution_timeout: deleting the attempts of run" in log, log[-3000:]
     airflow.wait_for(lambda: not jobsets(fake, "timedsync"), 60, "the timed-out JobSet to be gone")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Nothing a test starts outlives it, however it dies
+
+
+def test_a_killed_test_process_leaves_none_of_the_airflow_processes_it_started(tmp_path: Path) -> None:
+    """A pytest process starts a scheduler and a triggerer, each of which starts processes of its own (executor
+    workers, a trigger runner, log servers), and is SIGKILLed, as a closed terminal would: nothing of it is left."""
+    ready = tmp_path / "ready"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=0", killed_run.__file__]
+    with (tmp_path / "pytest.log").open("wb") as out:
+        proc = subprocess.Popen(command, cwd=airflow_support.ROOT, env={**os.environ, killed_run.READY: str(ready)},
+                                stdout=out, stderr=subprocess.STDOUT)
+    sessions: set[int] = set()
+    try:
+        def started() -> bool:
+            assert proc.poll() is None, (tmp_path / "pytest.log").read_text(errors="replace")[-3000:]
+            sessions.update(int(pid) for pid in (ready.read_text().split() if ready.exists() else ()))
+            parents = {_parent(pid) for pid in in_sessions(sessions)}
+            return bool(sessions) and sessions <= parents  # every component has started processes of its own
+
+        wait_until(started, "the killed run's components and their processes to start", SETUP_SECONDS, every=0.5)
+        before = in_sessions(sessions)
+        proc.kill()
+        proc.wait(30)
+
+        wait_until(lambda: not in_sessions(sessions), f"the {len(before)} processes it started to end", 90, every=0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        end_sessions(sessions)  # whatever went wrong above, this test leaves nothing running either
+
+
+# A stand-in test process: a session leader whose child makes a group of its own (as Airflow's task runners do),
+# named to the test process's watchdog; it prints the session and the child's pid, then waits to be killed.
+STAND_IN = """
+import subprocess, sys, time
+from tests.reaper import Watchdog
+
+child = "import os, time; os.setpgid(0, 0); time.sleep(600)"
+leader = f"import subprocess, sys, time; print(subprocess.Popen([sys.executable, '-c', {child!r}]).pid, flush=True); time.sleep(600)"
+watchdog = Watchdog()
+proc = subprocess.Popen([sys.executable, "-c", leader], start_new_session=True, stdout=subprocess.PIPE, text=True)
+watchdog.add(proc.pid)
+print(proc.pid, proc.stdout.readline().strip(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_watchdog_ends_a_dead_test_process_sessions_whatever_their_groups() -> None:
+    """The watchdog alone, without Airflow: the stand-in test process is SIGKILLed; its session leader and the
+    leader's child, in a group of its own, both end."""
+    test_process = subprocess.Popen([sys.executable, "-c", STAND_IN], cwd=airflow_support.ROOT, stdout=subprocess.PIPE,
+                                    text=True)
+    assert test_process.stdout is not None
+    session, child = (int(pid) for pid in test_process.stdout.readline().split())
+    try:
+        wait_until(lambda: os.getpgid(child) == child, "the child to make a group of its own")
+        assert session_of(child) == session  # still in the leader's session
+        test_process.kill()
+        test_process.wait(30)
+
+        wait_until(lambda: not in_sessions({session}), "the session's processes to end", 30)
+    finally:
+        if test_process.poll() is None:
+            test_process.kill()
+            test_process.wait(30)
+        end_sessions({session})
+
+
+def _parent(pid: int) -> int | None:
+    """A process's parent, None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # after the command's name: state, then the parent

@@ -39,8 +39,15 @@ except ImportError:  # Airflow 3.1 keeps them in airflow core
     from airflow.exceptions import TaskDeferralTimeout, TaskDeferred
     from airflow.utils.module_loading import import_string
 
-from airflow_jobset import GangJobOperator, JobSetFailed, JobSetOperator, JobSetRetryPolicy, JobSetTrigger  # noqa: E402
-from airflow_jobset._compat import HAS_RESUMABLE, HAS_RETRY_POLICY, AirflowFailException  # noqa: E402
+from airflow_jobset import (  # noqa: E402
+    GangJobOperator,
+    JobSetFailed,
+    JobSetInterrupted,
+    JobSetOperator,
+    JobSetRetryPolicy,
+    JobSetTrigger,
+)
+from airflow_jobset._compat import HAS_RESUMABLE, HAS_RETRY_POLICY, HAS_RETRY_RESCHEDULE, AirflowFailException  # noqa: E402
 from airflow_jobset.operators import HANDLE_KEY  # noqa: E402
 from airflow_jobset.tries import run_key_for  # noqa: E402
 from airflow_jobset.triggers import DEFER_SETTLE_SECONDS, settle_left  # noqa: E402
@@ -673,6 +680,10 @@ def test_a_free_interruption_runs_the_whole_gang_again_within_the_try(
         first = deferred(op(), ti)
         event = in_thread(lambda: first_event(first))
         with pytest.raises(TaskDeferred) as again:  # the fresh Job is watched by a new trigger
+            if HAS_RETRY_RESCHEDULE:  # Airflow 3.4: a reschedule, whose next run submits the fresh Job and defers
+                with pytest.raises(JobSetInterrupted):
+                    op().execute_complete({"ti": ti, "task_state_store": store}, event.payload)
+                op().execute({"ti": ti, "task_state_store": store, "task_reschedule_count": 1})
             op().execute_complete({"ti": ti, "task_state_store": store}, event.payload)
         classpath, kwargs = again.value.trigger.serialize()
         second = import_string(classpath)(**json.loads(json.dumps(kwargs)))
@@ -691,6 +702,55 @@ def test_a_free_interruption_runs_the_whole_gang_again_within_the_try(
     assert second_job["metadata"]["annotations"]["jobset-plugins.io/free-attempt"] == "true"
     assert json.loads(second_job["metadata"]["annotations"]["jobset-plugins.io/gang-restarts"])[0]["kind"] == "Preempted"
     assert store[HANDLE_KEY]["name"] == names[1]
+
+
+@pytest.mark.skipif(not HAS_RETRY_RESCHEDULE, reason="RetryAction.RESCHEDULE, which spends no retry, is Airflow 3.4 and later")
+def test_a_free_interruption_is_an_airflow_reschedule_that_spends_no_try_until_its_cap(
+    server: LocalApiServer, driver: ClusterDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Airflow 3.4: the preempted gang's free retry reaches Airflow as a reschedule of the same try (no retry
+    spent), bounded by the cap of free retries as `max_reschedules`; the second preemption is over the cap of 1,
+    which the core decides: the task fails on its first try, its retries unspent."""
+    from airflow.sdk.definitions.retry_policy import RetryAction
+
+    ti, store = ti_for("gangresched"), StateStore()
+    driver.preempt("*-1", times=2, after=0.3)  # one pod of each attempt
+    retry = RetryPolicy(retries=1, count_interruptions=False, max_interruptions=1, backoff=tenacity.wait_none())
+
+    def op() -> GangJobOperator:
+        return GangJobOperator(task_id="shards", job={"name": "gresched", "pods": 3, "image": "busybox",
+                                                      "command": ["true"]}, kubernetes_conn_id=CONN, retry=retry)
+
+    caplog.set_level(logging.INFO)
+    outcome: Tries = in_thread(lambda: run_tries(op, ti, store))
+
+    assert outcome.state == "failed" and outcome.tries == 1 and outcome.reschedules == 1, outcome.errors
+    first, last = outcome.errors
+    assert isinstance(first, JobSetInterrupted) and first.decision is not None and first.decision.free
+    decision = op().retry_policy.evaluate(first, 1, 2)
+    assert decision.action is RetryAction.RESCHEDULE and decision.max_reschedules == 1
+    assert decision.retry_delay is not None and decision.reason == first.decision.reason
+    assert isinstance(last, AirflowFailException) and "the cap of 1 free interruptions is used" in str(last)
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert "retrying: Preempted is retryable and free, interruption 1 of 1 free" in said
+    jobs = sorted(j["metadata"]["name"] for j in server.list("batch/v1", "Job", NS) if j["metadata"]["name"].startswith("gresched-"))
+    assert [n.rsplit("-", 1)[1] for n in jobs] == ["0", "1"]
+    assert server.get("batch/v1", "Job", jobs[1], NS)["metadata"]["annotations"]["jobset-plugins.io/free-attempt"] == "true"
+
+
+@pytest.mark.skipif(not HAS_RETRY_RESCHEDULE, reason="RetryAction.RESCHEDULE, which spends no retry, is Airflow 3.4 and later")
+def test_a_free_retry_runs_within_the_try_when_the_retry_policy_is_the_users() -> None:
+    """Another retry policy could count the failure as a retry: then the free retry stays within the try."""
+    from airflow.sdk import RetryPolicy as AirflowRetryPolicy
+
+    from airflow_jobset.retry import reschedules_free
+
+    class Mine(AirflowRetryPolicy):
+        def evaluate(self, exception: BaseException, try_number: int, max_tries: int, context: Any = None) -> Any:
+            raise NotImplementedError
+
+    assert reschedules_free(operator().retry_policy)
+    assert not reschedules_free(operator(retry_policy=Mine()).retry_policy) and not reschedules_free(None)
 
 
 def test_run_key_is_per_task_instance_and_map_index() -> None:
@@ -940,6 +1000,52 @@ def test_a_cleared_task_runs_again_with_the_whole_budget_and_never_adopts_the_cl
     assert fresh["spec"]["failurePolicy"]["maxRestarts"] == old["spec"]["failurePolicy"]["maxRestarts"] == 2
 
 
+def test_a_clear_that_discards_the_task_state_store_still_starts_a_fresh_run_numbered_on(
+    server: LocalApiServer, driver: ClusterDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow 3.4 discards the task state store on a clear, and ends the cleared try (RESTARTING) before it
+    runs the next: the cleared try's on_kill, told the task is restarting, deletes its JobSet and leaves it on the
+    run record as cleared history; the next try, with an empty store, counts none of it and numbers on."""
+    airflow_says(monkeypatch, "restarting")
+    ti, store = ti_for("clear-discarded"), StateStore()
+    op = operator(retries=2)
+    box: dict[str, BaseException] = {}
+
+    def execute() -> None:
+        try:
+            op.execute({"ti": ti, "task_state_store": store})
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            box["error"] = exc
+
+    thread = threading.Thread(target=execute, daemon=True)
+    thread.start()
+    driver.run_until(lambda: len(server.list("v1", "Pod", NS)) == 5, 20, "try 1 to run")
+    [old] = jobsets(server)
+    op.on_kill()
+    thread.join(30)
+    assert isinstance(box.get("error"), AirflowFailException), box
+    driver.run_until(lambda: not jobsets(server) and not cleanups_running(), 20, "the cleared JobSet to be gone")
+    driver.succeed("*", jobset="train-*-1", times=None, after=0.3)
+    ti.try_number, ti.max_tries = 2, 1 + 2
+    store.clear()  # what Airflow 3.4's clear does to the task state store
+
+    value = in_thread(lambda: operator(retries=2).execute({"ti": ti, "task_state_store": store}))
+
+    assert value["succeeded"] and value["handle"]["name"].endswith("-1") and value["handle"]["attempt"] == 1
+    assert f"1 cleared attempt not counted ({old['metadata']['name']})" in value["ledger"]
+    [fresh] = jobsets(server)
+    assert fresh["spec"]["failurePolicy"]["maxRestarts"] == old["spec"]["failurePolicy"]["maxRestarts"] == 2
+
+
+def test_a_rescheduled_first_try_after_a_clear_is_no_clear_again() -> None:
+    """A try Airflow runs again after a reschedule (`task_reschedule_count`) keeps its own attempts."""
+    from airflow_jobset.tries import cleared_before
+
+    ti = TaskInstance(dag_id="d", task_id="t", run_id="r", try_number=5, max_tries=7)
+    assert cleared_before({"ti": ti}, 3) and cleared_before({"ti": ti, "task_reschedule_count": 0}, 3)
+    assert not cleared_before({"ti": ti, "task_reschedule_count": 1}, 3)
+
+
 def test_a_deferral_that_times_out_deletes_the_run_before_the_task_fails(server: LocalApiServer, driver: ClusterDriver) -> None:
     from datetime import timedelta
 
@@ -997,6 +1103,12 @@ def test_what_a_cancelled_trigger_and_a_late_cleanup_may_delete() -> None:
     assert [(sub.name, sub.attempt, sub.cleared) for sub, _ in entries(record)] == [("t-0", 0, True), ("t-1", 1, True)]
     assert taken_over(record, stored) and not taken_over(record, Handle("JobSet", "t-2", NS, "k", 2))
     assert not taken_over(None, stored)
+    # the cleared try's own cleanup makes history of its attempt and those before it, never of the fresh run's
+    late = cleared_record({"ended": [{"name": "t-0", "attempt": 0}, {"name": "t-2", "attempt": 2}]}, [obj(1)],
+                          stored.name, stored.attempt, up_to=stored.attempt)
+    assert [(sub.name, sub.cleared) for sub, _ in entries(late)] == [("t-0", True), ("t-1", True), ("t-2", False)]
+    assert cleanup.was_cleared(cleanup.TaskAnswer("restarting")) and cleanup.was_cleared(cleanup.TaskAnswer(None))
+    assert not any(cleanup.was_cleared(a) for a in (cleanup.TaskAnswer("failed"), cleanup.no_answer("timed out")))
 
 
 @TASK_STATE_STORE  # where the try keeps its own attempt

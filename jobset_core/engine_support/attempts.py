@@ -18,7 +18,7 @@ from jobset_core.constants import CANCELLED_ANNOTATION, CLEARED_ANNOTATION
 from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.actions import Action
 from jobset_core.lifecycle.attempts import adoptable
-from jobset_core.lifecycle.cancel import cancel_attempts
+from jobset_core.lifecycle.cancel import cancel_attempts, in_scope
 from jobset_core.lifecycle.contract import Handle, Runtime, State, handle_of, state_of
 from jobset_core.lifecycle.drive import JobSetRun
 from jobset_core.lifecycle.result import RunEvent
@@ -43,19 +43,38 @@ def resubmit_free(failed: Handle, spec: JobSetSpec | GangJobSpec, runtime: Runti
     return start_attempt(spec, runtime, run_key=failed.run_key, engine_attempt=engine_attempt, on_event=on_event)
 
 
+CLEARED_MARKS = {CLEARED_ANNOTATION: "true", CANCELLED_ANNOTATION: "true"}
+
+
 def clear_attempts(runtime: Runtime, run_key: str, namespace: str, stored: Handle | None) -> list[str]:
     """The user cleared the task, which runs again from the start: record every earlier attempt as cleared
-    (history: never spent, never adopted), then delete what is left of them. Returns their names."""
+    (history: never spent, never adopted), then delete what is left of them. Returns the names of every attempt
+    the run's history now holds as cleared: those on the cluster, the one the engine kept, and those the cleared
+    try's own cleanup made history already (`clear_up_to`; an engine that keeps nothing across a clear, as
+    Airflow 3.4 discards its task state store, learns them there)."""
     objects = runtime.find(run_key, namespace)
-    if not objects and stored is None:
-        return []
     record = runtime.read_run_record(run_key, namespace) or {}
-    runtime.write_run_record(run_key, namespace, records.cleared_record(
-        record, objects, stored.name if stored else None, stored.attempt if stored else 0))
+    if not objects and stored is None and not records.entries(record):
+        return []
+    cleared = records.cleared_record(record, objects, stored.name if stored else None, stored.attempt if stored else 0)
+    runtime.write_run_record(run_key, namespace, cleared)
     # The record now holds the cleared history the fresh run starts from: the deletion leaves it.
-    names = cancel_attempts(runtime, run_key, namespace, stored, whole_run=True,
-                            marks={CLEARED_ANNOTATION: "true", CANCELLED_ANNOTATION: "true"}, keep_record=lambda _: True)
-    return sorted(names)
+    names = cancel_attempts(runtime, run_key, namespace, stored, whole_run=True, marks=CLEARED_MARKS,
+                            keep_record=lambda _: True)
+    return sorted(set(names) | records.cleared_names(cleared))
+
+
+def clear_up_to(runtime: Runtime, known: Handle) -> list[str]:
+    """The cleared try's own cleanup, once the engine said the task was cleared: `known` and the run's attempts
+    before it become cleared history on the run record, which stays for the fresh run, and are deleted; never an
+    attempt after `known` (the fresh run may have submitted already). Returns the names deleted."""
+    objects = [o for o in runtime.find(known.run_key, known.namespace)
+               if in_scope(o, known.attempt, None)]
+    record = runtime.read_run_record(known.run_key, known.namespace) or {}
+    runtime.write_run_record(known.run_key, known.namespace, records.cleared_record(
+        record, objects, known.name, known.attempt, up_to=known.attempt))
+    return cancel_attempts(runtime, known.run_key, known.namespace, known, marks=CLEARED_MARKS,
+                           keep_record=lambda _: True)
 
 
 class Reattach(StrEnum):

@@ -119,10 +119,11 @@ def cleared_names(record: Mapping[str, Any]) -> set[str]:
 
 
 def cleared_record(record: Mapping[str, Any], objects: Iterable[Mapping[str, Any]], stored_name: str | None = None,
-                   stored_attempt: int = 0) -> dict[str, Any]:
+                   stored_attempt: int = 0, *, up_to: int | None = None) -> dict[str, Any]:
     """The record after an engine's clear (a fresh run): every attempt so far, from the cluster, the record and
     the handle the engine kept, listed as cleared, so the fresh run's ledger keeps their numbers but counts none.
-    A fresh run is not over: the record loses its expiry."""
+    A fresh run is not over: the record loses its expiry. `up_to`: the cleared try's own cleanup, which knows its
+    attempt only, makes history of that attempt and those before it, never of one the fresh run already made."""
     kept: dict[str, Entry] = {sub.name: (sub, d) for sub, d in entries(record)}
     for obj in objects:
         sub = submission_from_object(obj)
@@ -130,7 +131,8 @@ def cleared_record(record: Mapping[str, Any], objects: Iterable[Mapping[str, Any
             kept[sub.name] = (sub, None)
     if stored_name is not None and stored_name not in kept:
         kept[stored_name] = (Submission(stored_name, stored_attempt), None)
-    cleared = [(dataclasses.replace(sub, cleared=True), d) for sub, d in kept.values()]
+    cleared = [(dataclasses.replace(sub, cleared=True) if up_to is None or sub.attempt <= up_to else sub, d)
+               for sub, d in kept.values()]
     return reopened(_with_entries(record, cleared))
 
 

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, task
 
 from airflow_jobset import JobSetOperator
+from jobset_core import RetryPolicy
 
 
 def gang(name: str) -> dict:
@@ -44,6 +45,10 @@ with DAG(dag_id="jobset_components", schedule=None, start_date=datetime(2025, 1,
     # database, which a test cannot stall for reads alone), so it keeps the JobSet and asks again
     JobSetOperator(task_id="moved_unanswered", jobset=gang("movedq"), retries=2, deferrable=True, task_state_timeout=0)
     JobSetOperator(task_id="mark_failed_unanswered", jobset=gang("markq"), retries=2, deferrable=True, task_state_timeout=0)
+    # free interruptions capped at 1, no in-cluster restarts: a preemption's free retry spends no Airflow retry (on
+    # Airflow 3.4 a reschedule of the same try), the next preemption is over the cap
+    JobSetOperator(task_id="rescheduled", jobset=gang("resched"),
+                   retry=RetryPolicy(retries=1, in_cluster_restarts=False, count_interruptions=False, max_interruptions=1))
     # a worker's own execution_timeout: it knows it is over, Airflow still has it running
     JobSetOperator(task_id="timed_out_sync", jobset=gang("timedsync"), retries=0, execution_timeout=timedelta(seconds=40))
 

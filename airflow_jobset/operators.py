@@ -3,9 +3,9 @@
 Mapping of Airflow onto the core (the tries' arithmetic is `tries`, what a result makes Airflow do `outcome`):
 - every try of a task instance belongs to one run whose ledger lives on the cluster; Airflow's try number is the
   engine attempt, and a clear starts a fresh run with the whole budget (`jobset_core.clear_attempts`);
-- `retries` is the budget: `RetryPolicy(retries=task.retries)` unless `retry=` is given (then `retries` follows
-  it). Airflow owns resubmission (`resubmit=False`); a free retry runs again within the try; `watchdog=` (or the
-  workload's `watchdog:`) ends a gang that stopped making progress, decided like any failure;
+- `retries` is the budget: `RetryPolicy(retries=task.retries)` unless `retry=` is given (then `retries` follows it).
+  Airflow owns resubmission (`resubmit=False`); a free retry is an Airflow reschedule where Airflow has them (3.4,
+  `retry.py`), else runs again within the try; `watchdog=` ends a gang that stopped making progress;
 - reattach: on Airflow 3.3 the handle is kept in the task state store (`ResumableJobMixin`), and the core says
   whether it is the run's attempt to reconnect to (`jobset_core.reattach`); everywhere, `JobSetRun.start()`
   adopts the run's live submission by run key instead of submitting a duplicate;
@@ -279,9 +279,8 @@ class BaseJobSetOperator(Deferral, ResumableJobMixin, BaseOperator):
         return data
 
     def _run_again_free(self, context: Any, failed: Handle, data: dict[str, Any]) -> Any:
-        """A free retry (a gang's free interruption, a hardware failure) never spends one of Airflow's tries (the
-        budget's count): a reschedule where Airflow has them (3.4: its next run submits the next attempt, as
-        `get_job_status` finds this one ended), else the next attempt within this try (`resubmit_free`)."""
+        """A free retry (a free interruption, a hardware failure) never spends one of Airflow's tries: a reschedule
+        where Airflow has them (3.4: its next run submits the next attempt), else the next attempt within this try."""
         if reschedules_free(getattr(self, "retry_policy", None)):  # Airflow 3.1 and 3.2 have no retry_policy
             self.log.info("%s: Airflow reschedules the task, free: no retry spent (at most %d reschedules, the cap "
                           "of free retries)", failed.in_words, self.policy.interruption_cap)

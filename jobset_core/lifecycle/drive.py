@@ -23,6 +23,7 @@ from jobset_core.constants import SCHEDULING_API_GROUP
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle import record as records
+from jobset_core.lifecycle.accounts import run_goodput, with_recorded_runs
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.attempts import adoptable, attempt_number, is_live
 from jobset_core.lifecycle.cancel import cancel_attempts
@@ -280,11 +281,13 @@ class JobSetRun:
 
     def _report_decided(self, handle: Handle, step: Step) -> RunResult:
         result = self._result(handle, step)
-        self._emit(EventType.CANCELLED if step.cancelled else EventType.FAILED, step.note, handle)
+        self._emit(EventType.CANCELLED if step.cancelled else EventType.FAILED, result.message, handle)
         return result
 
     def _result(self, handle: Handle, step: Step, *, done: bool = True) -> RunResult:
-        return RunResult.of(step, handle, self.attempts, done=done)
+        """The run's result, with its goodput account: the record's attempts and this one as the step saw it."""
+        account = run_goodput(self._memory.record, step.time, self._now())
+        return RunResult.of(step, handle, self.attempts, done=done, goodput=account)
 
     def _resubmit_when_due(self, handle: Handle, step: Step) -> RunResult:
         """A poller's retry: due when the decision's backoff, counted from the recorded decision, has passed, so
@@ -340,7 +343,8 @@ class JobSetRun:
         engine = self.engine_attempt
         if before_current and engine is not None:
             engine = engine - 1 if engine > 0 else None
-        return Ledger.from_objects(objects, self.run_key, engine).with_ended(records.submissions(record))
+        ledger = Ledger.from_objects(objects, self.run_key, engine).with_ended(records.submissions(record))
+        return with_recorded_runs(ledger, record, self._now())
 
     def _fix_policy(self, objects: list[dict[str, Any]], record: Mapping[str, Any] | None) -> None:
         """Once anything was submitted, the run decides with the policy it was submitted with."""

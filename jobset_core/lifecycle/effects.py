@@ -18,6 +18,7 @@ from jobset_core import kinds
 from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.lifecycle.decided import Decided
+from jobset_core.lifecycle.goodput import starts_to_note
 from jobset_core.policy.kinds import FailureKind
 
 
@@ -49,7 +50,7 @@ def decision_of(step: Step, handle: Handle, now: datetime) -> Decided | None:
     if action is Action.END_ATTEMPT:  # the run ends it itself: what follows is the policy's decision
         action = Action.RESUBMIT if step.decision is not None and step.decision.retry else Action.FAILED
     return Decided(handle.name, handle.attempt, action, now, diagnosis=step.diagnosis, decision=step.decision,
-                   ending=step.ending, ttl_seconds=held, kind=handle.kind)
+                   ending=step.ending, ttl_seconds=held, kind=handle.kind, account=step.time)
 
 
 def effects_of(step: Step, handle: Handle, observation: Observation, now: datetime) -> Effects:
@@ -61,7 +62,7 @@ def effects_of(step: Step, handle: Handle, observation: Observation, now: dateti
     avoid, why = _avoided(step)
     then = decided.action if decided is not None else step.action  # an ended attempt: what its decision calls for
     over = then in (Action.FAILED, Action.SUCCEEDED)  # a retry goes on, in this run or the engine's
-    return Effects(decided, over, release, _annotations(step, handle), avoid, why, _new_causes(step, observation))
+    return Effects(decided, over, release, _annotations(step, handle, observation), avoid, why, _new_causes(step, observation))
 
 
 def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
@@ -76,15 +77,19 @@ def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
     return tuple(decision.avoid_nodes), why
 
 
-def _annotations(step: Step, handle: Handle) -> dict[str, str]:
-    """A gang Job's free replacements (they leave no trace in its status and outlive its pods only here), written
-    on the live Job when they changed."""
+def _annotations(step: Step, handle: Handle, observation: Observation) -> dict[str, str]:
+    """What the live workload keeps that outlives its pods: when each restart's gang ran (the goodput account,
+    `goodput.starts_to_note`), and a gang Job's free replacements (they leave no trace in its status), each written
+    when it changed."""
     facts = step.facts
-    sub = facts.submission if facts is not None else None
-    if facts is None or sub is None or facts.deleting_since is not None or kinds.named(handle.kind).restarts_whole:
+    if facts is None or facts.gone or facts.deleting_since is not None or step.recorded:
         return {}
+    noted = starts_to_note(step.time, observation.main)
+    sub = facts.submission
+    if sub is None or kinds.named(handle.kind).restarts_whole:
+        return noted
     changed = sub.free_in_place and sub.free_in_place != facts.free_in_place_noted
-    return {c.FREE_INTERRUPTIONS_ANNOTATION: str(sub.free_in_place)} if changed else {}
+    return {**noted, c.FREE_INTERRUPTIONS_ANNOTATION: str(sub.free_in_place)} if changed else noted
 
 
 def _new_causes(step: Step, observation: Observation) -> tuple[dict[str, Any], ...]:

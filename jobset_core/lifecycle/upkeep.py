@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from jobset_core.lifecycle import record as records
+from jobset_core.lifecycle.accounts import with_recorded_runs
 from jobset_core.lifecycle.actions import Step
 from jobset_core.lifecycle.contract import Handle, Observation, Runtime
 from jobset_core.lifecycle.effects import effects_of
@@ -52,7 +53,7 @@ class Upkeep:
             if effects.over:
                 record = records.over(record, now)
             self.write(record)
-            self.memory.ledger = self.memory.ledger.with_ended(records.submissions(record))
+            self.memory.ledger = with_recorded_runs(self.memory.ledger.with_ended(records.submissions(record)), record, now)
         if effects.keep_causes:
             self._try("keep the restart causes of", handle, self.runtime.keep_restart_causes, effects.keep_causes,
                       observation.main)

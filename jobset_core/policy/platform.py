@@ -1,5 +1,5 @@
 """The platform's retry settings, checked: the default count (env, then the config file, then 3), whether
-hardware failures count, and the site's log signatures.
+hardware failures count, how much healthy running refills a spent retry, and the site's log signatures.
 
 Pure: each setting is judged from a `PlatformConfig` (what `jobset_core/platform_config.py`, the one reader of
 the environment and the file, found), with the checks a task's own setting gets, and a key the file does not
@@ -14,13 +14,13 @@ from typing import Any
 
 from jobset_core.errors import SpecError
 from jobset_core.platform_config import RETRIES_ENV, PlatformConfig, read_platform_config
-from jobset_core.policy.checks import COUNT_BOUNDS, check_signatures, is_count
+from jobset_core.policy.checks import COUNT_BOUNDS, check_signatures, is_count, is_seconds
 
 DEFAULT_RETRIES = 3
 CONFIG_SECTION = "retry"
 SIGNATURES_SECTION = "signatures"  # [signatures] "<regular expression>" = "<failure kind>"
 WATCHDOG_SECTION = "watchdog"  # [watchdog]: its keys are judged by `policy/watchdog.py`
-CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures")}
+CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures", "refill_seconds")}
 
 
 def platform_default_retries(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
@@ -55,6 +55,18 @@ def counts_hardware_failures(found: PlatformConfig) -> bool:
         raise SpecError(f"{found.path}: {CONFIG_SECTION}.count_hardware_failures", f"{value!r} is not true or false",
                         "use true or false")
     return value
+
+
+def refill_seconds(found: PlatformConfig) -> float:
+    """How much healthy running gives one spent retry back (`[retry] refill_seconds`); by default none: a count
+    means what it says until the platform says otherwise."""
+    value = _section(found).get("refill_seconds")
+    if value is None:
+        return 0.0
+    if not is_seconds(value):
+        raise SpecError(f"{found.path}: {CONFIG_SECTION}.refill_seconds", f"{value!r} is not a number of seconds >= 0",
+                        "use e.g. refill_seconds = 21600")
+    return float(value)
 
 
 def site_signatures(found: PlatformConfig) -> tuple[tuple[str, str], ...]:

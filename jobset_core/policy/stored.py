@@ -31,6 +31,7 @@ def policy_annotation(policy: Any) -> dict[str, Any]:
         "countHardwareFailures": policy.count_hardware_failures,
         "signatures": [list(pair) for pair in policy.signatures],
         "siteSignatures": [list(pair) for pair in policy.site_signatures],
+        "refillSeconds": policy.refill_seconds,
     }
 
 
@@ -56,4 +57,5 @@ def settings_from_annotation(data: Mapping[str, Any], base: Any) -> dict[str, An
         "count_hardware_failures": bool(data.get("countHardwareFailures", base.count_hardware_failures)),
         "signatures": [tuple(pair) for pair in data.get("signatures", base.signatures)],
         "site_signatures": [tuple(pair) for pair in data.get("siteSignatures", base.site_signatures)],
+        "refill_seconds": float(data.get("refillSeconds", base.refill_seconds) or 0.0),
     }

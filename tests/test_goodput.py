@@ -1,4 +1,4 @@
-"""Where a run's time went (`lifecycle/goodput.py`) and the budget that refills with healthy running
+"""Where a run's time went (`policy/goodput.py`) and the budget that refills with healthy running
 (`policy/refill.py`): the account's rules at chosen moments, then days of cluster time on the virtual clock (several
 preemptions, refills over a simulated week, and a control where no refill is due), then real processes on the local
 runtime (a checkpoint line, a failure after it, the lost work measured against the times the processes wrote)."""
@@ -27,7 +27,7 @@ from jobset_core import (
 from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.actions import Action
 from jobset_core.lifecycle.decided import Decided
-from jobset_core.lifecycle.goodput import PARTS, AttemptTime, Goodput, Span, goodput
+from jobset_core.policy.goodput import PARTS, AttemptTime, Goodput, Span, goodput
 from jobset_core.policy.ledger import Ledger, Submission
 from jobset_core.policy.refill import duration, refilled
 

@@ -22,8 +22,8 @@ from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.lifecycle.actions import Action, Ending
-from jobset_core.lifecycle.goodput import AttemptTime
 from jobset_core.policy.decision import RetryDecision
+from jobset_core.policy.goodput import AttemptTime
 
 DECIDED_VERSION = 1
 # What a decision can call for: the attempt succeeded, failed for good, or is followed by another attempt.
@@ -45,7 +45,7 @@ class Decided:
     ending: Ending | None = None
     ttl_seconds: int | None = None
     kind: str = c.JOBSET_KIND  # the workload's kind: its handle outlives the workload
-    # Where the attempt's time went, as the step saw it when it decided (`lifecycle.goodput`): every later reader
+    # Where the attempt's time went, as the step saw it when it decided (`policy.goodput`): every later reader
     # tells the run's account from the record; None in a record written before accounts were kept.
     account: AttemptTime | None = None
 

@@ -18,7 +18,7 @@ from jobset_core import kinds
 from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.lifecycle.decided import Decided
-from jobset_core.lifecycle.goodput import starts_to_note
+from jobset_core.policy.goodput import starts_to_note
 from jobset_core.policy.kinds import FailureKind
 
 

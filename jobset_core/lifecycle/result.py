@@ -15,9 +15,9 @@ from typing import Any
 from jobset_core.diagnosis import Diagnosis, HistoryEntry
 from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, State
-from jobset_core.lifecycle.goodput import Goodput
 from jobset_core.lifecycle.standing import Progress
 from jobset_core.policy.budget import RetryDecision
+from jobset_core.policy.goodput import Goodput
 from jobset_core.policy.ledger import Ledger
 
 
@@ -66,7 +66,7 @@ class RunResult:
     history: tuple[HistoryEntry, ...] = ()
     # The attempt's pods as the step saw them (for log links and the timeline; not in `to_dict`).
     pods: tuple[dict[str, Any], ...] = ()
-    # Where the run's time went (`lifecycle.goodput`): its recorded attempts and the one this result is about.
+    # Where the run's time went (`policy.goodput`): its recorded attempts and the one this result is about.
     goodput: Goodput | None = None
 
     @property

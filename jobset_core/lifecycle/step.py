@@ -26,14 +26,15 @@ from jobset_core.diagnosis.deadlines import next_deadline
 from jobset_core.diagnosis.excerpt import quote_in_log_excerpt
 from jobset_core.diagnosis.hardware import compile_signatures, node_faults
 from jobset_core.lifecycle import endings
+from jobset_core.lifecycle.accounts import known_checkpoints
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.assemble import diagnose_observation
 from jobset_core.lifecycle.contract import Handle, Observation, State
 from jobset_core.lifecycle.decided import Decided
 from jobset_core.lifecycle.facts import Facts, facts_of
-from jobset_core.lifecycle.goodput import AttemptTime, attempt_time, known_checkpoints
 from jobset_core.lifecycle.standing import PodCounts, Progress, cause_deadline, progress_of
 from jobset_core.policy.budget import RetryPolicy
+from jobset_core.policy.goodput import AttemptTime, attempt_time
 from jobset_core.policy.kinds import FailureKind
 from jobset_core.policy.ledger import Ledger, Submission
 from jobset_core.policy.watchdog import Watchdog
@@ -127,7 +128,7 @@ def assess(
 
 def account_of(handle: Handle, observation: Observation, diagnosis: Diagnosis | None, policy: RetryPolicy,
                facts: Facts) -> AttemptTime:
-    """The attempt's goodput account from this look (`lifecycle.goodput`), its checkpoints as its ranks wrote them."""
+    """The attempt's goodput account from this look (`policy.goodput`), its checkpoints as its ranks wrote them."""
     return attempt_time(handle.name, handle.attempt, observation.main, observation.pods, diagnosis,
                         checkpoints=known_checkpoints(observation), is_free=policy.is_free,
                         succeeded=facts.state is State.SUCCEEDED)

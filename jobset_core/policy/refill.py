@@ -7,7 +7,7 @@ newest refill), one spent retry is given back, never more than were spent, so wh
 starts the clock again, and a free interruption neither spends nor refills: the running around it still counts.
 
 Pure: what ran comes from the ledger (`Ledger.runs`, each attempt's running spans from the run's goodput account,
-`lifecycle/goodput.py`), so every process that reads the run counts the same refills.
+`policy/goodput.py`), so every process that reads the run counts the same refills.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis import Diagnosis
-from jobset_core.lifecycle.contract import Observation
 from jobset_core.policy.refill import Run, duration
 
 ACCOUNT_VERSION = 1
@@ -229,22 +228,6 @@ def _before(checkpoint: datetime | None, start: datetime | None, end: datetime |
     return checkpoint
 
 
-def known_checkpoints(observation: Observation) -> dict[int, datetime]:
-    """The newest checkpoint line known per in-cluster restart: read at its failure (`Observation.checkpoints`),
-    or by the watchdog's reads of the running ranks (`Observation.output`)."""
-    found = dict(observation.checkpoints)
-    output = observation.output
-    if output is not None:
-        groups = {ev.name_of(p): ev.restart_attempt(p) or 0 for p in observation.pods}
-        for rank in output.ranks:
-            restart = groups.get(rank.pod)
-            if restart is None or rank.checkpoint_at is None:
-                continue
-            if restart not in found or rank.checkpoint_at > found[restart]:
-                found[restart] = rank.checkpoint_at
-    return found
-
-
 # ----- the run -------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -283,6 +266,8 @@ class Goodput:
     failures: tuple[FailureCost, ...] = ()
     start: datetime | None = None
     end: datetime | None = None
+    # The walk itself, for a picture (`timeline.py` shades the lost and the waiting spans): (part, from, to).
+    segments: tuple[tuple[str, datetime, datetime], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def ratio(self) -> float:
@@ -316,6 +301,7 @@ class _Walk:
     cursor: datetime
     end: datetime
     parts: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
+    segments: list[tuple[str, datetime, datetime]] = field(default_factory=list)
 
     def to(self, part: str, until: datetime | None) -> float:
         if until is None:
@@ -325,6 +311,10 @@ class _Walk:
             return 0.0
         seconds = (until - self.cursor).total_seconds()
         self.parts[part] += seconds
+        if self.segments and self.segments[-1][0] == part and self.segments[-1][2] == self.cursor:
+            self.segments[-1] = (part, self.segments[-1][1], until)
+        else:
+            self.segments.append((part, self.cursor, until))
         self.cursor = until
         return seconds
 
@@ -356,7 +346,7 @@ def goodput(attempts: Sequence[AttemptTime], now: datetime) -> Goodput:
         failures[-1] = replace(failures[-1], restart_seconds=failures[-1].restart_seconds + waited)
     parts = walk.parts
     return Goodput((end - start).total_seconds(), parts["queued"], parts["productive"], parts["lost"],
-                   parts["detection"], parts["restart"], tuple(failures), start, end)
+                   parts["detection"], parts["restart"], tuple(failures), start, end, tuple(walk.segments))
 
 
 def _failure(walk: _Walk, span: Span) -> FailureCost:

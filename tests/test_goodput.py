@@ -237,3 +237,72 @@ def test_real_processes_lose_the_work_since_their_checkpoint(tmp_path: Path) -> 
     assert failure.lost_seconds == pytest.approx(measured, abs=1.3)
     assert failure.lost_seconds < wrote["failed-0"] - max(wrote["start-0"], wrote["start-1"]) - 0.5
     assert "goodput" in result.message and result.to_dict()["goodput"]["failures"][0]["checkpointed"] is True
+
+
+# ----- the same script on both: the offline cluster and real processes -------------------------------------------
+
+PROGRAM = """
+import time
+start = time.time()
+n = 0
+while True:
+    print(f"step {n}", flush=True)
+    if n == 10:
+        print("checkpoint saved", flush=True)
+    n += 1
+    time.sleep(0.2)
+"""
+CHECKPOINT_AT, CRASH_AT = 2.0, 3.5  # seconds after the rank started: a checkpoint line, then rank 0 crashes
+
+
+def _spec(name: str, command: list[str]) -> JobSetSpec:
+    return JobSetSpec(name=name, replicated_jobs=[ReplicatedJob("w", image="python", command=command, parallelism=2, completions=2)],
+                      retry=RetryPolicy(retries=0, backoff=tenacity.wait_none()),
+                      watchdog=Watchdog(stall_seconds=1, progress=r"step \d+", checkpoint="checkpoint saved"))
+
+
+def _offline_account() -> Goodput:
+    from jobset_core import clock as clocks
+    from jobset_core.testing import FakeCluster, VirtualClock
+
+    clock = VirtualClock()
+    with FakeCluster(["ml-team"], clock=clock, start_after=1) as fake, clocks.using(clock):
+        now = lambda: datetime.fromtimestamp(clock.time(), UTC)  # noqa: E731
+        fake.prints("*", every=0.2, times=None, line="step {n}")
+        fake.prints("*", every=CHECKPOINT_AT, times=None, line="checkpoint saved")  # the first at CHECKPOINT_AT
+        fake.exit("w-0-0", 1, after=CRASH_AT)
+        runtime = fake.runtime("ml-team")
+        spec = _spec("same", ["python", "train.py"])
+        handle = JobSetRun(spec, runtime, run_key=make_run_key("same", "fake"), now=now).start()
+        for _ in range(100):
+            fake.run_for(0.5)
+            result = JobSetRun.resume(handle, runtime, spec=spec, now=now).step()
+            if result.done:
+                assert result.goodput is not None
+                return result.goodput
+    raise AssertionError("the offline run did not end")
+
+
+def _local_account(tmp_path: Path) -> Goodput:
+    from jobset_core.runtimes.local import LocalRuntime
+    from jobset_core.sim.faults import Crash
+
+    runtime = LocalRuntime(stream_output=False, workdir=tmp_path / "work", grace_seconds=2,
+                           faults=[Crash("w-0-0", after_seconds=CRASH_AT)])
+    try:
+        result = JobSetRun(_spec("same", [sys.executable, "-c", PROGRAM]), runtime, run_key=make_run_key("same", "local")).run()
+    finally:
+        runtime.close()
+    assert result.goodput is not None
+    return result.goodput
+
+
+def test_the_offline_cluster_and_real_processes_tell_the_same_account_of_the_same_script(tmp_path: Path) -> None:
+    offline, local = _offline_account(), _local_account(tmp_path)
+    for account in (offline, local):
+        parts_add_up(account)
+        assert [(f.kind, f.checkpointed) for f in account.failures] == [("ApplicationError", True)], account
+    assert offline.failures[0].lost_seconds == pytest.approx(CRASH_AT - CHECKPOINT_AT, abs=0.5)
+    # the local runtime times a line by its file's last write when read (about once a window): within a second
+    assert local.failures[0].lost_seconds == pytest.approx(offline.failures[0].lost_seconds, abs=1.3)
+    assert local.productive_seconds == pytest.approx(offline.productive_seconds, abs=1.3)

@@ -187,7 +187,7 @@ class JobSetRun:
                 observation = yield Wait(change=handle, look_at=look_at)
             if observation is None:
                 observation = yield Look(handle)
-            step = yield Act(partial(self._take, handle, observation, reports), noting=True)
+            step = yield Act(partial(self._take, handle, observation, reports, polling), noting=True)
             if step.action is Action.WAIT and not polling:
                 look_at = monotonic_at(step.next_look_at, self._now())
                 continue
@@ -225,9 +225,10 @@ class JobSetRun:
     # ----- one step, and the handler of each action -------------------------------------------------
 
     def _take(self, handle: Handle, observation: Observation,
-              reports: Callable[[], Sequence[AppReport]] | None = None) -> Step:
+              reports: Callable[[], Sequence[AppReport]] | None = None, polling: bool = False) -> Step:
         """Assess one observation, report it, and do on the cluster what the step asks (`effects_of`): the
-        decision into the run record first, then the workload's TTL released, then its annotations."""
+        decision into the run record first, then the workload's TTL released, then its annotations (a poller's
+        also note when each gang ran: it may not see a restart's pods again)."""
         memory = self._memory
         if observation.cancelled or marked_cancelled(observation.main):
             memory.seen_cancelled.add(handle.name)  # once gone, it was cancelled, not deleted by someone else
@@ -238,7 +239,7 @@ class JobSetRun:
                       cancelled=cancelled, reports=found)
         self._reporter.gang(handle, observation)
         self._reporter.step(handle, step)
-        self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now())
+        self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now(), note_starts=polling)
         return step
 
     def _apply(self, handle: Handle, step: Step, polling: bool) -> Outcome:

@@ -53,8 +53,11 @@ def decision_of(step: Step, handle: Handle, now: datetime) -> Decided | None:
                    ending=step.ending, ttl_seconds=held, kind=handle.kind, account=step.time)
 
 
-def effects_of(step: Step, handle: Handle, observation: Observation, now: datetime) -> Effects:
-    """What the driver does for this step, besides its action."""
+def effects_of(step: Step, handle: Handle, observation: Observation, now: datetime, *,
+               note_starts: bool = False) -> Effects:
+    """What the driver does for this step, besides its action. `note_starts`: the run polls (an engine's `get`,
+    a trigger's wake-up), so a restart's pods may be gone before it looks again: when each gang ran is noted on
+    the workload for the goodput account (a watcher sees every restart, and its evidence keeper keeps the pods)."""
     decided = decision_of(step, handle, now)
     release = None
     if (decided is not None or step.recorded) and step.action is not Action.END_ATTEMPT and step.facts is not None:
@@ -62,7 +65,7 @@ def effects_of(step: Step, handle: Handle, observation: Observation, now: dateti
     avoid, why = _avoided(step)
     then = decided.action if decided is not None else step.action  # an ended attempt: what its decision calls for
     over = then in (Action.FAILED, Action.SUCCEEDED)  # a retry goes on, in this run or the engine's
-    return Effects(decided, over, release, _annotations(step, handle, observation), avoid, why, _new_causes(step, observation))
+    return Effects(decided, over, release, _annotations(step, handle, observation, note_starts), avoid, why, _new_causes(step, observation))
 
 
 def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
@@ -77,14 +80,14 @@ def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
     return tuple(decision.avoid_nodes), why
 
 
-def _annotations(step: Step, handle: Handle, observation: Observation) -> dict[str, str]:
+def _annotations(step: Step, handle: Handle, observation: Observation, note_starts: bool) -> dict[str, str]:
     """What the live workload keeps that outlives its pods: when each restart's gang ran (the goodput account,
     `goodput.starts_to_note`), and a gang Job's free replacements (they leave no trace in its status), each written
     when it changed."""
     facts = step.facts
     if facts is None or facts.gone or facts.deleting_since is not None or step.recorded:
         return {}
-    noted = starts_to_note(step.time, observation.main)
+    noted = starts_to_note(step.time, observation.main) if note_starts else {}
     sub = facts.submission
     if sub is None or kinds.named(handle.kind).restarts_whole:
         return noted

@@ -39,9 +39,10 @@ class Upkeep:
         self.memory.wrote_record(record)
 
     def carry_out(self, step: Step, handle: Handle, observation: Observation, policy: Mapping[str, Any],
-                  now: datetime) -> None:
-        """What `step` asks done on the cluster, in its order (`policy`: the run's, as an annotation)."""
-        effects = effects_of(step, handle, observation, now)
+                  now: datetime, *, note_starts: bool = False) -> None:
+        """What `step` asks done on the cluster, in its order (`policy`: the run's, as an annotation;
+        `note_starts`: note the gang starts on the workload, see `effects_of`)."""
+        effects = effects_of(step, handle, observation, now, note_starts=note_starts)
         kept = self.memory.record
         ends_record = effects.over and bool(kept) and records.expires_at(kept or {}) is None
         if effects.decided is not None or effects.avoid or ends_record:

@@ -164,8 +164,8 @@ def noted_starts(main: Mapping[str, Any] | None) -> dict[int, datetime]:
 
 def starts_to_note(time: AttemptTime | None, main: Mapping[str, Any] | None) -> dict[str, str]:
     """The annotation that notes the gang starts this look saw and the workload does not note yet: one write per
-    gang start (the JobSet deletes a restart's pods, and a JobSet that failed its Jobs', before a poller may look
-    again), none while nothing changes."""
+    gang start of a polled run (the JobSet deletes a restart's pods, and a JobSet that failed its Jobs', before a
+    poller may look again), none while nothing changes."""
     if time is None or main is None:
         return {}
     noted = noted_starts(main)

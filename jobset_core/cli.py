@@ -294,7 +294,7 @@ def explain(args: argparse.Namespace) -> int:
         result = diagnose_observation(seen, submitted_policy(_main_of(seen)), now or datetime.now(UTC))
         extra, code = {}, outcome(seen, result)
     account = attempt_goodput(seen, decided, result, code, now)
-    extra["goodput"] = said_goodput(account, as_json=args.json)
+    extra.update(said_goodput(account, as_json=args.json))
     # The file first: a reader of the output that went away (`| head -3`) must not cost the page the user asked for.
     if args.html:
         state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(code, "still running")
@@ -341,11 +341,12 @@ def attempt_goodput(seen: Observation, decided: Decided | None, diagnosis: Diagn
     return goodput([time.decided(ended, None) if ended is not None else time], now or datetime.now(UTC))
 
 
-def said_goodput(account: Any, *, as_json: bool) -> Any:
-    """The account as `explain` prints it: its one line (none for an attempt with no time yet), or all of it."""
+def said_goodput(account: Any, *, as_json: bool) -> dict[str, Any]:
+    """The account as `explain` prints it: all of it (JSON), or its one line ("time: goodput 78%: ..."; none for
+    an attempt with no time yet)."""
     if as_json:
-        return account.to_dict()
-    return account.line() if account.wall_seconds else None
+        return {"goodput": account.to_dict()}
+    return {"time": account.line() if account.wall_seconds else None}
 
 
 def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, now: datetime | None = None, *,

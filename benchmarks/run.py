@@ -9,6 +9,7 @@ from benchmarks import (
     diagnose_scale,
     diagnose_tails,
     followers,
+    goodput,
     idle_cpu,
     manifests,
     peer,
@@ -55,6 +56,8 @@ def main() -> None:
     followers.main(["--n", "20", "100"])  # 200 takes 20 minutes on 2 cores: `--n 200 --append`
     print("\n## 10. the watchdog: log reads per run per stall window, detection delay, quiet-but-steady runs (issue 47)")
     stalls.main(["--runs", "50", "--pods", "8", "--every", "4.5", "--stall", "5", "--seconds", "120", "--hung", "20"])
+    print("\n## 11. the goodput account: requests of quiet polls, CPU of 5,000 runs' accounts (issue 48)")
+    goodput.main([])
 
 
 if __name__ == "__main__":

@@ -204,9 +204,10 @@ class JobSetConnector(AsyncConnectorBase):
         if result.free_retry and meta.template:
             # Still this Flyte attempt: propeller would count RETRYABLE_FAILED as a spent retry.
             spec = self._spec(unpack_template(meta.template), meta, handle.namespace)
+            going_on = report.unframed(dataclasses.replace(result, goodput=None).message)  # its account: at its end
             new = resubmit_free(handle, spec, runtime, engine_attempt=meta.engine_attempt, on_event=report.echo())
             result = dataclasses.replace(result, done=False, handle=new, attempts=[*result.attempts, new], pods=())
-            message = (f"{message}; resubmitted as {new.name} (attempt {shown_attempt(new.attempt)}) "
+            message = (f"{going_on}; resubmitted as {new.name} (attempt {shown_attempt(new.attempt)}) "
                        f"within {local_run.flyte_retry(meta.engine_attempt or 0)}")
         return self._answer(meta, run, runtime, result, message)
 

@@ -80,7 +80,8 @@ def timeline(run: JobSetRun, runtime: Runtime, result: RunResult, message: str, 
     """The run's history lines, and where its timeline page went (None: nowhere to write it)."""
     assert result.handle is not None
     attempts = run_timeline(run, runtime, result.handle, result, reword=unframed)
-    html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=budget, summary=message)
+    html = render_timeline(attempts, title=f"JobSet run {run.run_key}", budget=budget, summary=message,
+                           goodput=result.goodput)
     return history_lines(attempts, reword=unframed), publish(html, output_prefix)
 
 

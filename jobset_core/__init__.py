@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from jobset_core.model.workload import DEFAULT_NAMESPACE, namespace_for
     from jobset_core.policy.budget import RetryPolicy
     from jobset_core.policy.decision import RetryDecision
+    from jobset_core.policy.goodput import AttemptTime, FailureCost, Goodput
     from jobset_core.policy.interruptible import Interruptible
     from jobset_core.policy.kinds import FailureKind
     from jobset_core.policy.ledger import Ledger, Submission, submission_from_object
@@ -120,6 +121,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "jobset_core.model.validation": ("check_bool", "check_dns1123", "check_positive_int", "check_seconds"),
     "jobset_core.policy.budget": ("RetryPolicy",),
     "jobset_core.policy.decision": ("RetryDecision",),
+    "jobset_core.policy.goodput": ("AttemptTime", "FailureCost", "Goodput"),
     "jobset_core.policy.interruptible": ("Interruptible",),
     "jobset_core.policy.platform": ("NodeSettings", "platform_default_retries", "platform_node_settings"),
     "jobset_core.policy.watchdog": ("Watchdog", "platform_watchdog"),
@@ -155,6 +157,9 @@ __all__ = [
     "Action",
     "AppReport",
     "AttemptTimeline",
+    "AttemptTime",
+    "FailureCost",
+    "Goodput",
     "KEEP_STREAMS_SECONDS",
     "ClusterAccess",
     "TcpKeepalive",

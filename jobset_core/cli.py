@@ -296,10 +296,12 @@ def explain(args: argparse.Namespace) -> int:
         now = ev.dump_time(seen.main, seen.jobs, seen.pods, seen.events, seen.workloads, seen.nodes) if args.from_file else None
         result = diagnose_observation(seen, submitted_policy(_main_of(seen)), now or datetime.now(UTC))
         extra, code = {}, outcome(seen, result)
+    account = attempt_goodput(seen, decided, result, code, now)
+    extra.update(said_goodput(account, as_json=args.json))
     # The file first: a reader of the output that went away (`| head -3`) must not cost the page the user asked for.
     if args.html:
         state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(code, "still running")
-        write_timeline(args.html, seen, result, now, name=args.name, state=state)
+        write_timeline(args.html, seen, result, now, name=args.name, state=state, account=account)
     if args.json:
         print(json.dumps({**result.to_dict(), **extra}, indent=2))
     else:
@@ -327,8 +329,31 @@ def decided_story(args: argparse.Namespace, seen: Observation, decided: Decided)
     return diagnosis, extra, EXIT_SUCCEEDED if decided.action is Action.SUCCEEDED else EXIT_FAILED
 
 
+def attempt_goodput(seen: Observation, decided: Decided | None, diagnosis: Diagnosis, code: int,
+                    now: datetime | None) -> Any:
+    """Where the explained attempt's time went (`policy.goodput`): as its run recorded it at its decision, else
+    from what this look read (its pods, the restarts' times of its diagnosis), up to its failure or now."""
+    from jobset_core.policy.goodput import attempt_time, goodput
+
+    if decided is not None and decided.account is not None:
+        return goodput([decided.account], decided.at)
+    main = _main_of(seen)
+    time = attempt_time(name_of(main or {}), 0, main, seen.pods, diagnosis, is_free=submitted_policy(main).is_free,
+                        succeeded=code == EXIT_SUCCEEDED)
+    ended = diagnosis.time if code == EXIT_FAILED else (time.spans[-1].end if code == EXIT_SUCCEEDED and time.spans else None)
+    return goodput([time.decided(ended, None) if ended is not None else time], now or datetime.now(UTC))
+
+
+def said_goodput(account: Any, *, as_json: bool) -> dict[str, Any]:
+    """The account as `explain` prints it: all of it (JSON), or its one line ("time: goodput 78%: ..."; none for
+    an attempt with no time yet)."""
+    if as_json:
+        return {"goodput": account.to_dict()}
+    return {"time": account.line() if account.wall_seconds else None}
+
+
 def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, now: datetime | None = None, *,
-                   name: str | None = None, state: str | None = None) -> None:
+                   name: str | None = None, state: str | None = None, account: Any = None) -> None:
     """The Flyte Deck's timeline page, for people who are not in Flyte: every pod as a bar, the culprit marked (a
     workload the cluster deleted since has no pod left to draw: its page says its cause).
     Written before anything is printed, so that a closed pipe on standard output cannot lose it."""
@@ -338,7 +363,7 @@ def write_timeline(path: str, observation: Observation, diagnosis: Diagnosis, no
     if state is None:
         state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(outcome(observation, diagnosis), "still running")
     attempt = AttemptTimeline(name, list(observation.pods), diagnosis, state)
-    page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary, now=now)
+    page = render_timeline([attempt], title=f"{name}: timeline", summary=diagnosis.summary, now=now, goodput=account)
     try:
         Path(path).write_text(page)
     except OSError as exc:

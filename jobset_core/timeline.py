@@ -18,6 +18,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis import Diagnosis
+from jobset_core.policy.goodput import Goodput
 
 # CSS classes a reader (and a test) can rely on.
 CULPRIT = "culprit"
@@ -26,6 +27,9 @@ RESTART_CAUSE = "restart-cause"
 TORN_DOWN = "torn-down"
 SILENT = "silent"  # the span a stalled gang made no progress (`Diagnosis.silent_since` to its time)
 SILENT_LANE = "no progress (watchdog)"
+GOODPUT_LANE = "where the time went"  # the run's goodput account: productive, lost and waiting spans
+# The account's parts as the picture shades them (`policy.goodput`): waiting and lost work stand out.
+SHADES = {"productive": "productive", "queued": "waiting", "restart": "waiting", "lost": "lost", "detection": "lost"}
 OUTCOMES = ("succeeded", "failed", "disrupted", TORN_DOWN, "running", "pending")
 
 
@@ -131,6 +135,14 @@ def bars(attempts: Iterable[AttemptTimeline]) -> list[Bar]:
     return out
 
 
+def _goodput_bars(account: Goodput | None) -> list[Bar]:
+    """The run's account as one lane: each part of its wall time a segment, waiting and lost work shaded."""
+    if account is None:
+        return []
+    return [Bar("run", 0, GOODPUT_LANE, start, end, SHADES.get(part, part), reason=part)
+            for part, start, end in account.segments]
+
+
 def _silent_bar(attempt: AttemptTimeline, rows: Sequence[Bar]) -> list[Bar]:
     """A stalled attempt's silence as a lane of its own, under its pods: when no rank made progress."""
     d = attempt.diagnosis
@@ -177,6 +189,8 @@ background:#f4f4f4}.bar{position:absolute;top:0;height:14px;border-radius:2px;mi
 .succeeded{background:#3a9d5d}.running{background:#4a7bd0}.pending{background:#bbb}.failed{background:#c9a227}
 .disrupted{background:#8e6bbf}.torn-down{background:#999}.cascade{background:#e0a060;opacity:.7}.culprit{background:#d0312d;
 outline:2px solid #700}.restart-cause{outline:2px dashed #700}.silent{background:repeating-linear-gradient(45deg,#d0312d 0 4px,#f4c7c3 4px 8px)}.group{margin-top:8px;font-weight:600}
+.productive{background:#3a9d5d}.waiting{background:repeating-linear-gradient(45deg,#bbb 0 4px,#eee 4px 8px)}
+.lost{background:repeating-linear-gradient(45deg,#d0312d 0 3px,#f0a09c 3px 6px)}
 .legend span{display:inline-block;padding:1px 6px;margin-right:6px;color:#fff;border-radius:2px}
 """
 
@@ -189,6 +203,8 @@ _LEGEND = (
     (CULPRIT, "culprit"),
     (CASCADE, "cascade"),
     (SILENT, "no progress"),
+    ("lost", "lost work"),
+    ("waiting", "waiting"),
     ("disrupted", "disrupted"),
     ("failed", "failed"),
     (TORN_DOWN, "torn down"),
@@ -204,15 +220,19 @@ def render_timeline(
     budget: str | None = None,
     summary: str | None = None,
     now: datetime | None = None,
+    goodput: Goodput | None = None,
 ) -> str:
-    """The whole page: header facts (outcome, cause, restarts, budget), a legend, and one lane per pod."""
+    """The whole page: header facts (outcome, cause, restarts, budget, where the time went), a legend, one lane per
+    pod, and the run's goodput account as a lane of its own (its lost and waiting spans shaded)."""
     now = now or datetime.now(UTC)
-    rows = bars(attempts)
+    rows = [*bars(attempts), *_goodput_bars(goodput)]
     t0 = min((b.start for b in rows), default=now)
     t1 = max([*(b.end or now for b in rows), t0])
     span = max((t1 - t0).total_seconds(), 1e-3)
     esc = html.escape
     facts = _facts(attempts, summary, budget)
+    if goodput is not None and goodput.wall_seconds > 0:
+        facts.append(f"<li class='goodput'>{html.escape(goodput.line())}</li>")
     legend = "".join(f"<span class='{cls}'>{label}</span>" for cls, label in _LEGEND)
     lanes = _lanes(rows, t0, span, now)
     return (

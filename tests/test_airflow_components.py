@@ -146,6 +146,7 @@ def test_a_bug_fails_at_once_with_the_diagnosis_in_the_task_log_and_xcom(
     log = airflow.task_log(DAG_ID, run, "bug", 1)
     assert "ApplicationError" in log and diagnosis["pod"] in log and "not retrying" in log
     assert "ValueError: bad learning rate" in log
+    assert "; goodput " in log and "1 failure lost" in log  # where its time went, in Airflow's own task log
 
 
 def test_a_deferrable_run_is_preempted_restarts_in_the_cluster_and_succeeds(
@@ -161,6 +162,8 @@ def test_a_deferrable_run_is_preempted_restarts_in_the_cluster_and_succeeds(
     assert "Pausing task as DEFERRED" in log or "deferred" in log.lower()
     value = airflow.xcom(DAG_ID, run, "preempted", "return_value")
     assert value["succeeded"] and "1 in-cluster restart" in value["ledger"]
+    # through the trigger too: the XCom carries the account, the task log its line
+    assert [f["kind"] for f in value["goodput"]["failures"]] == ["Preempted"] and value["goodput"]["line"] in log
 
 
 @TRIGGER_ON_KILL

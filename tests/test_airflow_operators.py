@@ -196,6 +196,9 @@ def test_preemption_is_retried_by_airflow_within_the_budget_then_succeeds(
     assert "1 resubmission used" in outcome.value["ledger"]
     assert ti.xcoms["jobset_name"].endswith("-1") and ti.xcoms["namespace"] == NS
     assert ti.xcoms["diagnosis"] is None
+    # the failed try's exception and the XCom both tell where the time went
+    assert "; goodput " in str(first) and [f["kind"] for f in outcome.value["goodput"]["failures"]] == ["Preempted"]
+    assert outcome.value["goodput"]["line"] in outcome.value["message"]
 
 
 def test_in_cluster_restarts_spend_the_same_budget_so_airflow_does_not_retry(

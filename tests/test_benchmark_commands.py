@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import api_requests, diagnose_tails, followers, peer, report, scale, stalls
+from benchmarks import api_requests, diagnose_tails, followers, goodput, peer, report, scale, stalls
 from jobset_core import constants as c
 
 
@@ -32,6 +32,7 @@ from jobset_core import constants as c
         (followers, ["--tools", "kubectl"], "--tools"),
         (stalls, ["--runs", "0"], "--runs"),
         (stalls, ["--every", "9", "--stall", "5"], "--every"),
+        (goodput, ["--accounts", "0"], "--accounts"),
     ],
 )
 def test_a_bad_argument_is_one_line_and_exit_status_2(module, argv, named, capsys) -> None:

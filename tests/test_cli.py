@@ -243,14 +243,17 @@ def namespace_dump(tmp_path: Path) -> Path:
 
 
 def test_a_named_jobset_of_a_namespace_dump_is_diagnosed_and_drawn_alone(tmp_path, capsys) -> None:
+    from jobset_core.timeline import GOODPUT_LANE
     from tests.test_timeline import parse
 
     dump, page_path = namespace_dump(tmp_path), tmp_path / "b.html"
     assert main(["explain", "--from-file", str(dump), "b", "--html", str(page_path), "--json"]) == EXIT_FAILED
     found = json.loads(capsys.readouterr().out.split("\ntimeline written to")[0])
     assert found["pod"].startswith("b-") and all("a-" not in e for e in found["evidence"]), found
+    assert found["goodput"]["failures"][-1]["kind"] == found["kind"]  # where its time went, restarts first
     page = parse(page_path.read_text())
-    assert page.bars and all(pod.startswith("b-") for pod in page.bars), list(page.bars)
+    assert page.bars and all(pod.startswith("b-") for pod in page.bars if pod != GOODPUT_LANE), list(page.bars)
+    assert page.bars[GOODPUT_LANE]["classes"] == {"bar", "lost"}  # no checkpoint: all it ran was lost
     assert "b: failed" in page_path.read_text() and "no outcome yet" not in page_path.read_text()
 
 

@@ -128,7 +128,7 @@ def test_an_injected_preemption_is_retried_from_the_one_count(capsys: pytest.Cap
     said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[jobset] ")]
     first = next(line for line in said if "(Flyte retry 0):" in line)
     assert first.startswith("[jobset] attempt 1 (Flyte retry 0): RETRYABLE_FAILED: Preempted") and "workers-1-0" in first
-    assert first.endswith("retrying: Preempted is retryable, retry 1 of 2 (0 in-cluster restarts + 0 resubmissions used)")
+    assert "retrying: Preempted is retryable, retry 1 of 2 (0 in-cluster restarts + 0 resubmissions used); goodput " in first
     submitted = [line.split(" (", 1)[1] for line in said if line.startswith("[jobset] submitted JobSet ")]
     assert submitted == ["attempt 1; 2 of 2 retries left)", "attempt 2; 1 of 2 retries left)"]
     assert "[jobset] retrying as Flyte retry 1 of the same run (one retry count)" in said

@@ -204,6 +204,10 @@ def test_preemption_is_retryable_failed_and_the_next_attempt_succeeds(
     assert resource.phase == TaskExecution.SUCCEEDED, resource.message
     assert resource.custom_info["budget"] == "0 in-cluster restarts + 1 resubmission used"
     assert [a["attempt"] for a in resource.custom_info["attempts"]] == [0, 1]
+    # where the time went, across both Flyte attempts: the first attempt's account from the run record
+    account = resource.custom_info["goodput"]
+    assert "; goodput " in resource.message and account["line"] in resource.message
+    assert [f["kind"] for f in account["failures"]] == ["Preempted"] and account["productive_seconds"] <= account["wall_seconds"]
 
 
 def test_next_attempt_gets_max_restarts_reduced_by_what_was_spent(

@@ -309,7 +309,7 @@ def reads(monkeypatch) -> list[int]:
         ({}, 1),  # the count, the hardware setting and the site's signatures: one read for all three
         ({"retries": 2}, 1),
         ({"retries": 2, "count_hardware_failures": True}, 1),
-        ({"retries": 2, "count_hardware_failures": True, "site_signatures": {}}, 0),
+        ({"retries": 2, "count_hardware_failures": True, "site_signatures": {}, "refill_seconds": 0}, 0),
     ],
 )
 def test_a_policy_reads_the_platform_once_and_only_for_what_it_lacks(reads, kwargs, count):
@@ -320,7 +320,8 @@ def test_a_policy_reads_the_platform_once_and_only_for_what_it_lacks(reads, kwar
 def test_a_watcher_reads_a_submitted_policy_back_without_its_own_platform(tmp_path, monkeypatch, reads):
     """The Flyte connector, the Airflow triggerer and `jobset explain` run where the platform's file may differ
     from the submitter's, or be broken: the submitted policy decides, and nothing is read."""
-    submitted = RetryPolicy(retries=2, count_hardware_failures=True, site_signatures={"MYSITE-E42": "HardwareFailure"})
+    submitted = RetryPolicy(retries=2, count_hardware_failures=True, site_signatures={"MYSITE-E42": "HardwareFailure"},
+                            refill_seconds=3600)
     config = tmp_path / "config.toml"
     config.write_text(BROKEN)
     monkeypatch.setenv("JOBSET_CONFIG", str(config))
@@ -336,11 +337,11 @@ def test_a_watcher_reads_a_submitted_policy_back_without_its_own_platform(tmp_pa
 # ----------------------------------------------------------------------------------------------------
 # the checks of a setting, and the stored form
 
-GOOD = {f: getattr(RetryPolicy(retries=1, count_hardware_failures=False, site_signatures=()), f) for f in (
+GOOD = {f: getattr(RetryPolicy(retries=1, count_hardware_failures=False, site_signatures=(), refill_seconds=0), f) for f in (
     "retries", "retryable_exit_codes", "retry_on", "count_interruptions", "max_interruptions", "backoff",
     "final_attempt_on_demand", "in_cluster_restarts", "interruptible", "image_pull_grace_seconds",
     "config_error_grace_seconds", "create_container_grace_seconds", "unschedulable_timeout_seconds",
-    "count_hardware_failures", "avoid_suspect_nodes")}
+    "count_hardware_failures", "avoid_suspect_nodes", "refill_seconds")}
 
 
 @pytest.mark.parametrize(
@@ -357,6 +358,7 @@ GOOD = {f: getattr(RetryPolicy(retries=1, count_hardware_failures=False, site_si
         ({"max_interruptions": 2**31}, "retry.max_interruptions", "is not an integer from 0"),
         ({"image_pull_grace_seconds": float("nan")}, "retry.image_pull_grace_seconds", "must be a number of seconds"),
         ({"unschedulable_timeout_seconds": -1}, "retry.unschedulable_timeout_seconds", "or None"),
+        ({"refill_seconds": -5}, "retry.refill_seconds", "or None"),
     ],
 )
 def test_a_bad_setting_is_refused_naming_it(bad, field, problem):
@@ -365,7 +367,8 @@ def test_a_bad_setting_is_refused_naming_it(bad, field, problem):
     assert info.value.field == field and problem in info.value.problem
 
 
-@pytest.mark.parametrize("unset", [{"retries": None}, {"count_hardware_failures": None}, {"unschedulable_timeout_seconds": None}])
+@pytest.mark.parametrize("unset", [{"retries": None}, {"count_hardware_failures": None}, {"unschedulable_timeout_seconds": None},
+                                   {"refill_seconds": None}])
 def test_an_unset_setting_is_left_to_the_platform_or_its_meaning(unset):
     check_settings({**GOOD, **unset})
 

@@ -19,6 +19,9 @@ WATCHDOG_ANNOTATION = PROJECT_PREFIX + "watchdog"
 # Diagnosis.reason of a gang the watchdog found stalled (no rank wrote progress for `stall_seconds`)
 REASON_STALLED = "Stalled"
 FREE_INTERRUPTIONS_ANNOTATION = PROJECT_PREFIX + "free-interruptions"  # a gang Job's free pod replacements
+# When each in-cluster restart's whole gang ran ({"<restart>": RFC 3339}, JSON), noted once per restart by the look
+# that first saw it: the goodput account's spans outlive the pods the JobSet deletes at a restart
+GANG_RUNNING_ANNOTATION = PROJECT_PREFIX + "gang-running"
 # On a gang Job run again after its gang failed: every earlier gang restart and its cause (JSON list)
 GANG_RESTARTS_ANNOTATION = PROJECT_PREFIX + "gang-restarts"
 # GangJobSpec.restart: the whole gang again as a fresh Job (coupled ranks), or each index alone (shards)

@@ -173,10 +173,10 @@ def gang_output(pods: Sequence[Obj], known: GangOutput | None, main: Obj | None 
 
 def _new_rank(pod: Obj, main: Obj | None) -> RankOutput:
     node = ev.as_str(ev.spec_of(pod).get("nodeName")) or None
-    return RankOutput(ev.name_of(pod), node, _replica(pod), _rank(pod, main), _container(pod))
+    return RankOutput(ev.name_of(pod), node, _replica(pod), _rank(pod, main), container_of(pod))
 
 
-def _container(pod: Obj) -> str | None:
+def container_of(pod: Obj) -> str | None:
     containers = ev.as_list(ev.spec_of(pod).get("containers"))
     return ev.as_str(ev.as_map(containers[0]).get("name")) or None if containers else None
 
@@ -255,6 +255,13 @@ def _with_progress(rank: RankOutput, lines: Sequence[Line], watchdog: Watchdog) 
         rank = replace(rank, last_at=newest.at, last_line=_cut(newest.text))
     checkpoints = [ln for ln in lines if watchdog.checkpoint and _matches(watchdog.checkpoint, ln.text)]
     return replace(rank, checkpoint_at=checkpoints[-1].at) if checkpoints else rank
+
+
+def newest_checkpoint(lines: Sequence[Line], watchdog: Watchdog) -> datetime | None:
+    """When the newest checkpoint line (`Watchdog.checkpoint`) among `lines` was written; None: none is."""
+    if not watchdog.checkpoint:
+        return None
+    return max((ln.at for ln in lines if _matches(watchdog.checkpoint, ln.text)), default=None)
 
 
 def _matches(pattern: str, text: str) -> bool:

@@ -16,6 +16,7 @@ from jobset_core.diagnosis import Diagnosis
 from jobset_core.lifecycle.facts import Facts
 from jobset_core.lifecycle.standing import Progress
 from jobset_core.policy.budget import RetryDecision
+from jobset_core.policy.goodput import AttemptTime
 from jobset_core.policy.ledger import Ledger, Submission
 
 
@@ -67,6 +68,8 @@ class Step:
     # beside the result (log links, the timeline) without looking again.
     pods: tuple[dict[str, Any], ...] = ()
     facts: Facts | None = None  # what the look said of the attempt's own object, read once (`lifecycle.facts`)
+    # Where the attempt's time went (`policy.goodput`): from this look, or its record once decided.
+    time: AttemptTime | None = None
 
     @property
     def note(self) -> str:

@@ -115,6 +115,7 @@ def assemble(
     restart_causes: Sequence[Mapping[str, Any]] = (),
     cancelled: bool = False,
     output: GangOutput | None = None,
+    checkpoints: Mapping[int, datetime] | None = None,
 ) -> Observation:
     """The observation of attempt `name` (its object `main`, None when gone) from what a reader found.
 
@@ -138,6 +139,7 @@ def assemble(
         restart_causes=list(restart_causes),  # type: ignore[arg-type]
         cancelled=cancelled,
         output=output,
+        checkpoints=dict(checkpoints or {}),
     )
 
 

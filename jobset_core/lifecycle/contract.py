@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -77,6 +78,10 @@ class Observation:
     # What the gang's running ranks wrote, as far as the runtime read it for its watchdog (`diagnosis.stall`):
     # read only when a stall deadline came due; None when nothing runs or the attempt has no watchdog.
     output: GangOutput | None = None
+    # The newest checkpoint line each in-cluster restart of the gang wrote before it failed, by restart, read once
+    # per failure at the decision for the goodput account (`rank_output.OutputWatch.checkpoints`); empty when the
+    # attempt's watchdog names no checkpoint line.
+    checkpoints: Mapping[int, datetime] = field(default_factory=dict)
 
     @property
     def state(self) -> State:

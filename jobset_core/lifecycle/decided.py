@@ -5,7 +5,8 @@ record (`lifecycle.record`) before anything it calls for is done: resubmitting, 
 releasing the workload's TTL so the cluster may delete it. Every later look, in any process, reads it back
 (`Decided.from_dict`) and reports that decision for that attempt, never judging it again from a poorer view (a
 workload being deleted, pods the garbage collector already took, events that expired). Whether the next attempt is
-free is asked of it (`Decided.free`, which is its `RetryDecision.free`), so "free" has one answer.
+free is asked of it (`Decided.free`, which is its `RetryDecision.free`), so "free" has one answer. It also keeps the attempt's goodput account (`account`), read
+tolerantly: a record without one, or with one this version cannot read, is still the decision.
 
 Pure: no I/O, no clock (the step passes `now`).
 """
@@ -22,6 +23,7 @@ from jobset_core import evidence as ev
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.lifecycle.actions import Action, Ending
 from jobset_core.policy.decision import RetryDecision
+from jobset_core.policy.goodput import AttemptTime
 
 DECIDED_VERSION = 1
 # What a decision can call for: the attempt succeeded, failed for good, or is followed by another attempt.
@@ -43,6 +45,9 @@ class Decided:
     ending: Ending | None = None
     ttl_seconds: int | None = None
     kind: str = c.JOBSET_KIND  # the workload's kind: its handle outlives the workload
+    # Where the attempt's time went, as the step saw it when it decided (`policy.goodput`): every later reader
+    # tells the run's account from the record; None in a record written before accounts were kept.
+    account: AttemptTime | None = None
 
     def __post_init__(self) -> None:
         if self.action not in DECIDED_ACTIONS:
@@ -80,6 +85,7 @@ class Decided:
             "ending": str(self.ending) if self.ending is not None else None,
             "ttlSeconds": self.ttl_seconds,
             "kind": self.kind,
+            "account": self.account.to_dict() if self.account is not None else None,
         }
 
     @classmethod
@@ -99,6 +105,7 @@ class Decided:
                 ending=Ending(data["ending"]) if data.get("ending") else None,
                 ttl_seconds=ev.as_int(data.get("ttlSeconds")),
                 kind=str(data.get("kind") or c.JOBSET_KIND),
+                account=AttemptTime.from_dict(data["account"]) if isinstance(data.get("account"), Mapping) else None,
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a recorded decision: {exc}") from None

@@ -23,6 +23,7 @@ from jobset_core.constants import SCHEDULING_API_GROUP
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.errors import SpecError
 from jobset_core.lifecycle import record as records
+from jobset_core.lifecycle.accounts import run_goodput, with_recorded_runs
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.attempts import adoptable, attempt_number, is_live
 from jobset_core.lifecycle.cancel import cancel_attempts
@@ -186,7 +187,7 @@ class JobSetRun:
                 observation = yield Wait(change=handle, look_at=look_at)
             if observation is None:
                 observation = yield Look(handle)
-            step = yield Act(partial(self._take, handle, observation, reports), noting=True)
+            step = yield Act(partial(self._take, handle, observation, reports, polling), noting=True)
             if step.action is Action.WAIT and not polling:
                 look_at = monotonic_at(step.next_look_at, self._now())
                 continue
@@ -224,9 +225,10 @@ class JobSetRun:
     # ----- one step, and the handler of each action -------------------------------------------------
 
     def _take(self, handle: Handle, observation: Observation,
-              reports: Callable[[], Sequence[AppReport]] | None = None) -> Step:
+              reports: Callable[[], Sequence[AppReport]] | None = None, polling: bool = False) -> Step:
         """Assess one observation, report it, and do on the cluster what the step asks (`effects_of`): the
-        decision into the run record first, then the workload's TTL released, then its annotations."""
+        decision into the run record first, then the workload's TTL released, then its annotations (a poller's
+        also note when each gang ran: it may not see a restart's pods again)."""
         memory = self._memory
         if observation.cancelled or marked_cancelled(observation.main):
             memory.seen_cancelled.add(handle.name)  # once gone, it was cancelled, not deleted by someone else
@@ -237,7 +239,7 @@ class JobSetRun:
                       cancelled=cancelled, reports=found)
         self._reporter.gang(handle, observation)
         self._reporter.step(handle, step)
-        self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now())
+        self._books.carry_out(step, handle, observation, self.policy.to_annotation(), self._now(), note_starts=polling)
         return step
 
     def _apply(self, handle: Handle, step: Step, polling: bool) -> Outcome:
@@ -281,11 +283,13 @@ class JobSetRun:
 
     def _report_decided(self, handle: Handle, step: Step) -> RunResult:
         result = self._result(handle, step)
-        self._emit(EventType.CANCELLED if step.cancelled else EventType.FAILED, step.note, handle)
+        self._emit(EventType.CANCELLED if step.cancelled else EventType.FAILED, result.message, handle)
         return result
 
     def _result(self, handle: Handle, step: Step, *, done: bool = True) -> RunResult:
-        return RunResult.of(step, handle, self.attempts, done=done)
+        """The run's result, with its goodput account: the record's attempts and this one as the step saw it."""
+        account = run_goodput(self._memory.record, step.time, self._now())
+        return RunResult.of(step, handle, self.attempts, done=done, goodput=account)
 
     def _resubmit_when_due(self, handle: Handle, step: Step) -> RunResult:
         """A poller's retry: due when the decision's backoff, counted from the recorded decision, has passed, so
@@ -341,7 +345,8 @@ class JobSetRun:
         engine = self.engine_attempt
         if before_current and engine is not None:
             engine = engine - 1 if engine > 0 else None
-        return Ledger.from_objects(objects, self.run_key, engine).with_ended(records.submissions(record))
+        ledger = Ledger.from_objects(objects, self.run_key, engine).with_ended(records.submissions(record))
+        return with_recorded_runs(ledger, record, self._now())
 
     def _fix_policy(self, objects: list[dict[str, Any]], record: Mapping[str, Any] | None) -> None:
         """Once anything was submitted, the run decides with the policy it was submitted with."""

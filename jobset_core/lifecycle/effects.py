@@ -18,6 +18,7 @@ from jobset_core import kinds
 from jobset_core.lifecycle.actions import Action, Ending, Step
 from jobset_core.lifecycle.contract import Handle, Observation
 from jobset_core.lifecycle.decided import Decided
+from jobset_core.policy.goodput import starts_to_note
 from jobset_core.policy.kinds import FailureKind
 
 
@@ -52,11 +53,14 @@ def decision_of(step: Step, handle: Handle, now: datetime) -> Decided | None:
     if action is Action.END_ATTEMPT:  # the run ends it itself: what follows is the policy's decision
         action = Action.RESUBMIT if step.decision is not None and step.decision.retry else Action.FAILED
     return Decided(handle.name, handle.attempt, action, now, diagnosis=step.diagnosis, decision=step.decision,
-                   ending=step.ending, ttl_seconds=held, kind=handle.kind)
+                   ending=step.ending, ttl_seconds=held, kind=handle.kind, account=step.time)
 
 
-def effects_of(step: Step, handle: Handle, observation: Observation, now: datetime) -> Effects:
-    """What the driver does for this step, besides its action."""
+def effects_of(step: Step, handle: Handle, observation: Observation, now: datetime, *,
+               note_starts: bool = False) -> Effects:
+    """What the driver does for this step, besides its action. `note_starts`: the run polls (an engine's `get`,
+    a trigger's wake-up), so a restart's pods may be gone before it looks again: when each gang ran is noted on
+    the workload for the goodput account (a watcher sees every restart, and its evidence keeper keeps the pods)."""
     decided = decision_of(step, handle, now)
     release = None
     if (decided is not None or step.recorded) and step.action is not Action.END_ATTEMPT and step.facts is not None:
@@ -66,7 +70,8 @@ def effects_of(step: Step, handle: Handle, observation: Observation, now: dateti
     over = then in (Action.FAILED, Action.SUCCEEDED)  # a retry goes on, in this run or the engine's
     suspects = _suspects(step) if decided is not None else ()
     prefer = decided is not None and step.ending is Ending.UNPLACEABLE
-    return Effects(decided, over, release, _annotations(step, handle), avoid, why, _new_causes(step, observation),
+    return Effects(decided, over, release, _annotations(step, handle, observation, note_starts), avoid, why,
+                   _new_causes(step, observation),
                    suspects, _why(step) if suspects else "", prefer)
 
 
@@ -97,15 +102,19 @@ def _avoided(step: Step) -> tuple[tuple[str, ...], str]:
     return tuple(decision.avoid_nodes), _why(step)
 
 
-def _annotations(step: Step, handle: Handle) -> dict[str, str]:
-    """A gang Job's free replacements (they leave no trace in its status and outlive its pods only here), written
-    on the live Job when they changed."""
+def _annotations(step: Step, handle: Handle, observation: Observation, note_starts: bool) -> dict[str, str]:
+    """What the live workload keeps that outlives its pods: when each restart's gang ran (the goodput account,
+    `goodput.starts_to_note`), and a gang Job's free replacements (they leave no trace in its status), each written
+    when it changed."""
     facts = step.facts
-    sub = facts.submission if facts is not None else None
-    if facts is None or sub is None or facts.deleting_since is not None or kinds.named(handle.kind).restarts_whole:
+    if facts is None or facts.gone or facts.deleting_since is not None or step.recorded:
         return {}
+    noted = starts_to_note(step.time, observation.main) if note_starts else {}
+    sub = facts.submission
+    if sub is None or kinds.named(handle.kind).restarts_whole:
+        return noted
     changed = sub.free_in_place and sub.free_in_place != facts.free_in_place_noted
-    return {c.FREE_INTERRUPTIONS_ANNOTATION: str(sub.free_in_place)} if changed else {}
+    return {**noted, c.FREE_INTERRUPTIONS_ANNOTATION: str(sub.free_in_place)} if changed else noted
 
 
 def _new_causes(step: Step, observation: Observation) -> tuple[dict[str, Any], ...]:

@@ -17,6 +17,7 @@ from jobset_core.lifecycle.actions import Action, Step
 from jobset_core.lifecycle.contract import Handle, State
 from jobset_core.lifecycle.standing import Progress
 from jobset_core.policy.budget import RetryDecision
+from jobset_core.policy.goodput import Goodput
 from jobset_core.policy.ledger import Ledger
 
 
@@ -65,6 +66,8 @@ class RunResult:
     history: tuple[HistoryEntry, ...] = ()
     # The attempt's pods as the step saw them (for log links and the timeline; not in `to_dict`).
     pods: tuple[dict[str, Any], ...] = ()
+    # Where the run's time went (`policy.goodput`): its recorded attempts and the one this result is about.
+    goodput: Goodput | None = None
 
     @property
     def state(self) -> State | None:
@@ -79,19 +82,23 @@ class RunResult:
 
     @property
     def message(self) -> str:
+        """What an engine shows: the outcome, for a run that is over where its time went (one line, `goodput`),
+        then what became of a decided attempt's workload since."""
         after = f"; {self.aftermath}" if self.aftermath else ""
+        spent = f"; {self.goodput.line()}" if self.done and self.goodput is not None and self.goodput.wall_seconds > 0 else ""
         if self.succeeded:
             note = f"; {self.progress.kueue}" if self.progress is not None and self.progress.kueue else ""
-            return f"succeeded ({self.ledger.describe()}){note}{after}"
+            return f"succeeded ({self.ledger.describe()}){note}{spent}{after}"
         if not self.done:
             return self.progress.message if self.progress is not None else "running"
         parts = [self.diagnosis.summary if self.diagnosis else "failed"]
         if self.decision is not None:
             parts.append(self.decision.reason)
-        return "; ".join(parts) + after
+        return "; ".join(parts) + spent + after
 
     @classmethod
-    def of(cls, step: Step, handle: Handle, attempts: Sequence[Handle], *, done: bool = True) -> RunResult:
+    def of(cls, step: Step, handle: Handle, attempts: Sequence[Handle], *, done: bool = True,
+           goodput: Goodput | None = None) -> RunResult:
         """The result of a step on `handle`: final (with the diagnosis and the decision) unless it waits or the
         run is not done."""
         final = done and step.action is not Action.WAIT
@@ -108,6 +115,7 @@ class RunResult:
             aftermath=step.aftermath if final else None,
             history=tuple(step.diagnosis.history) if step.diagnosis is not None else (),
             pods=step.pods,
+            goodput=goodput,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,4 +134,5 @@ class RunResult:
             "attempts": [h.to_dict() for h in self.attempts],
             "aftermath": self.aftermath,
             "history": [h.to_dict() for h in self.history],
+            "goodput": self.goodput.to_dict() if self.goodput is not None else None,
         }

@@ -26,6 +26,7 @@ from jobset_core.diagnosis.deadlines import next_deadline
 from jobset_core.diagnosis.excerpt import quote_in_log_excerpt
 from jobset_core.diagnosis.hardware import compile_signatures, node_faults
 from jobset_core.lifecycle import endings, placeable
+from jobset_core.lifecycle.accounts import known_checkpoints
 from jobset_core.lifecycle.actions import Action, AppReport, Ending, Step
 from jobset_core.lifecycle.assemble import diagnose_observation
 from jobset_core.lifecycle.contract import Handle, Observation, State
@@ -33,6 +34,7 @@ from jobset_core.lifecycle.decided import Decided
 from jobset_core.lifecycle.facts import Facts, facts_of
 from jobset_core.lifecycle.standing import PodCounts, Progress, cause_deadline, progress_of
 from jobset_core.policy.budget import RetryPolicy
+from jobset_core.policy.goodput import AttemptTime, attempt_time
 from jobset_core.policy.kinds import FailureKind
 from jobset_core.policy.ledger import Ledger, Submission
 from jobset_core.policy.watchdog import Watchdog
@@ -109,12 +111,27 @@ def assess(
     if cancelled or facts.cancelled:
         return replace(endings.cancelled(handle, progress_for(None), ledger, policy), **seen)
     if decided is not None:
-        return replace(endings.as_decided(decided, handle, facts, progress_for(decided.diagnosis), ledger), **seen)
+        return replace(endings.as_decided(decided, handle, facts, progress_for(decided.diagnosis), ledger), **seen,
+                       time=decided.account)
     if current is not None:
         ledger = ledger.with_submission(current)
-    step = _assess(handle, observation, facts, ledger, policy, now, reports)
+    found = diagnose_observation(observation, policy, now) if not facts.gone else None
+    # The live attempt's running so far is in the ledger before the policy decides: the refill reads it.
+    ledger = ledger.with_runs(handle.name, account_of(handle, observation, found, policy, facts).runs(now))
+    step = _assess(handle, observation, facts, ledger, policy, now, reports, found)
     spent = current or next((s for s in ledger.submissions if s.name == handle.name), Submission(handle.name, handle.attempt))
-    return replace(step, ledger=ledger, spent=spent if step.decides else None, **seen)
+    time = account_of(handle, observation, step.diagnosis or found, policy, facts)
+    if step.decides:
+        time = time.decided(now, step.decision.counted if step.decision is not None else None)
+    return replace(step, ledger=ledger, spent=spent if step.decides else None, time=time, **seen)
+
+
+def account_of(handle: Handle, observation: Observation, diagnosis: Diagnosis | None, policy: RetryPolicy,
+               facts: Facts) -> AttemptTime:
+    """The attempt's goodput account from this look (`policy.goodput`), its checkpoints as its ranks wrote them."""
+    return attempt_time(handle.name, handle.attempt, observation.main, observation.pods, diagnosis,
+                        checkpoints=known_checkpoints(observation), is_free=policy.is_free,
+                        succeeded=facts.state is State.SUCCEEDED)
 
 
 def _assess(
@@ -125,8 +142,9 @@ def _assess(
     policy: RetryPolicy,
     now: datetime,
     reports: Sequence[AppReport] = (),
+    found: Diagnosis | None = None,
 ) -> Step:
-    diagnosis, policy = refine(diagnose_observation(observation, policy, now) if not facts.gone else None, reports, policy)
+    diagnosis, policy = refine(found, reports, policy)
     progress = progress_of(observation, diagnosis, now, facts.submission)
     if facts.state is State.GONE:
         return endings.deleted_outside(handle, observation, progress, ledger, policy, now)

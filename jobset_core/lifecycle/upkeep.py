@@ -20,6 +20,7 @@ from typing import Any
 from jobset_core import constants as c
 from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle import suspects as suspect_list
+from jobset_core.lifecycle.accounts import with_recorded_runs
 from jobset_core.lifecycle.actions import Step
 from jobset_core.lifecycle.contract import Handle, Observation, Runtime
 from jobset_core.lifecycle.effects import Effects, effects_of
@@ -52,9 +53,10 @@ class Upkeep:
         self.memory.wrote_record(record)
 
     def carry_out(self, step: Step, handle: Handle, observation: Observation, policy: Mapping[str, Any],
-                  now: datetime) -> None:
-        """What `step` asks done on the cluster, in its order (`policy`: the run's, as an annotation)."""
-        effects = effects_of(step, handle, observation, now)
+                  now: datetime, *, note_starts: bool = False) -> None:
+        """What `step` asks done on the cluster, in its order (`policy`: the run's, as an annotation;
+        `note_starts`: note the gang starts on the workload, see `effects_of`)."""
+        effects = effects_of(step, handle, observation, now, note_starts=note_starts)
         self._record(step, effects, handle, policy, now)
         if effects.suspects:
             self.suspect(effects.suspects, effects.suspect_why, handle.attempt, now)
@@ -82,7 +84,7 @@ class Upkeep:
         if effects.over:
             record = records.over(record, now)
         self.write(record)
-        self.memory.ledger = self.memory.ledger.with_ended(records.submissions(record))
+        self.memory.ledger = with_recorded_runs(self.memory.ledger.with_ended(records.submissions(record)), record, now)
 
     def suspect(self, nodes: tuple[str, ...], why: str, attempt: int, now: datetime) -> None:
         """Add `nodes` to the namespace's suspect nodes (kept off `avoid_node_seconds`, longer when reported again)

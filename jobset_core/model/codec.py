@@ -44,7 +44,7 @@ RECORDS: tuple[type, ...] = (JobSetSpec, GangJobSpec, ReplicatedJob, Coordinator
 _POLICY_INTS = ("retries", "maxInterruptions")
 _POLICY_INT_LISTS = ("retryableExitCodes",)
 _POLICY_SECONDS = ("imagePullGraceSeconds", "configErrorGraceSeconds", "createContainerGraceSeconds",
-                   "unschedulableTimeoutSeconds")
+                   "unschedulableTimeoutSeconds", "refillSeconds")
 _POLICY_FLAGS = ("countInterruptions", "inClusterRestarts", "finalAttemptOnDemand", "countHardwareFailures",
                  "avoidSuspectNodes")
 _POLICY_LISTS = ("retryOn", "signatures", "siteSignatures")

@@ -5,7 +5,8 @@ the engine spends it through resubmissions (a Flyte attempt, an Airflow try); bo
 count because the ledger lives on the cluster objects themselves (see `ledger.py`). As tenacity composes a
 retry from small stop and wait strategies, the policy is composed of parts, each pure and tested alone:
 
-- `counted.CountedBudget`: the count, what is left of it, the backoff;
+- `counted.CountedBudget`: the count, what is left of it (less what healthy running gave back: `refill.py`),
+  the backoff;
 - `free.FreeRetries`: which failures are free (interruptions, hardware) and the cap on free retries;
 - `translation.FailurePolicies`: the JobSet failurePolicy and Job podFailurePolicy the manifests carry;
 - `platform`: the platform's defaults, judged from what `jobset_core/platform_config.py` read.
@@ -35,6 +36,7 @@ from jobset_core.policy.grace import Grace
 from jobset_core.policy.interruptible import Interruptible
 from jobset_core.policy.kinds import RETRYABLE_BY_DEFAULT, FailureKind, is_retryable
 from jobset_core.policy.ledger import Ledger
+from jobset_core.policy.refill import Refill, duration
 from jobset_core.policy.stored import policy_annotation, settings_from_annotation
 from jobset_core.policy.translation import FailurePolicies
 
@@ -73,6 +75,9 @@ class RetryPolicy:
     # Keep every attempt off the nodes another run of the namespace found broken (`lifecycle/suspects.py`), for
     # as long as the platform says (`[nodes] avoid_node_seconds`); False: only off what this run found itself.
     avoid_suspect_nodes: bool = True
+    # After each `refill_seconds` of running without a counted failure, one spent retry is given back (never
+    # above `retries`); None takes the platform config's `[retry] refill_seconds`, 0 never refills.
+    refill_seconds: float | None = None
     # The parts, made once from the settings above.
     _count: CountedBudget = field(init=False, repr=False, compare=False)
     _free: FreeRetries = field(init=False, repr=False, compare=False)
@@ -88,18 +93,20 @@ class RetryPolicy:
         if self.backoff is None:
             set_(self, "backoff", default_backoff())
         assert self.retries is not None and self.backoff is not None and self.count_hardware_failures is not None
-        set_(self, "_count", CountedBudget(self.retries, self.backoff))
+        assert self.refill_seconds is not None
+        set_(self, "refill_seconds", float(self.refill_seconds))
+        set_(self, "_count", CountedBudget(self.retries, self.backoff, self.refill_seconds))
         set_(self, "_free", FreeRetries(self.count_interruptions, self.count_hardware_failures, self.max_interruptions))
         set_(self, "_cluster", FailurePolicies(self.retries, self.retry_on, self.retryable_exit_codes,  # type: ignore[arg-type]
                                                self._free.interruptions_free, self.in_cluster_restarts))
 
     def _resolve_platform(self) -> None:
-        """What the task left unset (the count, the hardware setting, the site's signatures) from the platform,
-        read once for all three; a policy that sets them all reads nothing."""
+        """What the task left unset (the count, the hardware setting, the site's signatures, the refill) from the
+        platform, read once for all; a policy that sets them all reads nothing."""
         set_ = object.__setattr__
         if self.site_signatures is not None:
             set_(self, "site_signatures", check_signatures(self.site_signatures, "retry.site_signatures"))
-        if None not in (self.retries, self.count_hardware_failures, self.site_signatures):
+        if None not in (self.retries, self.count_hardware_failures, self.site_signatures, self.refill_seconds):
             return
         found = read_platform_config()
         if self.retries is None:
@@ -110,6 +117,8 @@ class RetryPolicy:
             set_(self, "count_hardware_failures", platform.counts_hardware_failures(found))
         if self.site_signatures is None:
             set_(self, "site_signatures", platform.site_signatures(found))
+        if self.refill_seconds is None:
+            set_(self, "refill_seconds", platform.refill_seconds(found))
 
     # ----- the count and what is free: `counted.py` and `free.py` -------------------------------------
 
@@ -119,6 +128,10 @@ class RetryPolicy:
 
     def remaining(self, ledger: Ledger) -> int:
         return self._count.remaining(ledger)
+
+    def refill(self, ledger: Ledger) -> Refill:
+        """The spent retries the run's healthy running gave back (`refill.py`)."""
+        return self._count.refill(ledger)
 
     def delay_for(self, attempts_used: int) -> float:
         """Seconds to wait before the next engine-level attempt, from the tenacity wait strategy."""
@@ -169,7 +182,8 @@ class RetryPolicy:
         )
 
     def describe(self) -> str:
-        return f"retries={self.retries} ({self.retries_source}){self._free.describe()}"
+        refill = f", one given back per {duration(self.refill_seconds)} of healthy running" if self.refill_seconds else ""
+        return f"retries={self.retries} ({self.retries_source}){refill}{self._free.describe()}"
 
     # ----- decisions: the only place that makes a RetryDecision -------------------------------------
 
@@ -181,8 +195,9 @@ class RetryPolicy:
         """
         ledger = ledger or Ledger()
         kind = FailureKind.parse(diagnosis.kind)
-        used = ledger.counted_attempts
+        used = self._count.used(ledger)
         remaining = self._count.remaining(ledger)
+        back = self._refilled(ledger)
         if not self.is_retryable(kind, getattr(diagnosis, "exit_code", None)):
             because = "is not in this task's retry_on" if kind.retryable_by_default else "is not retryable"
             return RetryDecision(False, f"not retrying: {kind} {because}", attempt=used, remaining=remaining)
@@ -193,7 +208,7 @@ class RetryPolicy:
             return RetryDecision(
                 retry=False,
                 reason=f"not retrying: {kind} is retryable but the budget is spent: "
-                f"{self.total_attempts - 1} of {_retries(self.total_attempts - 1)} used ({ledger.describe()})",
+                f"{self.total_attempts - 1} of {_retries(self.total_attempts - 1)} used ({ledger.describe()}){back}",
                 attempt=used,
                 remaining=0,
             )
@@ -201,7 +216,7 @@ class RetryPolicy:
         return RetryDecision(
             retry=True,
             reason=f"retrying: {kind} is retryable, retry {used} of {self.total_attempts - 1} "
-            f"({ledger.describe()}){_avoid_text(avoid)}",
+            f"({ledger.describe()}){back}{_avoid_text(avoid)}",
             delay_seconds=self.delay_for(used),
             attempt=used + 1,
             remaining=remaining - 1,
@@ -212,7 +227,8 @@ class RetryPolicy:
     def _decide_free(self, kind: FailureKind, ledger: Ledger, avoid: tuple[str, ...]) -> RetryDecision:
         """A retry that spends nothing of the count, up to the cap of free ones (interruptions and hardware
         failures together: a flapping node pool or a rack of bad GPUs must not loop a run forever)."""
-        used, remaining, cap, spent = ledger.counted_attempts, self._count.remaining(ledger), self._free.cap, ledger.describe()
+        used, remaining, cap = self._count.used(ledger), self._count.remaining(ledger), self._free.cap
+        spent = ledger.describe() + self._refilled(ledger)
         what, capped = what_is_free(kind)
         if self._free.cap_used(ledger):
             return RetryDecision(
@@ -237,6 +253,11 @@ class RetryPolicy:
             counted=False,
             avoid_nodes=avoid,
         )
+
+    def _refilled(self, ledger: Ledger) -> str:
+        """"; 1 retry given back after 6h of healthy running", as a decision's reason says it (empty: none)."""
+        said = self._count.refill(ledger).describe(self.refill_seconds or 0.0)
+        return f"; {said}" if said else ""
 
     # ----- the endings no diagnosis decides: still the policy's decision, in its words -------------------
 
@@ -311,7 +332,7 @@ class RetryPolicy:
         defaults: a watcher never reads its own platform settings, which may differ from the submitter's."""
         try:
             if base is None:
-                base = cls(retries=int(data["retries"]), count_hardware_failures=False, site_signatures=())
+                base = cls(retries=int(data["retries"]), count_hardware_failures=False, site_signatures=(), refill_seconds=0)
             return cls(**settings_from_annotation(data, base))
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(

@@ -72,6 +72,10 @@ def _check_numbers(settings: Mapping[str, Any]) -> None:
     for name in GRACE_SECONDS:
         if not is_seconds(settings[name]):
             raise SpecError(f"retry.{name}", f"must be a number of seconds >= 0, got {settings[name]!r}", None)
+    refill = settings.get("refill_seconds")
+    if refill is not None and not is_seconds(refill):
+        raise SpecError("retry.refill_seconds", f"must be a number of seconds >= 0 or None, got {refill!r}",
+                        "use e.g. refill_seconds=6 * 3600")
     timeout = settings["unschedulable_timeout_seconds"]
     if timeout is not None and not is_seconds(timeout):
         raise SpecError("retry.unschedulable_timeout_seconds", f"must be a number of seconds >= 0 or None, got {timeout!r}", None)

@@ -15,11 +15,12 @@ record) stays in the history and keeps its attempt number, but spends nothing: t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobset_core import kinds
 from jobset_core.constants import CLEARED_ANNOTATION, FREE_ANNOTATION, RUN_KEY_LABEL
+from jobset_core.policy.refill import Run
 from jobset_core.submitted import attempt_of
 
 
@@ -78,6 +79,19 @@ class Ledger:
     submissions: tuple[Submission, ...] = ()
     engine_attempt: int | None = None  # 0-based, as Flyte's retry_attempt and Airflow's try_number - 1
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Each attempt's running spans, by attempt name: (seconds the gang ran, ended by a counted failure?)
+    runs_by_attempt: Mapping[str, tuple[Run, ...]] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> tuple[Run, ...]:
+        """Every running span of the run's attempts as it stands (cleared ones left out), in the order they ran."""
+        order = {s.name: s.attempt for s in self.spent}
+        names = sorted((n for n in self.runs_by_attempt if n in order), key=order.__getitem__)
+        return tuple(run for name in names for run in self.runs_by_attempt[name])
+
+    def with_runs(self, name: str, runs: Iterable[Run]) -> Ledger:
+        """The ledger once attempt `name` is known to have run `runs` (its account, recorded or observed)."""
+        return replace(self, runs_by_attempt={**self.runs_by_attempt, name: tuple(runs)})
 
     @property
     def spent(self) -> tuple[Submission, ...]:
@@ -138,7 +152,7 @@ class Ledger:
     def with_submission(self, submission: Submission) -> Ledger:
         kept = tuple(s for s in self.submissions if s.name != submission.name)
         ordered = tuple(sorted((*kept, submission), key=lambda s: s.attempt))
-        return Ledger(ordered, self.engine_attempt, self.extra)
+        return replace(self, submissions=ordered)
 
     def with_ended(self, ended: Iterable[Submission]) -> Ledger:
         """Add the attempts the run deleted itself (from the run record); their record wins over a

@@ -1,5 +1,6 @@
 """The platform's retry settings, checked: the default count (env, then the config file, then 3), whether
-hardware failures count, the site's log signatures, and how long runs keep off a suspect node (`[nodes]`).
+hardware failures count, how much healthy running refills a spent retry, the site's log signatures, and how
+long runs keep off a suspect node (`[nodes]`).
 
 Pure: each setting is judged from a `PlatformConfig` (what `jobset_core/platform_config.py`, the one reader of
 the environment and the file, found), with the checks a task's own setting gets, and a key the file does not
@@ -22,7 +23,7 @@ CONFIG_SECTION = "retry"
 SIGNATURES_SECTION = "signatures"  # [signatures] "<regular expression>" = "<failure kind>"
 WATCHDOG_SECTION = "watchdog"  # [watchdog]: its keys are judged by `policy/watchdog.py`
 NODES_SECTION = "nodes"  # [nodes]: suspect nodes shared by the namespace's runs (`lifecycle/suspects.py`)
-CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures"),
+CONFIG_KEYS = {CONFIG_SECTION: ("default_retries", "count_hardware_failures", "refill_seconds"),
                NODES_SECTION: ("avoid_node_seconds", "report_nodes")}
 DEFAULT_AVOID_NODE_SECONDS = 24 * 3600.0  # a day: a node one run found broken, every run keeps off
 
@@ -94,6 +95,18 @@ def counts_hardware_failures(found: PlatformConfig) -> bool:
         raise SpecError(f"{found.path}: {CONFIG_SECTION}.count_hardware_failures", f"{value!r} is not true or false",
                         "use true or false")
     return value
+
+
+def refill_seconds(found: PlatformConfig) -> float:
+    """How much healthy running gives one spent retry back (`[retry] refill_seconds`); by default none: a count
+    means what it says until the platform says otherwise."""
+    value = _section(found).get("refill_seconds")
+    if value is None:
+        return 0.0
+    if not is_seconds(value):
+        raise SpecError(f"{found.path}: {CONFIG_SECTION}.refill_seconds", f"{value!r} is not a number of seconds >= 0",
+                        "use e.g. refill_seconds = 21600")
+    return float(value)
 
 
 def site_signatures(found: PlatformConfig) -> tuple[tuple[str, str], ...]:

@@ -32,6 +32,7 @@ def policy_annotation(policy: Any) -> dict[str, Any]:
         "avoidSuspectNodes": policy.avoid_suspect_nodes,
         "signatures": [list(pair) for pair in policy.signatures],
         "siteSignatures": [list(pair) for pair in policy.site_signatures],
+        "refillSeconds": policy.refill_seconds,
     }
 
 
@@ -58,4 +59,5 @@ def settings_from_annotation(data: Mapping[str, Any], base: Any) -> dict[str, An
         "avoid_suspect_nodes": bool(data.get("avoidSuspectNodes", base.avoid_suspect_nodes)),
         "signatures": [tuple(pair) for pair in data.get("signatures", base.signatures)],
         "site_signatures": [tuple(pair) for pair in data.get("siteSignatures", base.site_signatures)],
+        "refill_seconds": float(data.get("refillSeconds", base.refill_seconds) or 0.0),
     }

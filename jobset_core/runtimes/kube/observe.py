@@ -97,9 +97,10 @@ class Observer:
         facts = self.node_facts(handle, main, with_kept(pods, kept)) if decision else NodeFacts()
         if not facts.nodes and output is not None:
             facts = self.stalled_node_facts(handle, main, pods, output)
+        checkpoints = self.output.checkpoints(handle, main, with_kept(pods, kept))
         return assemble(handle.name, main, jobs=jobs, pods=pods, kept=kept, events=[*events, *facts.events],
                         workloads=workloads, nodes=facts.nodes, restart_causes=self.keeper.causes(handle),
-                        cancelled=cancelled, output=output)
+                        cancelled=cancelled, output=output, checkpoints=checkpoints)
 
     def stalled_node_facts(self, handle: Handle, main: Mapping[str, Any] | None, pods: list[Obj],
                            output: GangOutput | None) -> NodeFacts:

@@ -80,4 +80,6 @@ def observation_of(cluster: ObjectStore, sub: LocalSubmission, output: OutputWat
     nodes, node_events = node_facts(cluster, with_kept(pods, kept))
     events = [*cluster.list(c.CORE_API_VERSION, c.EVENT_KIND, sub.handle.namespace), *node_events]
     written = output.output(sub.handle, main, pods) if output is not None and state_of(main) is State.RUNNING else None
-    return assemble(sub.handle.name, main, jobs=jobs, pods=pods, kept=kept, events=events, nodes=nodes, output=written)
+    checkpoints = output.checkpoints(sub.handle, main, with_kept(pods, kept)) if output is not None else {}
+    return assemble(sub.handle.name, main, jobs=jobs, pods=pods, kept=kept, events=events, nodes=nodes, output=written,
+                    checkpoints=checkpoints)

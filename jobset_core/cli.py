@@ -21,7 +21,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -163,11 +163,12 @@ def _pick_main(jobsets: list[dict[str, Any]], jobs: list[dict[str, Any]], name: 
     return next(iter([*jobsets, *jobs]), None)
 
 
-def read_live(name: str, namespace: str, api_client: Any = None) -> tuple[Observation, Decided | None]:
+def read_live(name: str, namespace: str, api_client: Any = None) -> tuple[Observation, Decided | None, dict[str, Any] | None]:
     """One observation of a JobSet (or, failing that, a Job) by name, through the runtime's own direct look, as
     a run or an engine's poll makes it: its Jobs, pods, events, Kueue's Workload and the evidence a watcher
     kept of pods a restart deleted and of the restarts' causes (read, never written); and, for an attempt a run
-    of ours decided, that decision (from its run record), which stays what it was, also once the workload is gone.
+    of ours decided, that decision (from its run record), which stays what it was, also once the workload is gone;
+    and that run record (None: no run of ours), whose decided attempts tell the run's account of its time.
 
     Cluster errors come back as one-line KubeApiErrors: a missing object, a missing namespace, no access,
     no kubeconfig, an unreachable server.
@@ -192,24 +193,26 @@ def read_live(name: str, namespace: str, api_client: Any = None) -> tuple[Observ
             break
     if main is None:
         found = _gone_but_decided(runtime, name, namespace)
-        if found is None:
+        if found is None or found[0] is None:
             jobsets = "" if runtime.objects.served_versions(c.JOBSET_API_GROUP) else (
                 f", and the cluster does not serve JobSets (the JobSet CRD {c.JOBSET_CRD} is not installed)")
             raise LookupError(f"no JobSet or Job named {name!r} in namespace {namespace!r}{jobsets}")
-        return Observation(None), found
+        return Observation(None), found[0], found[1]
     run_key = labels_of(main).get(RUN_KEY_LABEL, "")
     handle = handle_of(main, run_key, namespace)
-    decided = records.decided_for(runtime.read_run_record(run_key, namespace), name) if run_key else None
+    record = runtime.read_run_record(run_key, namespace) if run_key else None
+    decided = records.decided_for(record, name) if record else None
     try:
-        return runtime.observe(handle), decided
+        return runtime.observe(handle), decided, record
     except ApiException as exc:
         from jobset_core.runtimes.kube.api_errors import explain_api_error
 
         raise explain_api_error(exc, ("list", "events", ""), api_client) from None
 
 
-def _gone_but_decided(runtime: Any, name: str, namespace: str) -> Decided | None:
-    """The decision a run of ours recorded on attempt `name`, whose workload is gone (its TTL, a person)."""
+def _gone_but_decided(runtime: Any, name: str, namespace: str) -> tuple[Decided | None, dict[str, Any]] | None:
+    """The decision a run of ours recorded on attempt `name`, whose workload is gone (its TTL, a person), and the
+    record that holds it."""
     from kubernetes.client.exceptions import ApiException
 
     from jobset_core.lifecycle import record as records
@@ -218,7 +221,10 @@ def _gone_but_decided(runtime: Any, name: str, namespace: str) -> Decided | None
         found = runtime.records.holding(namespace, name)
     except ApiException:  # a Role without list on configmaps: nothing more to tell than "not found"
         return None
-    return records.decided_for(found[1], name) if found is not None else None
+    if found is None:
+        return None
+    decided = records.decided_for(found[1], name)
+    return (decided, found[1]) if decided is not None else None
 
 
 def render(d: Diagnosis) -> str:
@@ -276,7 +282,7 @@ def outcome(observation: Observation, diagnosis: Diagnosis) -> int:
 
 
 def explain(args: argparse.Namespace) -> int:
-    decided = None
+    decided, record = None, None
     if args.from_file:
         seen = observe_dump(read_dump(args.from_file), args.name)
     else:
@@ -285,7 +291,7 @@ def explain(args: argparse.Namespace) -> int:
         from jobset_core.model.workload import namespace_for
         from jobset_core.runtimes.kube.identity import kubeconfig_namespace
 
-        seen, decided = read_live(args.name, namespace_for(args.namespace, pointed=kubeconfig_namespace()))
+        seen, decided, record = read_live(args.name, namespace_for(args.namespace, pointed=kubeconfig_namespace()))
     now = None
     if decided is not None:
         result, extra, code = decided_story(args, seen, decided)
@@ -296,8 +302,9 @@ def explain(args: argparse.Namespace) -> int:
         now = ev.dump_time(seen.main, seen.jobs, seen.pods, seen.events, seen.workloads, seen.nodes) if args.from_file else None
         result = diagnose_observation(seen, submitted_policy(_main_of(seen)), now or datetime.now(UTC))
         extra, code = {}, outcome(seen, result)
-    account = attempt_goodput(seen, decided, result, code, now)
+    time, account, as_of = attempt_goodput(seen, decided, result, code, now)
     extra.update(said_goodput(account, as_json=args.json))
+    extra.update(said_run_goodput(record, getattr(time, "name", ""), time, as_of, as_json=args.json))
     # The file first: a reader of the output that went away (`| head -3`) must not cost the page the user asked for.
     if args.html:
         state = {EXIT_SUCCEEDED: "succeeded", EXIT_FAILED: "failed"}.get(code, "still running")
@@ -330,18 +337,36 @@ def decided_story(args: argparse.Namespace, seen: Observation, decided: Decided)
 
 
 def attempt_goodput(seen: Observation, decided: Decided | None, diagnosis: Diagnosis, code: int,
-                    now: datetime | None) -> Any:
+                    now: datetime | None) -> tuple[Any, Any, datetime]:
     """Where the explained attempt's time went (`policy.goodput`): as its run recorded it at its decision, else
-    from what this look read (its pods, the restarts' times of its diagnosis), up to its failure or now."""
+    from what this look read (its pods, the restarts' times of its diagnosis), up to its failure or now. Returns
+    the attempt's time, its account, and the moment it is told as of."""
     from jobset_core.policy.goodput import attempt_time, goodput
 
     if decided is not None and decided.account is not None:
-        return goodput([decided.account], decided.at)
+        return decided.account, goodput([decided.account], decided.at), decided.at
     main = _main_of(seen)
     time = attempt_time(name_of(main or {}), 0, main, seen.pods, diagnosis, is_free=submitted_policy(main).is_free,
                         succeeded=code == EXIT_SUCCEEDED)
     ended = diagnosis.time if code == EXIT_FAILED else (time.spans[-1].end if code == EXIT_SUCCEEDED and time.spans else None)
-    return goodput([time.decided(ended, None) if ended is not None else time], now or datetime.now(UTC))
+    if ended is not None:
+        time = time.decided(ended, None)
+    at = now or datetime.now(UTC)
+    return time, goodput([time], at), at
+
+
+def said_run_goodput(record: Mapping[str, Any] | None, name: str, time: Any, now: datetime, *,
+                     as_json: bool) -> dict[str, Any]:
+    """The whole run's account (`run time:`), when its record holds attempts besides the one explained: every decided
+    attempt's as recorded, and this one's as told above."""
+    from jobset_core.lifecycle.accounts import recorded, run_goodput
+
+    if not [t for t in recorded(record) if t.name != name]:
+        return {}
+    whole = run_goodput(record, time, now)
+    if as_json:
+        return {"run_goodput": whole.to_dict()}
+    return {"run time": whole.line()} if whole.wall_seconds else {}
 
 
 def said_goodput(account: Any, *, as_json: bool) -> dict[str, Any]:

@@ -94,6 +94,10 @@ def test_a_hung_rank_is_named_through_the_pod_logs_and_its_retry_runs_to_success
     out = capsys.readouterr().out
     assert out.startswith(stalled.message.split("; retrying")[0]), out
     assert "decision: retrying: Stalled is retryable, retry 1 of 1" in out
+    assert "\ntime: goodput " in out and "1 failure lost" in out, out  # the attempt's account, from its record
+    main(["explain", result.attempts[-1].name])  # the attempt that succeeded: its own account, and the run's
+    out = capsys.readouterr().out
+    assert "\ntime: goodput " in out and "\nrun time: goodput " in out and "1 failure lost" in out.split("run time:")[1], out
 
 
 def test_a_gpu_fault_reported_while_the_gang_stalls_on_its_node_is_free_and_the_retry_keeps_off_it(cluster: Any) -> None:

@@ -30,13 +30,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
 from jobset_core.diagnosis import Diagnosis
 from jobset_core.policy.refill import Run, duration
+
+# The API server's and the kubelets' timestamps are to the second: two moments closer than this may be in either order.
+SKEW = timedelta(seconds=1)
 
 ACCOUNT_VERSION = 1
 PARTS = ("queued", "productive", "lost", "detection", "restart")
@@ -223,9 +226,14 @@ def _finished(pod: Mapping[str, Any]) -> datetime | None:
 
 
 def _before(checkpoint: datetime | None, start: datetime | None, end: datetime | None) -> datetime | None:
-    """A checkpoint counts for a failure only when it was written in that span, before the failure."""
-    if checkpoint is None or start is None or checkpoint < start or (end is not None and checkpoint > end):
+    """A checkpoint counts for a failure only when it was written in that span, before the failure. A container's
+    end is written to the second (`finishedAt`, cut down) and a line's time may be the moment a reader found it
+    (the local runtime's file reads): a checkpoint up to a second after the failure's recorded second is before
+    it, and taken as written at the failure."""
+    if checkpoint is None or start is None or checkpoint < start:
         return None
+    if end is not None and checkpoint > end:
+        return end if checkpoint - end <= SKEW else None
     return checkpoint
 
 

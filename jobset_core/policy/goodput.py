@@ -31,15 +31,26 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from jobset_core import constants as c
 from jobset_core import evidence as ev
-from jobset_core.diagnosis import Diagnosis
 from jobset_core.policy.refill import Run, duration
 
 # The API server's and the kubelets' timestamps are to the second: two moments closer than this may be in either order.
 SKEW = timedelta(seconds=1)
+
+class Diagnosed(Protocol):
+    """What the account reads of a diagnosis (`diagnosis.Diagnosis`), named here so the budget's floor does not
+    import the diagnosis engine: the restarts' history, whether and when it failed, a stalled gang's silence."""
+
+    kind: Any
+    failed: bool
+    in_flight: bool
+    time: datetime | None
+    silent_since: datetime | None
+    history: Sequence[Any]
+
 
 ACCOUNT_VERSION = 1
 PARTS = ("queued", "productive", "lost", "detection", "restart")
@@ -122,7 +133,7 @@ class AttemptTime:
 # ----- one attempt, from what a look saw -------------------------------------------------------------------------
 
 def attempt_time(name: str, attempt: int, main: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]],
-                 diagnosis: Diagnosis | None, *, checkpoints: Mapping[int, datetime] | None = None,
+                 diagnosis: Diagnosed | None, *, checkpoints: Mapping[int, datetime] | None = None,
                  is_free: Any = None, succeeded: bool = False) -> AttemptTime:
     """The attempt's account from its object, its pods (kept ones included) and its diagnosis: each restart's gang
     start from its pods, each in-cluster restart's failure from the diagnosis' history, the final failure from the
@@ -179,7 +190,7 @@ def starts_to_note(time: AttemptTime | None, main: Mapping[str, Any] | None) -> 
     return {c.GANG_RUNNING_ANNOTATION: json.dumps({str(r): merged[r].isoformat() for r in sorted(merged)})}
 
 
-def _last_span(restart: int, start: datetime | None, pods: Sequence[Mapping[str, Any]], diagnosis: Diagnosis | None,
+def _last_span(restart: int, start: datetime | None, pods: Sequence[Mapping[str, Any]], diagnosis: Diagnosed | None,
                checkpoint: datetime | None, succeeded: bool) -> Span:
     """The attempt's newest gang run: its failure (the diagnosis), its success (its pods' last finish), or running."""
     if succeeded:

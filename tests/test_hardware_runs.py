@@ -20,7 +20,6 @@ from jobset_core import (
     FailureKind,
     JobSetRun,
     JobSetSpec,
-    KubernetesRuntime,
     ReplicatedJob,
     RetryPolicy,
     RunEvent,
@@ -30,21 +29,17 @@ from jobset_core import constants as c
 from jobset_core.lifecycle import record as records
 from jobset_core.lifecycle.record import AVOIDED
 from jobset_core.model.placement import avoided_nodes
-from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.testing import LocalApiServer
-from tests.kube_driver import ClusterDriver
+from tests.kube_driver import GPU_RESOURCES, served_cluster
 
 NS = "ml"
-GPU = {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}
+GPU = GPU_RESOURCES
 
 
 @pytest.fixture
 def cluster() -> Any:
-    with LocalApiServer(seed=33) as server, ClusterDriver(server, NS, tick=0.03, nodes=4) as driver:
-        runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=20, initial=0.05, max_wait=0.5),
-                                    watch_timeout_seconds=2, tick_seconds=0.1, cancel_timeout_seconds=15)
-        yield server, driver, runtime
-        assert not driver.errors, driver.errors
+    with served_cluster(NS, seed=33) as served:
+        yield served
 
 
 def spec(name: str, retries: int = 0, **policy: Any) -> JobSetSpec:

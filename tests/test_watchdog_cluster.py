@@ -23,7 +23,6 @@ from jobset_core import (
     FailureKind,
     JobSetRun,
     JobSetSpec,
-    KubernetesRuntime,
     ReplicatedJob,
     RetryPolicy,
     RunEvent,
@@ -31,22 +30,18 @@ from jobset_core import (
     make_run_key,
 )
 from jobset_core import constants as c
-from jobset_core.runtimes.kube.client import ApiRetry
 from jobset_core.testing import LocalApiServer
-from tests.kube_driver import ClusterDriver
+from tests.kube_driver import GPU_RESOURCES, served_cluster
 from tests.waiting import wait_until
 
 NS = "ml"
-GPU = {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}
+GPU = GPU_RESOURCES
 
 
 @pytest.fixture
 def cluster() -> Any:
-    with LocalApiServer(seed=47) as server, ClusterDriver(server, NS, tick=0.03, nodes=4) as driver:
-        runtime = KubernetesRuntime(server.api_client(), NS, retry=ApiRetry(max_seconds=20, initial=0.05, max_wait=0.5),
-                                    watch_timeout_seconds=5, tick_seconds=0.1, cancel_timeout_seconds=15)
-        yield server, driver, runtime
-        assert not driver.errors, driver.errors
+    with served_cluster(NS, seed=47, watch_timeout_seconds=5) as served:
+        yield served
 
 
 def spec(name: str, watchdog: Watchdog, *, retries: int = 0, gpu: bool = False, pods: int = 3) -> JobSetSpec:

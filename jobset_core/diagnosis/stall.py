@@ -19,7 +19,6 @@ local runtime's processes) with the rules here, so every runtime judges alike:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -253,19 +252,13 @@ def _with_progress(rank: RankOutput, lines: Sequence[Line], watchdog: Watchdog) 
     newest = progress[-1] if progress else None
     if newest is not None and (rank.last_at is None or newest.at >= rank.last_at):
         rank = replace(rank, last_at=newest.at, last_line=_cut(newest.text))
-    checkpoints = [ln for ln in lines if watchdog.checkpoint and _matches(watchdog.checkpoint, ln.text)]
-    return replace(rank, checkpoint_at=checkpoints[-1].at) if checkpoints else rank
+    checkpoint = newest_checkpoint(lines, watchdog)
+    return replace(rank, checkpoint_at=checkpoint) if checkpoint is not None else rank
 
 
 def newest_checkpoint(lines: Sequence[Line], watchdog: Watchdog) -> datetime | None:
     """When the newest checkpoint line (`Watchdog.checkpoint`) among `lines` was written; None: none is."""
-    if not watchdog.checkpoint:
-        return None
-    return max((ln.at for ln in lines if _matches(watchdog.checkpoint, ln.text)), default=None)
-
-
-def _matches(pattern: str, text: str) -> bool:
-    return re.search(pattern, text) is not None
+    return max((ln.at for ln in lines if watchdog.is_checkpoint(ln.text)), default=None)
 
 
 def progressing(output: GangOutput, watchdog: Watchdog, now: datetime) -> bool:

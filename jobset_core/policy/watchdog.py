@@ -109,6 +109,10 @@ class Watchdog:
         """Whether this line is progress: any line, or one matching `progress`."""
         return self.progress is None or re.search(self.progress, line) is not None
 
+    def is_checkpoint(self, line: str) -> bool:
+        """Whether this line says a checkpoint was written (never, without `checkpoint`)."""
+        return self.checkpoint is not None and re.search(self.checkpoint, line) is not None
+
     def describe(self) -> str:
         """The setting in force and where it came from, as a run logs it at its start."""
         if not self.on:
